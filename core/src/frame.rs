@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::marshal::{self, tag, DecodeError, Decoder, Dict, IntForm, Limits, Value};
+use crate::msg::Message;
 
 /// Bytes of the length header.
 pub const HEADER_LEN: usize = 4;
@@ -166,6 +167,11 @@ pub fn encode_dict(message: &Dict<'_>, priority: Priority, out: &mut Vec<u8>) {
     out.push(tag::NULL);
     marshal::encode_into(&Value::Int(priority.as_i64(), IntForm::Auto), out);
     patch_len(out, start);
+}
+
+/// Appends a whole frame carrying a typed message.
+pub fn encode_message(message: &Message<'_>, priority: Priority, out: &mut Vec<u8>) {
+    encode_dict(&message.to_dict(), priority, out);
 }
 
 /// Appends a whole frame whose body is the already-encoded marshal value `body`.

@@ -1,6 +1,20 @@
 //! crawlfleet's pure data layer: the marshal codec the FAST crawler protocols are written in,
 //! FSCMT framing and the FSCMT message model. No sockets and no threads live here.
+//!
+//! ```
+//! use crawlfleet_core::frame::{self, Priority};
+//! use crawlfleet_core::marshal::Limits;
+//! use crawlfleet_core::msg::Message;
+//!
+//! let mut wire = Vec::new();
+//! frame::encode_message(&Message::PpdupKeepalive, Priority::Normal, &mut wire);
+//! let (body, used) = frame::split(&wire, &Limits::default()).unwrap().unwrap();
+//! assert_eq!(used, wire.len());
+//! let f = frame::decode_body(body, &Limits::default()).unwrap();
+//! assert_eq!(Message::from_dict(&f.message).unwrap(), Message::PpdupKeepalive);
+//! ```
 #![deny(missing_docs)]
 
 pub mod frame;
 pub mod marshal;
+pub mod msg;
