@@ -1,0 +1,40 @@
+//! crawlfleet's roles and tools, each a small module wiring `crawlfleet-core` to
+//! `crawlfleet-net`, behind the `crawlfleet` command line.
+//!
+//! `main` parses [`cli::Cli`] and calls [`run`], which dispatches to one documented function per
+//! subcommand.
+#![deny(missing_docs)]
+
+pub mod cli;
+pub mod inspect;
+
+use std::process::ExitCode;
+
+/// The whole program: logging, the command line, one subcommand.
+pub fn main() -> ExitCode {
+    use clap::Parser;
+    init_logging();
+    run(cli::Cli::parse())
+}
+
+/// Sends `log` records to stderr; `RUST_LOG` overrides the default level (info).
+pub fn init_logging() {
+    let env = env_logger::Env::default().default_filter_or("info");
+    let _ = env_logger::Builder::from_env(env)
+        .format_timestamp_millis()
+        .try_init();
+}
+
+/// Runs one subcommand, printing its error (if any) to stderr.
+pub fn run(cli: cli::Cli) -> ExitCode {
+    let result = match cli.command {
+        cli::Command::Inspect(args) => inspect::run(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("crawlfleet: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
