@@ -15,6 +15,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod checksum;
 pub mod frame;
 pub mod marshal;
 pub mod msg;

@@ -1,0 +1,393 @@
+//! The checksum store of a duplicate server (MS-FSCMT 3.3.1): for one crawl collection, a map
+//! from a 16-byte document checksum to the URI and node identifier that own it.
+//!
+//! The store is split into a power-of-two number of shards chosen by the xxh3 hash of the
+//! checksum. Each shard keeps its entries in an open-addressing table of 24-byte slots (checksum,
+//! URI location, URI length and node) and the URI bytes in an arena of 1 MiB chunks, so an entry
+//! costs 24 bytes of slot, the table's control byte and load-factor slack, and its URI bytes.
+//! Removed URIs leave garbage in the arena that is compacted shard by shard.
+//!
+//! ```
+//! use crawlfleet_core::checksum::{AddOutcome, ChecksumStore};
+//! use crawlfleet_core::msg::Checksum;
+//!
+//! let mut store = ChecksumStore::new(16);
+//! let cs = Checksum([7; 16]);
+//! assert_eq!(store.add(cs, b"http://a/", b"node1").unwrap(), AddOutcome::Added);
+//! match store.add(cs, b"http://b/", b"node2").unwrap() {
+//!     AddOutcome::Exists { owner_uri, .. } => assert_eq!(owner_uri, b"http://a/"),
+//!     other => panic!("{other:?}"),
+//! }
+//! ```
+
+use std::fmt;
+
+use hashbrown::HashTable;
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::msg::Checksum;
+
+/// Arena chunk size; a URI never spans two chunks.
+const CHUNK: usize = 1 << 20;
+/// Longest URI accepted (bytes).
+pub const MAX_URI_LEN: usize = 64 * 1024;
+/// Most distinct node identifiers one store tracks (they are few: one per node scheduler).
+pub const MAX_NODES: usize = 1 << (32 - LEN_BITS);
+
+/// Why an entry was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// The URI is longer than [`MAX_URI_LEN`].
+    UriTooLong(usize),
+    /// More than [`MAX_NODES`] distinct node identifiers.
+    TooManyNodes,
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::UriTooLong(n) => {
+                write!(f, "URI of {n} bytes exceeds the limit of {MAX_URI_LEN}")
+            }
+            StoreError::TooManyNodes => write!(f, "more than {MAX_NODES} node identifiers"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// What [`ChecksumStore::add`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AddOutcome<'s> {
+    /// The checksum was new: the adder owns it now.
+    Added,
+    /// The checksum was there already, owned by this URI and node (maybe the adder itself).
+    Exists {
+        /// The owner URI.
+        owner_uri: &'s [u8],
+        /// The owner node identifier.
+        owner_node: &'s [u8],
+    },
+}
+
+/// One slot: 24 bytes.
+#[derive(Clone, Copy)]
+struct Slot {
+    checksum: [u8; 16],
+    /// Chunk index (high 12 bits) and offset within the chunk (low 20 bits).
+    uri_at: u32,
+    /// URI length (low 17 bits, enough for MAX_URI_LEN) and node index (high 15 bits).
+    len_node: u32,
+}
+
+const LEN_BITS: u32 = 17;
+const LEN_MASK: u32 = (1 << LEN_BITS) - 1;
+
+impl Slot {
+    fn uri_len(&self) -> usize {
+        (self.len_node & LEN_MASK) as usize
+    }
+    fn node(&self) -> usize {
+        (self.len_node >> LEN_BITS) as usize
+    }
+}
+
+/// URI bytes in 1 MiB chunks.
+#[derive(Default)]
+struct Arena {
+    chunks: Vec<Box<[u8]>>,
+    /// Bytes used in the last chunk.
+    used: usize,
+    /// Bytes no live slot refers to.
+    garbage: usize,
+    /// Bytes live slots refer to.
+    live: usize,
+}
+
+impl Arena {
+    fn push(&mut self, bytes: &[u8]) -> u32 {
+        if self.chunks.is_empty() || self.used + bytes.len() > CHUNK {
+            self.chunks.push(vec![0u8; CHUNK].into_boxed_slice());
+            self.used = 0;
+        }
+        let chunk = self.chunks.len() - 1;
+        self.chunks[chunk][self.used..self.used + bytes.len()].copy_from_slice(bytes);
+        let at = ((chunk as u32) << 20) | self.used as u32;
+        self.used += bytes.len();
+        self.live += bytes.len();
+        at
+    }
+
+    fn get(&self, at: u32, len: usize) -> &[u8] {
+        let chunk = (at >> 20) as usize;
+        let off = (at & (CHUNK as u32 - 1)) as usize;
+        &self.chunks[chunk][off..off + len]
+    }
+
+    fn forget(&mut self, len: usize) {
+        self.live -= len;
+        self.garbage += len;
+    }
+}
+
+struct Shard {
+    table: HashTable<Slot>,
+    arena: Arena,
+}
+
+fn hash_of(cs: &[u8; 16]) -> u64 {
+    xxh3_64(cs)
+}
+
+/// The checksum store of one collection.
+pub struct ChecksumStore {
+    shards: Box<[Shard]>,
+    shard_shift: u32,
+    nodes: Vec<Box<[u8]>>,
+    len: usize,
+}
+
+impl ChecksumStore {
+    /// A store of `shards` shards (rounded up to a power of two, at least 1, at most 4096: the
+    /// arena addresses 4096 chunks of 1 MiB per shard).
+    pub fn new(shards: usize) -> Self {
+        let n = shards.clamp(1, 4096).next_power_of_two();
+        ChecksumStore {
+            shards: (0..n)
+                .map(|_| Shard {
+                    table: HashTable::new(),
+                    arena: Arena::default(),
+                })
+                .collect(),
+            shard_shift: 64 - n.trailing_zeros(),
+            nodes: Vec::new(),
+            len: 0,
+        }
+    }
+
+    /// Number of checksums stored.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no checksum is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    fn shard_of(&self, h: u64) -> usize {
+        // The table uses the low bits and the top 7 bits of the hash; shards take the bits just
+        // below the top 7 so the two choices stay independent.
+        if self.shard_shift == 64 {
+            0
+        } else {
+            ((h << 7) >> self.shard_shift) as usize
+        }
+    }
+
+    fn node_index(&mut self, node: &[u8]) -> Result<u32, StoreError> {
+        if let Some(i) = self.nodes.iter().position(|n| &n[..] == node) {
+            return Ok(i as u32);
+        }
+        if self.nodes.len() >= MAX_NODES {
+            return Err(StoreError::TooManyNodes);
+        }
+        self.nodes.push(node.into());
+        Ok((self.nodes.len() - 1) as u32)
+    }
+
+    /// The owner of `cs`, if any: (URI, node identifier).
+    pub fn get(&self, cs: &Checksum) -> Option<(&[u8], &[u8])> {
+        let h = hash_of(&cs.0);
+        let shard = &self.shards[self.shard_of(h)];
+        shard
+            .table
+            .find(h, |s| s.checksum == cs.0)
+            .map(|s| (shard.arena.get(s.uri_at, s.uri_len()), &self.nodes[s.node()][..]))
+    }
+
+    /// Adds `cs` owned by `uri` on `node` unless it is there already (MS-FSCMT 3.3.5.4: the
+    /// first node and URI to add a checksum own it).
+    pub fn add(&mut self, cs: Checksum, uri: &[u8], node: &[u8]) -> Result<AddOutcome<'_>, StoreError> {
+        if uri.len() > MAX_URI_LEN {
+            return Err(StoreError::UriTooLong(uri.len()));
+        }
+        let h = hash_of(&cs.0);
+        let si = self.shard_of(h);
+        if self.shards[si].table.find(h, |s| s.checksum == cs.0).is_some() {
+            let (owner_uri, owner_node) = self.get(&cs).expect("found just above");
+            return Ok(AddOutcome::Exists {
+                owner_uri,
+                owner_node,
+            });
+        }
+        let node = self.node_index(node)?;
+        let shard = &mut self.shards[si];
+        let uri_at = shard.arena.push(uri);
+        let slot = Slot {
+            checksum: cs.0,
+            uri_at,
+            len_node: (uri.len() as u32) | (node << LEN_BITS),
+        };
+        shard.table.insert_unique(h, slot, |s| hash_of(&s.checksum));
+        self.len += 1;
+        Ok(AddOutcome::Added)
+    }
+
+    /// Sets the owner of `cs`, replacing any (MS-FSCMT 3.4.5.3: the replica overwrites).
+    pub fn put(&mut self, cs: Checksum, uri: &[u8], node: &[u8]) -> Result<(), StoreError> {
+        if uri.len() > MAX_URI_LEN {
+            return Err(StoreError::UriTooLong(uri.len()));
+        }
+        self.remove(&cs);
+        self.add(cs, uri, node).map(|_| ())
+    }
+
+    /// Removes `cs`; returns whether it was there.
+    pub fn remove(&mut self, cs: &Checksum) -> bool {
+        let h = hash_of(&cs.0);
+        let si = self.shard_of(h);
+        let shard = &mut self.shards[si];
+        let Ok(entry) = shard.table.find_entry(h, |s| s.checksum == cs.0) else {
+            return false;
+        };
+        let (slot, _) = entry.remove();
+        shard.arena.forget(slot.uri_len());
+        self.len -= 1;
+        self.maybe_compact(si);
+        true
+    }
+
+    /// Rewrites a shard's arena when more than half of it is garbage.
+    fn maybe_compact(&mut self, si: usize) {
+        let shard = &mut self.shards[si];
+        if shard.arena.garbage < CHUNK || shard.arena.garbage < shard.arena.live {
+            return;
+        }
+        let mut fresh = Arena::default();
+        for slot in shard.table.iter_mut() {
+            let bytes = shard.arena.get(slot.uri_at, slot.uri_len());
+            slot.uri_at = fresh.push(bytes);
+        }
+        shard.arena = fresh;
+    }
+
+    /// Every entry: (checksum, URI, node identifier), shard by shard.
+    pub fn iter(&self) -> impl Iterator<Item = (Checksum, &[u8], &[u8])> + '_ {
+        self.shards.iter().flat_map(move |shard| {
+            shard.table.iter().map(move |s| {
+                (
+                    Checksum(s.checksum),
+                    shard.arena.get(s.uri_at, s.uri_len()),
+                    &self.nodes[s.node()][..],
+                )
+            })
+        })
+    }
+
+    /// Bytes of memory held, URI bytes and arena slack included, table slack included.
+    pub fn memory_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.table.capacity() * (std::mem::size_of::<Slot>() + 1)
+                    + s.arena.chunks.len() * CHUNK
+            })
+            .sum::<usize>()
+            + self.nodes.iter().map(|n| n.len() + 16).sum::<usize>()
+    }
+
+    /// Bytes of live URIs.
+    pub fn uri_bytes(&self) -> usize {
+        self.shards.iter().map(|s| s.arena.live).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cs(i: u64) -> Checksum {
+        let mut c = [0u8; 16];
+        c[..8].copy_from_slice(&i.to_le_bytes());
+        c[8..].copy_from_slice(&(!i).to_le_bytes());
+        Checksum(c)
+    }
+
+    #[test]
+    fn slot_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 24);
+    }
+
+    #[test]
+    fn first_adder_owns() {
+        let mut s = ChecksumStore::new(8);
+        assert_eq!(s.add(cs(1), b"u1", b"n1").unwrap(), AddOutcome::Added);
+        assert_eq!(
+            s.add(cs(1), b"u2", b"n2").unwrap(),
+            AddOutcome::Exists {
+                owner_uri: b"u1",
+                owner_node: b"n1"
+            }
+        );
+        assert_eq!(s.len(), 1);
+        assert!(s.remove(&cs(1)));
+        assert!(!s.remove(&cs(1)));
+        assert_eq!(s.add(cs(1), b"u2", b"n2").unwrap(), AddOutcome::Added);
+        assert_eq!(s.get(&cs(1)), Some((&b"u2"[..], &b"n2"[..])));
+    }
+
+    #[test]
+    fn put_overwrites() {
+        let mut s = ChecksumStore::new(1);
+        s.put(cs(5), b"a", b"n1").unwrap();
+        s.put(cs(5), b"bb", b"n2").unwrap();
+        assert_eq!(s.get(&cs(5)), Some((&b"bb"[..], &b"n2"[..])));
+        assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn many_entries_survive_removal_and_compaction() {
+        let mut s = ChecksumStore::new(4);
+        let uri = |i: u64| format!("http://host{}.example/{}", i % 97, i).into_bytes();
+        for i in 0..200_000 {
+            s.add(cs(i), &uri(i), format!("n{}", i % 3).as_bytes()).unwrap();
+        }
+        for i in (0..200_000).filter(|i| i % 4 != 0) {
+            assert!(s.remove(&cs(i)));
+        }
+        assert_eq!(s.len(), 50_000);
+        for i in 0..200_000 {
+            let got = s.get(&cs(i));
+            if i % 4 == 0 {
+                let n = format!("n{}", i % 3);
+                assert_eq!(got, Some((&uri(i)[..], n.as_bytes())));
+            } else {
+                assert_eq!(got, None);
+            }
+        }
+        assert_eq!(s.iter().count(), 50_000);
+        // Compaction reclaimed the arena: garbage stays below live bytes plus one chunk.
+        for shard in s.shards.iter() {
+            assert!(shard.arena.garbage <= shard.arena.live.max(CHUNK));
+        }
+    }
+
+    #[test]
+    fn overlong_uri_is_refused() {
+        let mut s = ChecksumStore::new(1);
+        let long = vec![b'a'; MAX_URI_LEN + 1];
+        assert_eq!(
+            s.add(cs(1), &long, b"n"),
+            Err(StoreError::UriTooLong(MAX_URI_LEN + 1))
+        );
+        let max = vec![b'a'; MAX_URI_LEN];
+        assert_eq!(s.add(cs(1), &max, b"n").unwrap(), AddOutcome::Added);
+        assert_eq!(s.get(&cs(1)).unwrap().0.len(), MAX_URI_LEN);
+    }
+}
