@@ -20,6 +20,8 @@
 //! }
 //! ```
 
+pub mod wal;
+
 use std::fmt;
 
 use hashbrown::HashTable;

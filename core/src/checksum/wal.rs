@@ -1,0 +1,394 @@
+//! The duplicate server's write-ahead log: the state changes of its checksum stores, appended and
+//! made durable in groups before any acknowledgement of the group is sent.
+//!
+//! A record is `[u32 length][u32 xxh32 of the payload][payload]` (little-endian), the payload an
+//! operation byte and its fields. The log records results, not requests: `Set` (a checksum now
+//! belongs to this URI and node) and `Delete`, so replaying records in order over any older state
+//! gives the newest state. That is what lets a snapshot be written shard by shard while the server
+//! keeps running: records logged during the snapshot are replayed over it.
+//!
+//! Recovery reads records until the first one that is truncated or fails its hash (a torn write at
+//! the moment of a crash) and cuts the file there; nothing acknowledged is beyond that point,
+//! because acknowledgements are sent only after [`Wal::commit`] returned.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use xxhash_rust::xxh32::xxh32;
+
+use crate::msg::Checksum;
+
+/// One logged state change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// A collection exists, with this configuration (marshal bytes of its PPDUP_SET_CONFIG dict).
+    Collection {
+        /// The collection name.
+        name: Vec<u8>,
+        /// The configuration, marshal-encoded.
+        config: Vec<u8>,
+    },
+    /// A collection and its store are gone.
+    DropCollection {
+        /// The collection name.
+        name: Vec<u8>,
+    },
+    /// `checksum` now belongs to `uri` on `node`.
+    Set {
+        /// The collection name.
+        collection: Vec<u8>,
+        /// The checksum.
+        checksum: Checksum,
+        /// The owner URI.
+        uri: Vec<u8>,
+        /// The owner node identifier.
+        node: Vec<u8>,
+    },
+    /// `checksum` has no owner.
+    Delete {
+        /// The collection name.
+        collection: Vec<u8>,
+        /// The checksum.
+        checksum: Checksum,
+    },
+}
+
+const OP_COLLECTION: u8 = 1;
+const OP_DROP: u8 = 2;
+const OP_SET: u8 = 3;
+const OP_DELETE: u8 = 4;
+
+/// Largest record accepted when reading (a URI is at most 64 KiB; configurations are small).
+const MAX_RECORD: usize = 16 << 20;
+
+/// A log file that could not be used.
+#[derive(Debug)]
+pub enum WalError {
+    /// An I/O failure, with the file concerned.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        error: io::Error,
+    },
+}
+
+impl fmt::Display for WalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WalError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for WalError {}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+impl Record {
+    /// Appends the framed record to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0u8; 8]);
+        match self {
+            Record::Collection { name, config } => {
+                out.push(OP_COLLECTION);
+                put_bytes(out, name);
+                put_bytes(out, config);
+            }
+            Record::DropCollection { name } => {
+                out.push(OP_DROP);
+                put_bytes(out, name);
+            }
+            Record::Set {
+                collection,
+                checksum,
+                uri,
+                node,
+            } => {
+                out.push(OP_SET);
+                put_bytes(out, collection);
+                out.extend_from_slice(&checksum.0);
+                put_bytes(out, uri);
+                put_bytes(out, node);
+            }
+            Record::Delete {
+                collection,
+                checksum,
+            } => {
+                out.push(OP_DELETE);
+                put_bytes(out, collection);
+                out.extend_from_slice(&checksum.0);
+            }
+        }
+        let payload_len = out.len() - start - 8;
+        let hash = xxh32(&out[start + 8..], 0);
+        out[start..start + 4].copy_from_slice(&(payload_len as u32).to_le_bytes());
+        out[start + 4..start + 8].copy_from_slice(&hash.to_le_bytes());
+    }
+
+    /// Decodes one payload (without the 8-byte header); `None` if malformed.
+    fn decode_payload(p: &[u8]) -> Option<Record> {
+        let mut r = p;
+        fn take<'a>(r: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+            let (a, b) = (r.get(..n)?, r.get(n..)?);
+            *r = b;
+            Some(a)
+        }
+        fn bytes(r: &mut &[u8]) -> Option<Vec<u8>> {
+            let n = u32::from_le_bytes(take(r, 4)?.try_into().ok()?) as usize;
+            take(r, n).map(<[u8]>::to_vec)
+        }
+        fn checksum(r: &mut &[u8]) -> Option<Checksum> {
+            Some(Checksum(take(r, 16)?.try_into().ok()?))
+        }
+        let op = take(&mut r, 1)?[0];
+        let rec = match op {
+            OP_COLLECTION => Record::Collection {
+                name: bytes(&mut r)?,
+                config: bytes(&mut r)?,
+            },
+            OP_DROP => Record::DropCollection {
+                name: bytes(&mut r)?,
+            },
+            OP_SET => Record::Set {
+                collection: bytes(&mut r)?,
+                checksum: checksum(&mut r)?,
+                uri: bytes(&mut r)?,
+                node: bytes(&mut r)?,
+            },
+            OP_DELETE => Record::Delete {
+                collection: bytes(&mut r)?,
+                checksum: checksum(&mut r)?,
+            },
+            _ => return None,
+        };
+        r.is_empty().then_some(rec)
+    }
+}
+
+/// Reads every intact record of the file at `path`, in order, and returns them with the byte
+/// length of the intact prefix. A missing file has no records.
+pub fn read_records(path: &Path, mut each: impl FnMut(Record)) -> Result<u64, WalError> {
+    let err = |error| WalError::Io {
+        path: path.to_owned(),
+        error,
+    };
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(err(e)),
+    };
+    let mut r = BufReader::with_capacity(1 << 20, file);
+    let mut good: u64 = 0;
+    let mut payload = Vec::new();
+    loop {
+        let mut header = [0u8; 8];
+        match r.read_exact(&mut header) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(err(e)),
+        }
+        let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+        let hash = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
+        if len > MAX_RECORD {
+            break;
+        }
+        payload.resize(len, 0);
+        match r.read_exact(&mut payload) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(err(e)),
+        }
+        if xxh32(&payload, 0) != hash {
+            break;
+        }
+        let Some(rec) = Record::decode_payload(&payload) else {
+            break;
+        };
+        each(rec);
+        good += 8 + len as u64;
+    }
+    Ok(good)
+}
+
+/// An append-only log file with group commit.
+pub struct Wal {
+    path: PathBuf,
+    file: File,
+    pending: Vec<u8>,
+    /// Bytes durable in the file.
+    durable_len: u64,
+}
+
+impl Wal {
+    /// Opens (creating if needed) the log at `path`, cutting it to `intact_len` bytes (the
+    /// intact prefix [`read_records`] found) so a torn tail is not appended after.
+    pub fn open(path: &Path, intact_len: u64) -> Result<Wal, WalError> {
+        let err = |error| WalError::Io {
+            path: path.to_owned(),
+            error,
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(err)?;
+        file.set_len(intact_len).map_err(err)?;
+        file.sync_all().map_err(err)?;
+        sync_parent(path).map_err(err)?;
+        Ok(Wal {
+            path: path.to_owned(),
+            file,
+            pending: Vec::with_capacity(1 << 16),
+            durable_len: intact_len,
+        })
+    }
+
+    /// Queues a record for the next commit.
+    pub fn append(&mut self, rec: &Record) {
+        rec.encode(&mut self.pending);
+    }
+
+    /// True when records wait for a commit.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Writes the queued records and waits until they are on disk (fdatasync). Only after this
+    /// returns may the operations be acknowledged.
+    pub fn commit(&mut self) -> Result<(), WalError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let err = |error| WalError::Io {
+            path: self.path.clone(),
+            error,
+        };
+        self.file.write_all(&self.pending).map_err(err)?;
+        self.file.sync_data().map_err(err)?;
+        self.durable_len += self.pending.len() as u64;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Bytes durable in the file.
+    pub fn len(&self) -> u64 {
+        self.durable_len
+    }
+
+    /// True when the file holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.durable_len == 0
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Makes a file's creation or rename in its directory durable.
+pub fn sync_parent(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => File::open(dir)?.sync_all(),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("crawlfleet-wal-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("wal")
+    }
+
+    fn sample(i: u8) -> Record {
+        Record::Set {
+            collection: b"example".to_vec(),
+            checksum: Checksum([i; 16]),
+            uri: format!("http://a/{i}").into_bytes(),
+            node: b"n1".to_vec(),
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_a_torn_tail_is_cut() {
+        let path = tmp("torn");
+        let mut wal = Wal::open(&path, 0).unwrap();
+        let recs = vec![
+            Record::Collection {
+                name: b"example".to_vec(),
+                config: b"{0".to_vec(),
+            },
+            sample(1),
+            Record::Delete {
+                collection: b"example".to_vec(),
+                checksum: Checksum([1; 16]),
+            },
+            sample(2),
+            Record::DropCollection {
+                name: b"other".to_vec(),
+            },
+        ];
+        for r in &recs {
+            wal.append(r);
+        }
+        wal.commit().unwrap();
+        let full = wal.len();
+        drop(wal);
+        // A torn write: half of one more record.
+        let mut extra = Vec::new();
+        sample(3).encode(&mut extra);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&extra[..extra.len() / 2]).unwrap();
+        drop(f);
+        let mut got = Vec::new();
+        let intact = read_records(&path, |r| got.push(r)).unwrap();
+        assert_eq!(got, recs);
+        assert_eq!(intact, full);
+        // Reopening cuts the tail; new records follow the intact ones.
+        let mut wal = Wal::open(&path, intact).unwrap();
+        wal.append(&sample(4));
+        wal.commit().unwrap();
+        let mut got = Vec::new();
+        read_records(&path, |r| got.push(r)).unwrap();
+        assert_eq!(got.len(), recs.len() + 1);
+        assert_eq!(got.last(), Some(&sample(4)));
+    }
+
+    #[test]
+    fn a_corrupted_record_ends_the_log() {
+        let path = tmp("corrupt");
+        let mut wal = Wal::open(&path, 0).unwrap();
+        for i in 0..3 {
+            wal.append(&sample(i));
+        }
+        wal.commit().unwrap();
+        drop(wal);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let one = bytes.len() / 3;
+        bytes[one + 12] ^= 0xff; // inside the second record's payload
+        std::fs::write(&path, &bytes).unwrap();
+        let mut got = Vec::new();
+        let intact = read_records(&path, |r| got.push(r)).unwrap();
+        assert_eq!(got, vec![sample(0)]);
+        assert_eq!(intact as usize, one);
+    }
+
+    #[test]
+    fn missing_file_has_no_records() {
+        let path = tmp("missing").with_file_name("absent");
+        assert_eq!(read_records(&path, |_| panic!("no records")).unwrap(), 0);
+    }
+}
