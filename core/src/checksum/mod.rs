@@ -20,6 +20,7 @@
 //! }
 //! ```
 
+pub mod durable;
 pub mod wal;
 
 use std::fmt;
@@ -281,7 +282,12 @@ impl ChecksumStore {
 
     /// Every entry: (checksum, URI, node identifier), shard by shard.
     pub fn iter(&self) -> impl Iterator<Item = (Checksum, &[u8], &[u8])> + '_ {
-        self.shards.iter().flat_map(move |shard| {
+        (0..self.shards.len()).flat_map(move |i| self.iter_shard(i))
+    }
+
+    /// The entries of shard `i` (empty when there is no such shard).
+    pub fn iter_shard(&self, i: usize) -> impl Iterator<Item = (Checksum, &[u8], &[u8])> + '_ {
+        self.shards.get(i).into_iter().flat_map(move |shard| {
             shard.table.iter().map(move |s| {
                 (
                     Checksum(s.checksum),
