@@ -7,7 +7,10 @@ use crawlfleet_core::marshal::{json::hex_decode, Limits};
 use crawlfleet_core::msg::{Command, Message};
 
 fn vectors() -> Vec<(String, Vec<u8>)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors/wire-vectors.tsv");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/vectors/wire-vectors.tsv"
+    );
     let text = std::fs::read_to_string(path).expect("the golden vectors sit in ../shared");
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -32,7 +35,11 @@ fn every_fscmt_vector_round_trips_through_the_typed_model() {
         let f = frame::decode_body(body, &limits).unwrap();
         let m = Message::from_dict(&f.message).unwrap_or_else(|e| panic!("{name}: {e}"));
         // The vector's name starts with the command's spec name.
-        assert!(name.starts_with(m.command().name()), "{name} vs {}", m.command());
+        assert!(
+            name.starts_with(m.command().name()),
+            "{name} vs {}",
+            m.command()
+        );
         let mut wire = Vec::new();
         frame::encode_message(&m, f.priority, &mut wire);
         assert_eq!(wire, bytes, "{name} re-encoded from the typed message");
@@ -53,7 +60,9 @@ fn urgent_vector_is_high_priority() {
     assert_eq!(f.priority, Priority::High);
     let m = Message::from_dict(&f.message).unwrap();
     assert_eq!(m.command(), Command::CmdUmUriUrg);
-    let Message::CmdUmUriUrg(u) = m else { unreachable!() };
+    let Message::CmdUmUriUrg(u) = m else {
+        unreachable!()
+    };
     assert_eq!(&u.entry.uri.uri[..], b"http://www.contoso.com/");
     assert_eq!(u.entry.uri.port, Some(80));
     assert_eq!(u.entry.referrer.port, None);

@@ -372,10 +372,16 @@ impl DupStores {
         let done = self.dir.join(format!("snapshot-{}", job.gen));
         fs::rename(&tmp, &done).map_err(io_err(&done))?;
         sync_parent(&done).map_err(io_err(&done))?;
-        for g in generations(&self.dir, "snapshot-")?.into_iter().filter(|&g| g < job.gen) {
+        for g in generations(&self.dir, "snapshot-")?
+            .into_iter()
+            .filter(|&g| g < job.gen)
+        {
             let _ = fs::remove_file(self.dir.join(format!("snapshot-{g}")));
         }
-        for g in generations(&self.dir, "wal-")?.into_iter().filter(|&g| g < job.gen) {
+        for g in generations(&self.dir, "wal-")?
+            .into_iter()
+            .filter(|&g| g < job.gen)
+        {
             let _ = fs::remove_file(self.dir.join(format!("wal-{g}")));
         }
         Ok(true)
@@ -509,7 +515,10 @@ mod tests {
             .collect();
         drop(s);
         assert!(d.join("snapshot-1").exists());
-        assert!(!d.join("wal-0").exists(), "the log the snapshot covers is gone");
+        assert!(
+            !d.join("wal-0").exists(),
+            "the log the snapshot covers is gone"
+        );
         let (s, rec) = DupStores::open(&d, 8).unwrap();
         assert_eq!(rec.snapshot_gen, Some(1));
         assert!(s.collection(b"b").is_none());

@@ -208,21 +208,32 @@ impl ChecksumStore {
     pub fn get(&self, cs: &Checksum) -> Option<(&[u8], &[u8])> {
         let h = hash_of(&cs.0);
         let shard = &self.shards[self.shard_of(h)];
-        shard
-            .table
-            .find(h, |s| s.checksum == cs.0)
-            .map(|s| (shard.arena.get(s.uri_at, s.uri_len()), &self.nodes[s.node()][..]))
+        shard.table.find(h, |s| s.checksum == cs.0).map(|s| {
+            (
+                shard.arena.get(s.uri_at, s.uri_len()),
+                &self.nodes[s.node()][..],
+            )
+        })
     }
 
     /// Adds `cs` owned by `uri` on `node` unless it is there already (MS-FSCMT 3.3.5.4: the
     /// first node and URI to add a checksum own it).
-    pub fn add(&mut self, cs: Checksum, uri: &[u8], node: &[u8]) -> Result<AddOutcome<'_>, StoreError> {
+    pub fn add(
+        &mut self,
+        cs: Checksum,
+        uri: &[u8],
+        node: &[u8],
+    ) -> Result<AddOutcome<'_>, StoreError> {
         if uri.len() > MAX_URI_LEN {
             return Err(StoreError::UriTooLong(uri.len()));
         }
         let h = hash_of(&cs.0);
         let si = self.shard_of(h);
-        if self.shards[si].table.find(h, |s| s.checksum == cs.0).is_some() {
+        if self.shards[si]
+            .table
+            .find(h, |s| s.checksum == cs.0)
+            .is_some()
+        {
             let (owner_uri, owner_node) = self.get(&cs).expect("found just above");
             return Ok(AddOutcome::Exists {
                 owner_uri,
@@ -364,7 +375,8 @@ mod tests {
         let mut s = ChecksumStore::new(4);
         let uri = |i: u64| format!("http://host{}.example/{}", i % 97, i).into_bytes();
         for i in 0..200_000 {
-            s.add(cs(i), &uri(i), format!("n{}", i % 3).as_bytes()).unwrap();
+            s.add(cs(i), &uri(i), format!("n{}", i % 3).as_bytes())
+                .unwrap();
         }
         for i in (0..200_000).filter(|i| i % 4 != 0) {
             assert!(s.remove(&cs(i)));

@@ -111,7 +111,10 @@ impl fmt::Display for DecodeError {
             DecodeErrorKind::UnknownType(t) => write!(f, "unknown type code 0x{t:02x}"),
             DecodeErrorKind::NegativeLength(n) => write!(f, "negative length {n}"),
             DecodeErrorKind::LengthExceedsInput { declared, left } => {
-                write!(f, "declared length {declared} exceeds the {left} byte(s) left")
+                write!(
+                    f,
+                    "declared length {declared} exceeds the {left} byte(s) left"
+                )
             }
             DecodeErrorKind::TooDeep { limit } => {
                 write!(f, "containers nested deeper than {limit}")
@@ -370,7 +373,10 @@ impl<'a> Decoder<'a> {
                 return Value::Int(v, form);
             }
         }
-        Value::BigInt(BigInt::from_digits(negative, (0..count).map(digit).collect()))
+        Value::BigInt(BigInt::from_digits(
+            negative,
+            (0..count).map(digit).collect(),
+        ))
     }
 
     fn enter(&self, at: usize, depth: usize) -> Result<usize, DecodeError> {

@@ -216,7 +216,10 @@ fn number_of(j: &Json) -> Result<Value<'static>, JsonError> {
 fn key_from(key: &str) -> Result<Value<'static>, JsonError> {
     let owned = |s: &str| Cow::Owned(s.as_bytes().to_vec());
     if let Some(rest) = key.strip_prefix("$$") {
-        return Ok(Value::Bytes(Cow::Owned(format!("${rest}").into_bytes()), StrForm::Plain));
+        return Ok(Value::Bytes(
+            Cow::Owned(format!("${rest}").into_bytes()),
+            StrForm::Plain,
+        ));
     }
     if let Some(rest) = key.strip_prefix("$t:") {
         return Ok(Value::Bytes(owned(rest), StrForm::Interned));
@@ -292,7 +295,9 @@ fn from_wrapper(k: &str, inner: &Json, whole: &Json) -> Result<Option<Value<'sta
             _ => return Err(bad("$l needs an integer", whole)),
         },
         "$g" => match inner {
-            Json::String(s) => Value::Float(parse_non_finite(s).ok_or_else(|| bad("bad $g", whole))?),
+            Json::String(s) => {
+                Value::Float(parse_non_finite(s).ok_or_else(|| bad("bad $g", whole))?)
+            }
             Json::Number(n) => Value::Float(n.as_f64().ok_or_else(|| bad("bad $g", whole))?),
             _ => return Err(bad("$g needs a string", whole)),
         },
@@ -380,7 +385,12 @@ mod tests {
 
     #[test]
     fn wrappers_are_refused_when_malformed() {
-        for text in [r#"{"$I": "x"}"#, r#"{"$hex": "abc"}"#, r#"{"$dict": [[1]]}"#, r#"{"$bad": 1, "x": 2}"#] {
+        for text in [
+            r#"{"$I": "x"}"#,
+            r#"{"$hex": "abc"}"#,
+            r#"{"$dict": [[1]]}"#,
+            r#"{"$bad": 1, "x": 2}"#,
+        ] {
             let j: Json = serde_json::from_str(text).unwrap();
             assert!(from_json(&j).is_err(), "{text}");
         }

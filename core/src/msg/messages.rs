@@ -840,7 +840,10 @@ impl<'a> RouteList<'a> {
             .iter()
             .map(|r| {
                 let p = items(Key::Data, S, r, Some(2))?;
-                Ok((elem_bytes(Key::Data, S, p, 0)?, elem_bytes(Key::Data, S, p, 1)?))
+                Ok((
+                    elem_bytes(Key::Data, S, p, 0)?,
+                    elem_bytes(Key::Data, S, p, 1)?,
+                ))
             })
             .collect::<Result<_, MessageError>>()?;
         Ok(RouteList {
@@ -1094,7 +1097,10 @@ impl Init<'_> {
         out.push((Key::NodeId, bytes_v(&self.node_id)));
         out.push((
             Key::XmlRpcPort,
-            Value::Tuple(vec![bytes_v(&self.xmlrpc_host), Value::int(self.xmlrpc_port)]),
+            Value::Tuple(vec![
+                bytes_v(&self.xmlrpc_host),
+                Value::int(self.xmlrpc_port),
+            ]),
         ));
     }
 }

@@ -251,13 +251,19 @@ impl fmt::Display for MessageError {
                 structure,
                 expected,
                 found,
-            } => write!(f, "key {key}: {structure} has {found} elements, not {expected}"),
+            } => write!(
+                f,
+                "key {key}: {structure} has {found} elements, not {expected}"
+            ),
             MessageError::BadElement {
                 key,
                 structure,
                 index,
                 expected,
-            } => write!(f, "key {key}: element {index} of the {structure} is not {expected}"),
+            } => write!(
+                f,
+                "key {key}: element {index} of the {structure} is not {expected}"
+            ),
         }
     }
 }

@@ -365,7 +365,10 @@ fn missing_key_is_named() {
 #[test]
 fn mistyped_key_is_named() {
     let d = dict(&[("cm", Value::int(10)), ("dn", Value::int(1))]);
-    assert!(Message::from_dict(&d).is_ok(), "unused keys are not checked");
+    assert!(
+        Message::from_dict(&d).is_ok(),
+        "unused keys are not checked"
+    );
     let d = dict(&[("cm", Value::int(4)), ("dn", Value::int(1))]);
     assert_eq!(
         Message::from_dict(&d),
@@ -397,7 +400,16 @@ fn checksum_must_be_sixteen_bytes() {
         ("cs", Value::bytes(b"short")),
     ]);
     let err = Message::from_dict(&d).unwrap_err();
-    assert!(matches!(err, MessageError::WrongType { key: Key::Checksum, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            MessageError::WrongType {
+                key: Key::Checksum,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -436,7 +448,11 @@ fn crawl_queue_entry_shape_errors_name_the_element() {
     ]);
     assert!(matches!(
         Message::from_dict(&d),
-        Err(MessageError::BadLength { expected: 9, found: 1, .. })
+        Err(MessageError::BadLength {
+            expected: 9,
+            found: 1,
+            ..
+        })
     ));
 }
 
