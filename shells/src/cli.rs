@@ -23,6 +23,37 @@ pub enum Command {
     /// {"$hex": "..."}; see `crawlfleet_core::marshal::json` for every form. Lines read back
     /// with --encode give the same bytes.
     Inspect(InspectArgs),
+    /// Measure crawlfleet's parts under load.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// The benchmarks of `crawlfleet bench`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// The duplicate server's checksum store: memory per entry, durable add rate, snapshot and
+    /// restart time.
+    Dupstore(BenchDupstoreArgs),
+}
+
+/// Arguments of `crawlfleet bench dupstore`.
+#[derive(Debug, Args)]
+pub struct BenchDupstoreArgs {
+    /// A new, empty directory for the store's files.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Entries to add.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub entries: u64,
+    /// Shards of the store.
+    #[arg(long, default_value_t = 64)]
+    pub shards: usize,
+    /// Adds per group commit (fdatasync).
+    #[arg(long, default_value_t = 4096)]
+    pub batch: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `crawlfleet inspect`.

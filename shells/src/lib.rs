@@ -5,6 +5,7 @@
 //! subcommand.
 #![deny(missing_docs)]
 
+pub mod bench;
 pub mod cli;
 pub mod inspect;
 
@@ -28,7 +29,10 @@ pub fn init_logging() {
 /// Runs one subcommand, printing its error (if any) to stderr.
 pub fn run(cli: cli::Cli) -> ExitCode {
     let result = match cli.command {
-        cli::Command::Inspect(args) => inspect::run(&args),
+        cli::Command::Inspect(args) => inspect::run(&args).map_err(|e| e.to_string()),
+        cli::Command::Bench(cli::BenchCommand::Dupstore(args)) => bench::dupstore::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string()),
     };
     match result {
         Ok(code) => code,
