@@ -114,15 +114,17 @@ pub fn decode_body<'a>(body: &'a [u8], limits: &Limits) -> Result<Frame<'a>, Fra
     if items.len() != 2 {
         return Err(FrameError::NotAFrameTuple("tuple length is not 2"));
     }
-    let priority = match items.pop() {
+    // Check the elements in wire order, as `scan_body` does, so both report the same error.
+    let priority = items.pop();
+    let Some(Value::Dict(message)) = items.pop() else {
+        return Err(FrameError::NotAFrameTuple("first element is not a dict"));
+    };
+    let priority = match priority {
         Some(Value::Int(p, _)) => Priority::from_i64(p).ok_or(FrameError::BadPriority(p))?,
         Some(Value::Bool(b)) => Priority::from_i64(b.into()).ok_or(FrameError::BadPriority(0))?,
         _ => return Err(FrameError::NotAFrameTuple("priority is not an integer")),
     };
-    match items.pop() {
-        Some(Value::Dict(message)) => Ok(Frame { priority, message }),
-        _ => Err(FrameError::NotAFrameTuple("first element is not a dict")),
-    }
+    Ok(Frame { priority, message })
 }
 
 /// Checks a frame body with every check of [`decode_body`] but builds nothing, returning the

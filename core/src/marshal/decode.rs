@@ -2,7 +2,8 @@
 //!
 //! Every declared length is checked against the bytes left before anything is allocated, nesting
 //! is bounded, and every failure is a [`DecodeError`] naming the byte offset where it happened.
-//! [`scan`] walks the same grammar with the same checks but allocates nothing: the event loop uses
+//! [`scan`] walks the same grammar with the same checks but builds no values (it allocates only
+//! the reference table, and only when the input has interned strings): the event loop uses
 //! it to refuse a bad frame before handing the bytes on, and `scan(b).is_ok() ==
 //! from_bytes(b).is_ok()` holds for every input (the fuzz target asserts it).
 
@@ -168,10 +169,9 @@ pub struct Decoder<'a> {
     buf: &'a [u8],
     pos: usize,
     max_depth: usize,
-    /// Interned (`t`) strings in the order read, for `R` references.
+    /// Interned (`t`) strings in the order read, for `R` references. [`Decoder::skip`] keeps
+    /// them too, so a value decoded after a skipped one resolves its references the same way.
     interned: Vec<&'a [u8]>,
-    /// How many interned strings [`Decoder::skip`] has passed (it keeps no table).
-    interned_count: usize,
 }
 
 impl<'a> Decoder<'a> {
@@ -191,7 +191,6 @@ impl<'a> Decoder<'a> {
             pos: 0,
             max_depth: limits.max_depth,
             interned: Vec::new(),
-            interned_count: 0,
         })
     }
 
@@ -300,12 +299,12 @@ impl<'a> Decoder<'a> {
 
     fn string_ref(&mut self, at: usize) -> Result<u32, DecodeError> {
         let index = self.i32()?;
-        if index < 0 || index as usize >= self.interned_count {
+        if index < 0 || index as usize >= self.interned.len() {
             return Err(self.err_at(
                 at,
                 DecodeErrorKind::BadStringRef {
                     index: index.into(),
-                    interned: self.interned_count,
+                    interned: self.interned.len(),
                 },
             ));
         }
@@ -411,7 +410,6 @@ impl<'a> Decoder<'a> {
             tag::INTERNED => {
                 let s = self.string_body()?;
                 self.interned.push(s);
-                self.interned_count += 1;
                 Value::Bytes(Cow::Borrowed(s), StrForm::Interned)
             }
             tag::STRINGREF => {
@@ -473,8 +471,8 @@ impl<'a> Decoder<'a> {
                 self.string_body()?;
             }
             tag::INTERNED => {
-                self.string_body()?;
-                self.interned_count += 1;
+                let s = self.string_body()?;
+                self.interned.push(s);
             }
             tag::STRINGREF => {
                 self.string_ref(at)?;

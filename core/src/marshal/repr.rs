@@ -81,8 +81,15 @@ fn write_float(f: f64, out: &mut String) {
         out.push_str(if f > 0.0 { "inf" } else { "-inf" });
         return;
     }
-    // `{:e}` gives the shortest round-trip digits: "-1.2345e-5".
-    let sci = format!("{f:e}");
+    // `{:e}` gives the shortest digit count that round-trips; formatting again with exactly
+    // that many digits rounds the exact value half-to-even, which is how Python picks between
+    // two equally short candidates.
+    let shortest = format!("{f:e}");
+    let digits_len = shortest
+        .split('e')
+        .next()
+        .map_or(1, |m| m.chars().filter(char::is_ascii_digit).count());
+    let sci = format!("{:.*e}", digits_len.saturating_sub(1), f);
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let (sign, mantissa) = match mantissa.strip_prefix('-') {
@@ -166,16 +173,53 @@ fn write_str_repr(s: &str, out: &mut String) {
                 out.push('\\');
                 out.push(q);
             }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if (0x80..0xa0).contains(&(c as u32)) => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
+            c if !py_printable(c) => {
+                let n = c as u32;
+                let _ = match n {
+                    0..=0xff => write!(out, "\\x{n:02x}"),
+                    0x100..=0xffff => write!(out, "\\u{n:04x}"),
+                    _ => write!(out, "\\U{n:08x}"),
+                };
             }
             c => out.push(c),
         }
     }
     out.push(q);
+}
+
+/// Python's `str.isprintable()` for one character, over the categories it rejects that can be
+/// told without Unicode tables: controls (Cc), separators other than the ASCII space (Zs, Zl,
+/// Zp), the common format characters (Cf), private use (Co) and noncharacters. Unassigned code
+/// points (Cn) are printed as they are.
+fn py_printable(c: char) -> bool {
+    let n = c as u32;
+    !(c.is_control()
+        || (c.is_whitespace() && c != ' ')
+        || matches!(
+            n,
+            0xa0 | 0xad
+                | 0x600..=0x605
+                | 0x61c
+                | 0x6dd
+                | 0x70f
+                | 0x1680
+                | 0x180e
+                | 0x2000..=0x200f
+                | 0x2028..=0x202f
+                | 0x205f..=0x2064
+                | 0x2066..=0x206f
+                | 0x3000
+                | 0xfeff
+                | 0xfff9..=0xfffb
+                | 0xe000..=0xf8ff
+                | 0xf0000..=0x10ffff
+                | 0x110bd
+                | 0x1d173..=0x1d17a
+                | 0xe0001
+                | 0xe0020..=0xe007f
+        )
+        || (n & 0xfffe) == 0xfffe
+        || (0xfdd0..=0xfdef).contains(&n))
 }
 
 #[cfg(test)]
@@ -201,6 +245,8 @@ mod tests {
         assert_eq!(f(0.00001), "1e-05");
         assert_eq!(f(-0.0), "-0.0");
         assert_eq!(f(f64::INFINITY), "inf");
+        // An exact tie between two shortest candidates: Python rounds half to even.
+        assert_eq!(f(f64::from_bits(0x43029b6ae1a198c2)), "654679116886808.2");
     }
 
     #[test]

@@ -1,0 +1,8 @@
+//! The one integration-test binary: each module below is one area.
+
+mod decode_errors;
+mod differential;
+mod fuzz_corpus;
+mod inspect_cli;
+mod util;
+mod vectors;
