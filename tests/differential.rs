@@ -191,7 +191,7 @@ impl Gen {
         let n = r.usize(5..=30);
         let mut digits: Vec<u16> = (0..n).map(|_| r.u16(0..1 << 15)).collect();
         digits[n - 1] = r.u16(16..1 << 15); // >= 2^64 in magnitude
-        Value::BigInt(BigInt::from_digits(r.bool(), digits))
+        Value::BigInt(Box::new(BigInt::from_digits(r.bool(), digits)))
     }
 
     fn float(&mut self) -> f64 {

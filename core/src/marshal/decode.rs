@@ -164,6 +164,10 @@ pub(crate) fn parse_float_text(text: &[u8]) -> Option<f64> {
     s.trim_matches(' ').parse::<f64>().ok()
 }
 
+/// Internal results carry the error boxed, so a `Result<Value>` is no larger than a `Value` and
+/// moves through the recursion in registers and aligned words.
+type R<T> = Result<T, Box<DecodeError>>;
+
 /// A cursor over marshal input with the reference table of interned strings.
 pub struct Decoder<'a> {
     buf: &'a [u8],
@@ -203,42 +207,46 @@ impl<'a> Decoder<'a> {
     pub fn finish(&self) -> Result<(), DecodeError> {
         let left = self.left();
         if left != 0 {
-            return Err(self.err_at(self.pos, DecodeErrorKind::TrailingBytes { count: left }));
+            return Err(*self.err_at(self.pos, DecodeErrorKind::TrailingBytes { count: left }));
         }
         Ok(())
     }
 
     /// Decodes one value.
     pub fn value(&mut self) -> Result<Value<'a>, DecodeError> {
-        self.value_at_depth(0)
+        self.value_at_depth(0).map_err(|e| *e)
     }
 
     /// Passes over one value with every check of [`Decoder::value`], building nothing.
     pub fn skip(&mut self) -> Result<(), DecodeError> {
-        self.skip_at_depth(0)
+        self.skip_at_depth(0).map_err(|e| *e)
     }
 
     /// For an input that starts with a 2-tuple header: passes over the first element with every
     /// check and decodes the second, as decoding the whole tuple would (same depth accounting).
     pub(crate) fn pair_skip_first(&mut self) -> Result<Value<'a>, DecodeError> {
         let at = self.pos;
-        self.u8()?;
-        let depth = self.enter(at, 0)?;
-        self.length(1)?;
-        self.skip_at_depth(depth)?;
-        self.value_at_depth(depth)
+        let inner = |d: &mut Self| -> R<Value<'a>> {
+            d.u8()?;
+            let depth = d.enter(at, 0)?;
+            d.length(1)?;
+            d.skip_at_depth(depth)?;
+            d.value_at_depth(depth)
+        };
+        inner(self).map_err(|e| *e)
     }
 
     fn left(&self) -> usize {
         self.buf.len() - self.pos
     }
 
-    fn err_at(&self, offset: usize, kind: DecodeErrorKind) -> DecodeError {
-        DecodeError { offset, kind }
+    #[cold]
+    fn err_at(&self, offset: usize, kind: DecodeErrorKind) -> Box<DecodeError> {
+        Box::new(DecodeError { offset, kind })
     }
 
     #[inline]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+    fn take(&mut self, n: usize) -> R<&'a [u8]> {
         let left = self.left();
         if n > left {
             return Err(self.err_at(
@@ -252,18 +260,18 @@ impl<'a> Decoder<'a> {
     }
 
     #[inline]
-    fn u8(&mut self) -> Result<u8, DecodeError> {
+    fn u8(&mut self) -> R<u8> {
         Ok(self.take(1)?[0])
     }
 
     #[inline]
-    fn i32(&mut self) -> Result<i32, DecodeError> {
+    fn i32(&mut self) -> R<i32> {
         let b = self.take(4)?;
         Ok(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     #[inline]
-    fn i64(&mut self) -> Result<i64, DecodeError> {
+    fn i64(&mut self) -> R<i64> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
@@ -272,7 +280,7 @@ impl<'a> Decoder<'a> {
 
     /// Reads a 4-byte length and checks it against the bytes left, `min_item` bytes per item.
     #[inline]
-    fn length(&mut self, min_item: usize) -> Result<usize, DecodeError> {
+    fn length(&mut self, min_item: usize) -> R<usize> {
         let at = self.pos;
         let n = self.i32()?;
         if n < 0 {
@@ -292,12 +300,12 @@ impl<'a> Decoder<'a> {
         Ok(n)
     }
 
-    fn string_body(&mut self) -> Result<&'a [u8], DecodeError> {
+    fn string_body(&mut self) -> R<&'a [u8]> {
         let n = self.length(1)?;
         self.take(n)
     }
 
-    fn string_ref(&mut self, at: usize) -> Result<u32, DecodeError> {
+    fn string_ref(&mut self, at: usize) -> R<u32> {
         let index = self.i32()?;
         if index < 0 || index as usize >= self.interned.len() {
             return Err(self.err_at(
@@ -311,7 +319,7 @@ impl<'a> Decoder<'a> {
         Ok(index as u32)
     }
 
-    fn float_text(&mut self, at: usize) -> Result<&'a [u8], DecodeError> {
+    fn float_text(&mut self, at: usize) -> R<&'a [u8]> {
         let n = self.u8()? as usize;
         let text = self.take(n)?;
         if parse_float_text(text).is_none() {
@@ -321,7 +329,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Reads the digits of an `'l'`, checked (normalized, each below 2^15), without building it.
-    fn long_digits(&mut self, at: usize) -> Result<(bool, &'a [u8]), DecodeError> {
+    fn long_digits(&mut self, at: usize) -> R<(bool, &'a [u8])> {
         let n = self.i32()?;
         let count = n.unsigned_abs() as usize;
         let left = self.left();
@@ -372,13 +380,13 @@ impl<'a> Decoder<'a> {
                 return Value::Int(v, form);
             }
         }
-        Value::BigInt(BigInt::from_digits(
+        Value::BigInt(Box::new(BigInt::from_digits(
             negative,
             (0..count).map(digit).collect(),
-        ))
+        )))
     }
 
-    fn enter(&self, at: usize, depth: usize) -> Result<usize, DecodeError> {
+    fn enter(&self, at: usize, depth: usize) -> R<usize> {
         if depth >= self.max_depth {
             return Err(self.err_at(
                 at,
@@ -390,7 +398,27 @@ impl<'a> Decoder<'a> {
         Ok(depth + 1)
     }
 
-    fn value_at_depth(&mut self, depth: usize) -> Result<Value<'a>, DecodeError> {
+    /// One element of a container: plain strings and 32-bit integers (most of what FSCMT frames
+    /// carry) are read inline, everything else through [`Self::value_at_depth`].
+    #[inline(always)]
+    fn element(&mut self, depth: usize) -> R<Value<'a>> {
+        match self.buf.get(self.pos) {
+            Some(&tag::STRING) => {
+                self.pos += 1;
+                Ok(Value::Bytes(
+                    Cow::Borrowed(self.string_body()?),
+                    StrForm::Plain,
+                ))
+            }
+            Some(&tag::INT) => {
+                self.pos += 1;
+                Ok(Value::Int(self.i32()?.into(), IntForm::Auto))
+            }
+            _ => self.value_at_depth(depth),
+        }
+    }
+
+    fn value_at_depth(&mut self, depth: usize) -> R<Value<'a>> {
         let at = self.pos;
         let t = self.u8()?;
         Ok(match t {
@@ -422,7 +450,7 @@ impl<'a> Decoder<'a> {
                 // Grow with the items actually read: a declared count only bounds them.
                 let mut items = Vec::with_capacity(n.min(1024));
                 for _ in 0..n {
-                    items.push(self.value_at_depth(depth)?);
+                    items.push(self.element(depth)?);
                 }
                 match t {
                     tag::TUPLE => Value::Tuple(items),
@@ -439,8 +467,8 @@ impl<'a> Decoder<'a> {
                         self.pos += 1;
                         break;
                     }
-                    let k = self.value_at_depth(depth)?;
-                    let v = self.value_at_depth(depth)?;
+                    let k = self.element(depth)?;
+                    let v = self.element(depth)?;
                     pairs.push((k, v));
                 }
                 Value::Dict(pairs)
@@ -450,7 +478,7 @@ impl<'a> Decoder<'a> {
         })
     }
 
-    fn skip_at_depth(&mut self, depth: usize) -> Result<(), DecodeError> {
+    fn skip_at_depth(&mut self, depth: usize) -> R<()> {
         let at = self.pos;
         let t = self.u8()?;
         match t {

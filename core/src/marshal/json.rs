@@ -206,7 +206,7 @@ fn number_of(j: &Json) -> Result<Value<'static>, JsonError> {
     }
     if n.is_u64() {
         let b = BigInt::parse_decimal(&n.to_string()).ok_or_else(|| bad("bad integer", j))?;
-        return Ok(Value::BigInt(b));
+        return Ok(Value::BigInt(Box::new(b)));
     }
     n.as_f64()
         .map(Value::Float)
@@ -342,7 +342,7 @@ fn long_value(b: BigInt) -> Value<'static> {
     let s = b.to_string();
     match s.parse::<i64>() {
         Ok(i) => Value::Int(i, IntForm::Long),
-        Err(_) => Value::BigInt(b),
+        Err(_) => Value::BigInt(Box::new(b)),
     }
 }
 

@@ -108,7 +108,7 @@ pub enum Value<'a> {
     /// An integer that fits in `i64` (`'i'`, `'I'` or `'l'`).
     Int(i64, IntForm),
     /// An `'l'` integer outside the `i64` range.
-    BigInt(BigInt),
+    BigInt(Box<BigInt>),
     /// A `'g'` float.
     Float(f64),
     /// An `'f'` float, kept as the decimal text it arrived in (at most 255 bytes).
