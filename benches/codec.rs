@@ -50,6 +50,18 @@ fn decode_all(stream: &[u8], limits: &Limits) -> usize {
     n
 }
 
+/// Splits and decodes every frame of `stream` to a typed message; returns how many.
+fn decode_typed_all(stream: &[u8], limits: &Limits) -> usize {
+    let mut buf = stream;
+    let mut n = 0;
+    while let Some((body, used)) = frame::split(buf, limits).expect("frame length") {
+        black_box(frame::decode_message(body, limits).expect("valid message"));
+        buf = &buf[used..];
+        n += 1;
+    }
+    n
+}
+
 /// Splits and scans every frame of `stream`; returns how many.
 fn scan_all(stream: &[u8], limits: &Limits) -> usize {
     let mut buf = stream;
@@ -71,7 +83,7 @@ struct Shape {
 }
 
 /// Decode, scan and encode benches of one frame, `shape.per_iter` copies per iteration.
-fn bench_frame(c: &mut Criterion, group: &str, wire: &[u8], shape: Shape) {
+fn bench_frame(c: &mut Criterion, group: &str, wire: &[u8], shape: Shape, typed: bool) {
     let per_iter = shape.per_iter;
     let limits = Limits::default();
     let stream = wire.repeat(per_iter);
@@ -91,6 +103,11 @@ fn bench_frame(c: &mut Criterion, group: &str, wire: &[u8], shape: Shape) {
     g.bench_function("split+decode_body", |b| {
         b.iter(|| decode_all(black_box(&stream), &limits))
     });
+    if typed {
+        g.bench_function("split+decode_message", |b| {
+            b.iter(|| decode_typed_all(black_box(&stream), &limits))
+        });
+    }
     g.bench_function("split+scan_body", |b| {
         b.iter(|| scan_all(black_box(&stream), &limits))
     });
@@ -116,7 +133,7 @@ fn small_frames(c: &mut Criterion) {
             samples: 100,
             sampling: SamplingMode::Auto,
         };
-        bench_frame(c, name, &wire, shape);
+        bench_frame(c, name, &wire, shape, true);
     }
 }
 
@@ -181,7 +198,7 @@ fn large_frames(c: &mut Criterion) {
             samples: 30,
             sampling: SamplingMode::Flat,
         };
-        bench_frame(c, group, &wire, shape);
+        bench_frame(c, group, &wire, shape, false);
     }
 }
 

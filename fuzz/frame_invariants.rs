@@ -1,9 +1,10 @@
 //! What the `frame` fuzz target asserts about any input. Shared by the fuzz target
 //! (fuzz_targets/frame.rs) and tests/fuzz_corpus.rs, which replays the corpus through it.
 
-use crawlfleet_core::frame::{self, FrameError, HEADER_LEN};
+use crawlfleet_core::frame::{self, FrameError, MessageFrameError, HEADER_LEN};
 use crawlfleet_core::marshal::json::{from_json, to_json};
 use crawlfleet_core::marshal::{self, IntForm, Limits, Value};
+use crawlfleet_core::msg::Message;
 
 /// Panics when any invariant fails for `data`, taken as an FSCMT stream (MS-FSCMT 2.2.1: length
 /// header, then a marshal `(dict, priority)`), as a bare frame body and as bare marshal.
@@ -41,16 +42,30 @@ fn check_marshal(data: &[u8], limits: &Limits) {
     );
     let Ok(v) = decoded else { return };
     assert_eq!(marshal::to_bytes(&v), data, "re-encoding");
-    // Through the JSON tree: its text loses float bits until serde_json's `float_roundtrip` is on
-    // (a known core bug; tests/differential.rs json_text_keeps_every_float_bit).
-    let back = from_json(&to_json(&v)).expect("from_json reads what to_json wrote");
+    // Through the JSON text, as `crawlfleet inspect` carries it.
+    let text = to_json(&v).to_string();
+    let json = serde_json::from_str(&text).expect("to_json writes valid JSON");
+    let back = from_json(&json).expect("from_json reads what to_json wrote");
     assert_eq!(marshal::to_bytes(&back), data, "re-encoding via JSON");
 }
 
-/// `scan_body` agrees with `decode_body`, and a decoded frame re-encodes to the body.
+/// `scan_body` agrees with `decode_body`, `decode_message` (with its allocation-free path) agrees
+/// with `decode_body` + `Message::from_dict`, and a decoded frame re-encodes to the body.
 fn check_body(body: &[u8], limits: &Limits) {
     let scanned = frame::scan_body(body, limits);
     let decoded = frame::decode_body(body, limits);
+    let typed = frame::decode_message(body, limits);
+    match (&decoded, &typed) {
+        (Ok(f), Ok((p, m))) => {
+            assert_eq!(*p, f.priority);
+            assert_eq!(Ok(m), Message::from_dict(&f.message).as_ref());
+        }
+        (Ok(f), Err(MessageFrameError::Message(e))) => {
+            assert_eq!(Message::from_dict(&f.message).as_ref(), Err(e));
+        }
+        (Err(a), Err(MessageFrameError::Frame(b))) => assert_eq!(a, b),
+        _ => panic!("decode_body {decoded:?} but decode_message {typed:?}"),
+    }
     match (&scanned, &decoded) {
         (Ok(p), Ok(f)) => assert_eq!(*p, f.priority),
         (Err(a), Err(b)) => {

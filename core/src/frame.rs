@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::marshal::{self, tag, DecodeError, Decoder, Dict, IntForm, Limits, Value};
-use crate::msg::Message;
+use crate::msg::{Message, MessageError};
 
 /// Bytes of the length header.
 pub const HEADER_LEN: usize = 4;
@@ -153,6 +153,55 @@ pub fn scan_body(body: &[u8], limits: &Limits) -> Result<Priority, FrameError> {
         Value::Bool(b) => Priority::from_i64(b.into()).ok_or(FrameError::BadPriority(0)),
         _ => Err(FrameError::NotAFrameTuple("priority is not an integer")),
     }
+}
+
+/// Why a frame body is not a valid typed message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MessageFrameError {
+    /// The frame itself is invalid.
+    Frame(FrameError),
+    /// The frame is valid but its dict is not a valid FSCMT message.
+    Message(MessageError),
+}
+
+impl fmt::Display for MessageFrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MessageFrameError::Frame(e) => e.fmt(f),
+            MessageFrameError::Message(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for MessageFrameError {}
+
+/// Most pairs the allocation-free path of [`decode_message`] takes.
+const FLAT_PAIRS: usize = 12;
+
+/// Decodes a frame body straight to a typed message. A message whose dict holds only scalars
+/// (every PPDUP_* command, keep-alives, DNS requests, ...) is read without allocating: its pairs
+/// land in a small array on the stack and the message borrows its strings from `body`. Other
+/// messages go through [`decode_body`].
+pub fn decode_message<'a>(
+    body: &'a [u8],
+    limits: &Limits,
+) -> Result<(Priority, Message<'a>), MessageFrameError> {
+    let mut d = Decoder::new(body, limits).map_err(|e| MessageFrameError::Frame(e.into()))?;
+    let mut pairs = arrayvec::ArrayVec::<(Value<'a>, Value<'a>), FLAT_PAIRS>::new();
+    if let Ok(Some(priority)) = d.flat_frame(&mut pairs) {
+        let priority = match priority {
+            Value::Int(p, _) => Priority::from_i64(p),
+            Value::Bool(b) => Priority::from_i64(b.into()),
+            _ => None,
+        };
+        if let Some(priority) = priority {
+            let m = Message::from_dict(&pairs).map_err(MessageFrameError::Message)?;
+            return Ok((priority, m));
+        }
+    }
+    let frame = decode_body(body, limits).map_err(MessageFrameError::Frame)?;
+    let m = Message::from_dict(&frame.message).map_err(MessageFrameError::Message)?;
+    Ok((frame.priority, m))
 }
 
 /// Appends a whole frame (header included) carrying `message` and `priority`.

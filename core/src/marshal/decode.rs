@@ -236,6 +236,47 @@ impl<'a> Decoder<'a> {
         inner(self).map_err(|e| *e)
     }
 
+    /// For a frame body `(`, 2, `{`...: reads the dict's pairs into `out` when every key and
+    /// value is a scalar and they fit, then the priority; `Ok(None)` sends the caller to the
+    /// general decoder (a container inside, or too many pairs), which also reports errors.
+    pub(crate) fn flat_frame<const N: usize>(
+        &mut self,
+        out: &mut arrayvec::ArrayVec<(Value<'a>, Value<'a>), N>,
+    ) -> Result<Option<Value<'a>>, Box<DecodeError>> {
+        let scalar = |t: u8| {
+            !matches!(
+                t,
+                tag::TUPLE | tag::LIST | tag::DICT | tag::SET | tag::FROZENSET
+            )
+        };
+        if self.max_depth < 2 || self.buf.get(..6) != Some(b"(\x02\x00\x00\x00{") {
+            return Ok(None);
+        }
+        self.pos = 6;
+        loop {
+            match self.buf.get(self.pos) {
+                Some(&tag::NULL) => {
+                    self.pos += 1;
+                    break;
+                }
+                Some(&t) if scalar(t) && !out.is_full() => {}
+                _ => return Ok(None),
+            }
+            let k = self.element(2)?;
+            match self.buf.get(self.pos) {
+                Some(&t) if scalar(t) => {}
+                _ => return Ok(None),
+            }
+            let v = self.element(2)?;
+            out.push((k, v));
+        }
+        let priority = self.value_at_depth(1)?;
+        if self.left() != 0 {
+            return Ok(None);
+        }
+        Ok(Some(priority))
+    }
+
     fn left(&self) -> usize {
         self.buf.len() - self.pos
     }

@@ -471,3 +471,29 @@ fn route_list_is_capped_at_256() {
         Err(MessageError::BadLength { found: 257, .. })
     ));
 }
+
+#[test]
+fn decode_message_reads_every_sample_with_or_without_the_flat_path() {
+    let limits = crate::marshal::Limits::default();
+    for m in samples() {
+        for priority in [crate::frame::Priority::Normal, crate::frame::Priority::High] {
+            let mut wire = Vec::new();
+            crate::frame::encode_message(&m, priority, &mut wire);
+            let (body, _) = crate::frame::split(&wire, &limits).unwrap().unwrap();
+            assert_eq!(
+                crate::frame::decode_message(body, &limits),
+                Ok((priority, m.clone()))
+            );
+        }
+    }
+    // A missing key through the flat path is the same typed error.
+    let d = dict(&[("cm", Value::int(52)), ("dn", Value::bytes(b"c"))]);
+    let mut wire = Vec::new();
+    crate::frame::encode_dict(&d, crate::frame::Priority::Normal, &mut wire);
+    assert_eq!(
+        crate::frame::decode_message(&wire[4..], &limits),
+        Err(crate::frame::MessageFrameError::Message(
+            MessageError::MissingKey(Key::Id)
+        ))
+    );
+}
