@@ -1,0 +1,315 @@
+//! One TCP connection: its socket, read buffer, framing state and send queue.
+//!
+//! The handlers here only report what happened ([`ReadOutcome`], `io::Result`); the loop alone
+//! sends events, deregisters and removes connections.
+
+use std::io::{self, Read};
+use std::net::{Shutdown, SocketAddr};
+
+use crawlfleet_core::frame::Priority;
+use mio::net::TcpStream;
+
+use crate::event::{CloseReason, FrameBatch};
+use crate::framing::{Framing, FramingError, Next};
+use crate::ids::{ConnId, LinkId};
+use crate::io_util::{interrupted, would_block};
+use crate::sendq::{Flushed, SendQueue};
+
+/// Read buffer size when no message needs more.
+const READ_BUF: usize = 16 << 10;
+/// A framing's size hint below `filled + MIN_READ` is too small to be worth following.
+const MIN_READ: usize = 4 << 10;
+/// A read buffer grown past this for a large message goes back to `READ_BUF` once it is free.
+const SHRINK_ABOVE: usize = 256 << 10;
+/// Most bytes read from one connection in one turn of the loop, so one fast peer cannot starve
+/// the others; the rest is read next turn.
+const READ_BUDGET: usize = 1 << 20;
+/// A batch is handed on once it holds this many bytes, even if the socket has more.
+const MAX_BATCH: usize = 256 << 10;
+
+/// Where a connection is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    /// Outgoing, the TCP handshake not finished.
+    Connecting,
+    /// Reading and writing.
+    Open,
+    /// The role closed it: writing what is queued, no longer reading.
+    Closing,
+    /// Queue written and write side shut: discarding input until the peer closes.
+    Draining,
+}
+
+/// How a read pass ended.
+#[derive(Debug)]
+pub(crate) enum ReadStatus {
+    /// The socket is drained; wait for the next readable event.
+    Drained,
+    /// The socket may have more (budget or batch size reached); read again next turn.
+    More,
+    /// The connection must close (after the batch, if any, is delivered).
+    Close(CloseReason),
+}
+
+/// The result of [`Conn::read`]: messages to deliver, then what to do next.
+#[derive(Debug)]
+pub(crate) struct ReadOutcome {
+    pub(crate) batch: Option<FrameBatch>,
+    pub(crate) status: ReadStatus,
+}
+
+/// One connection.
+#[derive(Debug)]
+pub(crate) struct Conn<F> {
+    pub(crate) id: ConnId,
+    pub(crate) stream: TcpStream,
+    pub(crate) peer: SocketAddr,
+    pub(crate) state: State,
+    /// The link this connection serves, for an outgoing one.
+    pub(crate) link: Option<LinkId>,
+    pub(crate) sendq: SendQueue,
+    /// Queued in the loop's list of connections to flush after the current command burst.
+    pub(crate) dirty: bool,
+    /// Queued in the loop's list of connections to read again next turn.
+    pub(crate) read_ready: bool,
+    framing: F,
+    /// `buf[..filled]` holds received bytes: complete messages in `buf[..framed]`, then the
+    /// start of the next one. `buf.len()` is the room readable into without growing.
+    /// Invariant: `framed <= filled <= buf.len()` (so the slicing below cannot panic); `framed`
+    /// only grows by a message length checked against the unframed bytes.
+    buf: Vec<u8>,
+    filled: usize,
+    framed: usize,
+    /// Messages in `buf[..framed]`, handed on by [`Conn::take_batch`].
+    batch: FrameBatch,
+}
+
+impl<F: Framing> Conn<F> {
+    /// A connection around a socket that is registered with the loop's poll.
+    pub(crate) fn new(
+        id: ConnId,
+        stream: TcpStream,
+        peer: SocketAddr,
+        state: State,
+        link: Option<LinkId>,
+        framing: F,
+    ) -> Self {
+        Conn {
+            id,
+            stream,
+            peer,
+            state,
+            link,
+            sendq: SendQueue::default(),
+            dirty: false,
+            read_ready: false,
+            framing,
+            buf: Vec::new(),
+            filled: 0,
+            framed: 0,
+            batch: FrameBatch::new(id),
+        }
+    }
+
+    /// Queues a send, unless the connection is being closed (then the bytes are dropped and
+    /// `false` is returned).
+    pub(crate) fn queue(&mut self, priority: Priority, bytes: Vec<u8>) -> bool {
+        match self.state {
+            State::Open | State::Connecting => {
+                self.sendq.push(priority, bytes);
+                true
+            }
+            State::Closing | State::Draining => false,
+        }
+    }
+
+    /// After a writable (or error) event on a connecting socket: `Ok(true)` when the handshake
+    /// is done, `Ok(false)` when it is still under way, an error when it failed.
+    pub(crate) fn finish_connect(&mut self) -> io::Result<bool> {
+        if let Some(e) = self.stream.take_error()? {
+            return Err(e);
+        }
+        match self.stream.peer_addr() {
+            Ok(_) => {
+                self.state = State::Open;
+                // Small messages should leave at once; coalescing is done by the send queue.
+                let _ = self.stream.set_nodelay(true);
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotConnected || would_block(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes what is queued until done or the socket is full. A closing connection whose
+    /// queue is written moves on to draining (write side shut).
+    pub(crate) fn flush(&mut self) -> io::Result<Flushed> {
+        if self.state == State::Connecting {
+            return Ok(Flushed::Blocked);
+        }
+        let flushed = self.sendq.flush_to(&mut self.stream)?;
+        if flushed == Flushed::Empty && self.state == State::Closing {
+            self.state = State::Draining;
+            self.stream.shutdown(Shutdown::Write)?;
+        }
+        Ok(flushed)
+    }
+
+    /// Starts a graceful close: no more reading or queueing; [`Conn::flush`] finishes it.
+    pub(crate) fn begin_close(&mut self) {
+        if self.state == State::Open {
+            self.state = State::Closing;
+        }
+    }
+
+    /// Reads until the socket would block, the turn's budget is spent, or a batch is full;
+    /// cuts complete messages with the framing. A draining connection discards what it reads.
+    pub(crate) fn read(&mut self) -> ReadOutcome {
+        let status = match self.state {
+            State::Open => self.read_messages(),
+            State::Draining => self.discard(),
+            State::Connecting | State::Closing => ReadStatus::Drained,
+        };
+        ReadOutcome {
+            batch: self.take_batch(),
+            status,
+        }
+    }
+
+    fn read_messages(&mut self) -> ReadStatus {
+        let mut budget = READ_BUDGET;
+        loop {
+            // Cut what the last read brought before deciding anything: a closing or failing
+            // connection still delivers the messages that arrived whole.
+            let needed = match self.cut_messages() {
+                Ok(needed) => needed,
+                Err(e) => return ReadStatus::Close(e.into()),
+            };
+            if budget == 0 || self.framed >= MAX_BATCH {
+                return ReadStatus::More;
+            }
+            if !self.make_room(needed) {
+                // The buffer is full of complete messages: hand them on, then read on.
+                return ReadStatus::More;
+            }
+            let room = &mut self.buf[self.filled..];
+            let want = room.len().min(budget);
+            match self.stream.read(&mut room[..want]) {
+                Ok(0) => {
+                    if self.filled > self.framed {
+                        log::debug!(
+                            "{} ({}): peer closed {} bytes into a message",
+                            self.id,
+                            self.peer,
+                            self.filled - self.framed
+                        );
+                    }
+                    return ReadStatus::Close(CloseReason::PeerClosed);
+                }
+                Ok(n) => {
+                    self.filled += n;
+                    budget = budget.saturating_sub(n);
+                }
+                Err(e) if would_block(&e) => return ReadStatus::Drained,
+                Err(e) if interrupted(&e) => {}
+                Err(e) => return ReadStatus::Close(CloseReason::Io(e.into())),
+            }
+        }
+    }
+
+    /// Runs the framing over the unframed bytes, recording each complete message in the batch.
+    /// Returns how many bytes (from `buf[framed]`) the next message needs at least.
+    fn cut_messages(&mut self) -> Result<usize, FramingError> {
+        loop {
+            let pending = &self.buf[self.framed..self.filled];
+            match self.framing.next(pending)? {
+                Next::Message(m) => {
+                    if m.len > pending.len() {
+                        return Err(FramingError::Contract("message longer than the buffer"));
+                    }
+                    self.batch.push(self.framed, m.len, m.body, m.priority)?;
+                    self.framed += m.len;
+                }
+                Next::Incomplete { needed } => {
+                    if needed <= pending.len() {
+                        return Err(FramingError::Contract(
+                            "incomplete, yet needs no more bytes",
+                        ));
+                    }
+                    return Ok(needed);
+                }
+            }
+        }
+    }
+
+    /// Makes room to read into. Framed messages are never moved here, so returns `false` when
+    /// the buffer is full of them and must be handed on first.
+    ///
+    /// Growth doubles, capped at what the current message needs when the framing knows that (a
+    /// length prefix). It never jumps straight to an announced length: memory follows the bytes
+    /// that actually arrived (at most twice them), so peers announcing 64 MiB frames and
+    /// trickling bytes cannot make the loop allocate 64 MiB each on a 4-byte claim.
+    fn make_room(&mut self, needed: usize) -> bool {
+        if self.filled < self.buf.len() {
+            return true;
+        }
+        if self.framed > 0 {
+            return false;
+        }
+        // Only the start of one message is in the buffer (filled == buf.len()). `needed` has
+        // been checked against the framing's limit, so growth is bounded by it.
+        let doubled = (self.buf.len() * 2).max(READ_BUF);
+        let target = if needed > self.filled + MIN_READ {
+            doubled.min(needed).max(READ_BUF)
+        } else {
+            // No useful hint (or a small one): double.
+            doubled
+        };
+        self.buf.reserve_exact(target - self.buf.len());
+        self.buf.resize(target, 0);
+        true
+    }
+
+    /// Hands on the framed messages as one batch and moves the unframed tail to the front.
+    fn take_batch(&mut self) -> Option<FrameBatch> {
+        if self.batch.is_empty() {
+            return None;
+        }
+        let mut batch = std::mem::replace(&mut self.batch, FrameBatch::new(self.id));
+        let framed = self.framed;
+        if framed == self.filled && framed * 2 >= self.buf.len() {
+            // The buffer is mostly complete messages (a large one, typically): give it away
+            // instead of copying it.
+            let mut data = std::mem::take(&mut self.buf);
+            data.truncate(framed);
+            batch.set_data(data);
+        } else {
+            batch.set_data(self.buf[..framed].to_vec());
+            self.buf.copy_within(framed..self.filled, 0);
+            if self.buf.len() > SHRINK_ABOVE && self.filled - framed <= READ_BUF {
+                // A large message has left; return to the normal size.
+                self.buf.truncate(READ_BUF);
+                self.buf.shrink_to_fit();
+            }
+        }
+        self.filled -= framed;
+        self.framed = 0;
+        Some(batch)
+    }
+
+    /// Reads and drops input until the peer closes (graceful close, after our write side shut).
+    fn discard(&mut self) -> ReadStatus {
+        let mut scratch = [0u8; 4096];
+        let mut budget = READ_BUDGET;
+        while budget > 0 {
+            match self.stream.read(&mut scratch) {
+                Ok(0) => return ReadStatus::Close(CloseReason::LocalClose),
+                Ok(n) => budget = budget.saturating_sub(n),
+                Err(e) if would_block(&e) => return ReadStatus::Drained,
+                Err(e) if interrupted(&e) => {}
+                Err(e) => return ReadStatus::Close(CloseReason::Io(e.into())),
+            }
+        }
+        ReadStatus::More
+    }
+}

@@ -1,0 +1,13 @@
+//! Integration tests of the event loop over real loopback sockets. One test binary; each module
+//! covers one behaviour. Every wait is bounded (see `util::WAIT`); nothing asserts on timing.
+
+mod backpressure;
+mod bad_peers;
+mod coalescing;
+mod large;
+mod lifecycle;
+mod many;
+mod priority;
+mod reconnect;
+mod timers;
+mod util;
