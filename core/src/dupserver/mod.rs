@@ -1,0 +1,635 @@
+//! The duplicate server and its replica as a state machine (MS-FSCMT 3.3 and 3.4), free of
+//! sockets: the role shell feeds it frames from peers and sends what it returns.
+//!
+//! Durability: every state change goes to the write-ahead log of [`DupStores`]; replies are held
+//! in an outbox until [`DupServer::flush`] has committed the log (group commit), so nothing is
+//! acknowledged before it is on disk. With a replica, a node's PPDUP_ADD or PPDUP_REMOVE that
+//! changes the store is answered only after the replica's _OK (3.3.5.4, 3.3.5.5), and later
+//! messages for the same checksum wait for it.
+//!
+//! Decisions where the spec is silent:
+//! - A PPDUP_REMOVE removes the mapping only when its URI is the owner URI (the spec calls PKT_URI
+//!   "the owner URI to remove"); otherwise it is answered and changes nothing, and no
+//!   PPDUP_PROMOTE_REQ is sent.
+//! - While a configured replica is not connected, the server keeps serving alone (logging it);
+//!   when the replica connects it is resynchronized in full: PPDUP_CONF_REMOVE and
+//!   PPDUP_SET_CONFIG for every collection, then every entry as a forwarded PPDUP_ADD.
+//! - A replica also accepts PPDUP_ADD / PPDUP_REMOVE straight from node schedulers (no
+//!   PKT_PPDUP_ID): it then acts as the duplicate server, which is how node schedulers fail over.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use log::{debug, info, warn};
+
+use crate::checksum::durable::{DupError, DupStores};
+use crate::checksum::wal::WalError;
+use crate::checksum::AddOutcome;
+use crate::frame::{self, Priority};
+use crate::marshal::{self, dict_get, Value};
+use crate::msg::{
+    Bytes, Checksum, Message, PpdupAddOk, PpdupChecksum, PpdupConfRemove, PpdupConfigAck,
+    PpdupError, PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
+};
+
+/// A connected peer, as the role shell numbers its connections.
+pub type PeerId = u64;
+
+/// Which side of MS-FSCMT 3.3 / 3.4 this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The duplicate server (3.3), with or without a replica.
+    Server,
+    /// The duplicate server replica (3.4).
+    Replica,
+}
+
+fn owned(b: &[u8]) -> Bytes<'static> {
+    Cow::Owned(b.to_vec())
+}
+
+/// A node's checksum message waiting for the replica.
+struct Waiting {
+    from: PeerId,
+    msg: Message<'static>,
+}
+
+/// The replica connection as the server sees it.
+#[derive(Default)]
+struct ReplicaLink {
+    peer: Option<PeerId>,
+    /// 3.3.5.1 transition state: a SET_CONFIG must reach the replica before the next checksum
+    /// message. Holds the configurations to forward.
+    transition: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The vector clock of the last SET_CONFIG forwarded and not yet acknowledged.
+    awaiting_ack: Option<i64>,
+    keepalive_pending: bool,
+}
+
+/// The duplicate server or replica.
+pub struct DupServer {
+    mode: Mode,
+    node_id: Vec<u8>,
+    stores: DupStores,
+    replica: Option<ReplicaLink>,
+    /// Collections between PPDUP_CONF_REMOVE and PPDUP_CONF_REMOVE2 (3.3.5.2).
+    removing: HashSet<Vec<u8>>,
+    /// Connected peers (node schedulers, or the server seen from the replica): the collections
+    /// each has spoken about (for PPDUP_PROMOTE_REQ) and its keep-alive state.
+    peers: HashMap<PeerId, Peer>,
+    /// Checksums with an operation forwarded to the replica, and what waits behind it.
+    in_flight: HashMap<(Vec<u8>, Checksum), VecDeque<Waiting>>,
+    /// One entry per checksum message forwarded to the replica, in order: the key whose queue
+    /// head waits for the _OK, or None for resynchronization forwards nobody waits for. The
+    /// replica answers in the order it was sent to, over one connection.
+    forward_order: VecDeque<Option<(Vec<u8>, Checksum)>>,
+    /// Our vector clock toward the replica (PKT_VCLOCK of forwarded SET_CONFIGs).
+    vclock: i64,
+    /// Frames to send once the log is committed.
+    outbox: Vec<(PeerId, Vec<u8>)>,
+}
+
+#[derive(Default)]
+struct Peer {
+    collections: HashSet<Vec<u8>>,
+    keepalive_pending: bool,
+}
+
+impl DupServer {
+    /// A server (or replica) over `stores`, naming itself `node_id` in PKT_PPDUP_ID. A server
+    /// with `with_replica` forwards to a replica once [`Self::replica_connected`] is called.
+    pub fn new(mode: Mode, node_id: &[u8], stores: DupStores, with_replica: bool) -> Self {
+        DupServer {
+            mode,
+            node_id: node_id.to_vec(),
+            stores,
+            replica: (mode == Mode::Server && with_replica).then(ReplicaLink::default),
+            removing: HashSet::new(),
+            peers: HashMap::new(),
+            in_flight: HashMap::new(),
+            forward_order: VecDeque::new(),
+            vclock: 0,
+            outbox: Vec::new(),
+        }
+    }
+
+    /// The stores.
+    pub fn stores(&self) -> &DupStores {
+        &self.stores
+    }
+
+    /// The stores, for snapshot steps.
+    pub fn stores_mut(&mut self) -> &mut DupStores {
+        &mut self.stores
+    }
+
+    fn send(&mut self, to: PeerId, m: &Message<'_>) {
+        let mut out = Vec::with_capacity(128);
+        frame::encode_message(m, Priority::Normal, &mut out);
+        self.outbox.push((to, out));
+    }
+
+    fn replica_peer(&self) -> Option<PeerId> {
+        self.replica.as_ref().and_then(|r| r.peer)
+    }
+
+    /// A node scheduler (or, for a replica, the server) connected.
+    pub fn peer_connected(&mut self, peer: PeerId) {
+        self.peers.insert(peer, Peer::default());
+    }
+
+    /// The replica link is up on `peer`: resynchronize it in full (module docs).
+    pub fn replica_connected(&mut self, peer: PeerId) {
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        r.peer = Some(peer);
+        r.transition.clear();
+        r.awaiting_ack = None;
+        r.keepalive_pending = false;
+        info!(
+            "replica connected: resynchronizing {} entries",
+            self.stores.entries()
+        );
+        self.forward_order.clear();
+        let names: Vec<Vec<u8>> = self.stores.collection_names().map(<[u8]>::to_vec).collect();
+        let mut frames = Vec::new();
+        for name in &names {
+            let c = self.stores.collection(name).expect("listed above");
+            let mut push = |m: &Message<'_>| {
+                let mut out = Vec::with_capacity(128);
+                frame::encode_message(m, Priority::Normal, &mut out);
+                frames.push(out);
+            };
+            push(&Message::PpdupConfRemove(PpdupConfRemove {
+                collection: owned(name),
+                ppdup_id: Some(owned(&self.node_id)),
+            }));
+            let config = marshal::from_bytes(&c.config, &Default::default())
+                .unwrap_or(Value::Dict(Vec::new()));
+            self.vclock += 1;
+            push(&Message::PpdupSetConfig(PpdupSetConfig {
+                config: Value::Dict(vec![(Value::bytes(name), config)]),
+                vclock: self.vclock,
+                collection: Some(owned(name)),
+            }));
+            for (cs, uri, node) in c.store.iter() {
+                self.forward_order.push_back(None);
+                push(&Message::PpdupAdd(PpdupChecksum {
+                    collection: owned(name),
+                    node_id: owned(node),
+                    uri: owned(uri),
+                    checksum: cs,
+                    ppdup_id: Some(owned(&self.node_id)),
+                    dbname: Some(owned(self.dbname(name).as_bytes())),
+                }));
+            }
+        }
+        self.outbox.extend(frames.into_iter().map(|f| (peer, f)));
+    }
+
+    /// A peer's connection closed.
+    pub fn peer_closed(&mut self, peer: PeerId) {
+        self.peers.remove(&peer);
+        if let Some(r) = self.replica.as_mut() {
+            if r.peer == Some(peer) {
+                warn!("replica connection lost: serving alone until it is back");
+                r.peer = None;
+                self.forward_order.clear();
+                // What waited for the replica is answered now (the local log has it), and the
+                // messages queued behind it are handled.
+                let waiting: Vec<_> = self.in_flight.drain().collect();
+                for (key, mut queue) in waiting {
+                    if let Some(head) = queue.pop_front() {
+                        if let Message::PpdupRemoveOk(_) = head.msg {
+                            self.promote(&key.0, key.1);
+                        }
+                        self.send(head.from, &head.msg);
+                    }
+                    for w in queue {
+                        self.handle_message(w.from, w.msg);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The path PKT_DBNAME names for a collection.
+    fn dbname(&self, collection: &[u8]) -> String {
+        format!(
+            "{}/{}",
+            self.stores.dir().display(),
+            String::from_utf8_lossy(collection)
+        )
+    }
+
+    /// Handles one frame body from `peer`. Bad input is answered with PPDUP_ERROR and the
+    /// connection kept (the shell closes only on framing errors, which never reach here).
+    pub fn handle_frame(&mut self, peer: PeerId, body: &[u8]) {
+        let limits = Default::default();
+        match frame::decode_message(body, &limits) {
+            Ok((_, m)) => {
+                let m = m.into_owned();
+                self.handle_message(peer, m);
+            }
+            Err(e) => {
+                let collection = frame::decode_body(body, &limits)
+                    .ok()
+                    .and_then(|f| {
+                        dict_get(&f.message, b"dn")
+                            .and_then(|v| v.as_bytes())
+                            .map(<[u8]>::to_vec)
+                    })
+                    .unwrap_or_default();
+                warn!("peer {peer}: refusing a message: {e}");
+                self.error(peer, &collection, &e.to_string());
+            }
+        }
+    }
+
+    fn error(&mut self, peer: PeerId, collection: &[u8], why: &str) {
+        self.send(
+            peer,
+            &Message::PpdupError(PpdupError {
+                collection: owned(collection),
+                why: owned(why.as_bytes()),
+            }),
+        );
+    }
+
+    fn note_collection(&mut self, peer: PeerId, collection: &[u8]) {
+        if let Some(p) = self.peers.get_mut(&peer) {
+            if !p.collections.contains(collection) {
+                p.collections.insert(collection.to_vec());
+            }
+        }
+    }
+
+    /// Handles one typed message from `peer`.
+    pub fn handle_message(&mut self, peer: PeerId, m: Message<'static>) {
+        match m {
+            Message::PpdupKeepalive => self.send(peer, &Message::PpdupKeepaliveAck),
+            Message::PpdupKeepaliveAck => {
+                if let Some(p) = self.peers.get_mut(&peer) {
+                    p.keepalive_pending = false;
+                }
+                if let Some(r) = self.replica.as_mut().filter(|r| r.peer == Some(peer)) {
+                    r.keepalive_pending = false;
+                }
+            }
+            Message::PpdupSetConfig(sc) => self.on_ppdup_set_config(peer, sc),
+            Message::PpdupConfigAck(ack) => self.on_ppdup_config_ack(peer, ack),
+            Message::PpdupConfRemove(cr) => self.on_ppdup_conf_remove(peer, cr),
+            Message::PpdupConfRemove2(c) => {
+                // 3.3.5.3: the removal is complete; the name may be configured again.
+                self.removing.remove(&c.collection[..]);
+            }
+            Message::PpdupAdd(add) => self.on_ppdup_add(peer, add),
+            Message::PpdupRemove(rm) => self.on_ppdup_remove(peer, rm),
+            Message::PpdupAddOk(_) | Message::PpdupRemoveOk(_)
+                if Some(peer) == self.replica_peer() =>
+            {
+                self.on_replica_ok()
+            }
+            other => {
+                warn!(
+                    "peer {peer}: {} is not for a duplicate server",
+                    other.command()
+                );
+                let collection = collection_of(&other).unwrap_or_default();
+                let why = format!("{} is not handled by a duplicate server", other.command());
+                self.error(peer, &collection, &why);
+            }
+        }
+    }
+
+    fn on_ppdup_set_config(&mut self, peer: PeerId, sc: PpdupSetConfig<'static>) {
+        // 3.3.5.1 / 3.4.5.1: add every configuration, acknowledge at once.
+        // PKT_DATA maps collection names to their configurations (2.2.2.3); with PKT_DSPECNAME
+        // only that collection is meant.
+        let mut added = Vec::new();
+        for (k, v) in sc.config.as_dict().unwrap_or_default() {
+            let Some(name) = k.as_bytes() else { continue };
+            if sc.collection.as_deref().is_some_and(|dn| dn != name) {
+                continue;
+            }
+            added.push((name.to_vec(), marshal::to_bytes(v)));
+        }
+        if added.is_empty() {
+            if let Some(dn) = &sc.collection {
+                added.push((dn.to_vec(), marshal::to_bytes(&sc.config)));
+            }
+        }
+        for (name, config) in &added {
+            self.removing.remove(name);
+            self.stores.set_collection(name, config.clone());
+            self.note_collection(peer, name);
+        }
+        self.send(
+            peer,
+            &Message::PpdupConfigAck(PpdupConfigAck { vclock: sc.vclock }),
+        );
+        if let Some(r) = self.replica.as_mut() {
+            r.transition.extend(added);
+        }
+    }
+
+    fn on_ppdup_config_ack(&mut self, peer: PeerId, ack: PpdupConfigAck) {
+        let Some(r) = self.replica.as_mut().filter(|r| r.peer == Some(peer)) else {
+            debug!("peer {peer}: PPDUP_CONFIG_ACK from a peer that is not the replica");
+            return;
+        };
+        // 3.3.5.8: only the acknowledgement of the newest forwarded SET_CONFIG counts.
+        if r.awaiting_ack == Some(ack.vclock) {
+            r.awaiting_ack = None;
+        } else {
+            debug!(
+                "ignoring a stale PPDUP_CONFIG_ACK (vector clock {})",
+                ack.vclock
+            );
+        }
+    }
+
+    fn on_ppdup_conf_remove(&mut self, peer: PeerId, cr: PpdupConfRemove<'static>) {
+        // 3.3.5.2 / 3.4.5.2: delete the store; discard the collection's messages until REMOVE2.
+        self.stores.drop_collection(&cr.collection);
+        if self.mode == Mode::Server {
+            self.removing.insert(cr.collection.to_vec());
+        }
+        self.in_flight
+            .retain(|(c, _), _| c[..] != cr.collection[..]);
+        if let Some(r) = self.replica.as_mut() {
+            r.transition.retain(|(c, _)| c[..] != cr.collection[..]);
+        }
+        if let Some(rp) = self.replica_peer() {
+            let fwd = Message::PpdupConfRemove(PpdupConfRemove {
+                collection: cr.collection.clone(),
+                ppdup_id: Some(owned(&self.node_id)),
+            });
+            self.send(rp, &fwd);
+        }
+        debug!("peer {peer}: collection removed");
+    }
+
+    /// 3.3.5.1 step 3.2: the first checksum message after a SET_CONFIG sends the SET_CONFIG on.
+    fn forward_pending_config(&mut self, rp: PeerId) {
+        let Some(r) = self.replica.as_mut() else {
+            return;
+        };
+        if r.transition.is_empty() {
+            return;
+        }
+        let pairs = std::mem::take(&mut r.transition);
+        self.vclock += 1;
+        r.awaiting_ack = Some(self.vclock);
+        let config = pairs
+            .iter()
+            .map(|(name, cfg)| {
+                let v = marshal::from_bytes(cfg, &Default::default())
+                    .map(Value::into_owned)
+                    .unwrap_or(Value::Dict(Vec::new()));
+                (Value::owned_bytes(name.clone()), v)
+            })
+            .collect();
+        let m = Message::PpdupSetConfig(PpdupSetConfig {
+            config: Value::Dict(config),
+            vclock: self.vclock,
+            collection: None,
+        });
+        self.send(rp, &m);
+    }
+
+    /// Whether a message for `collection` is to be dropped (3.3.5.2), or refused as unknown.
+    fn check_collection(&mut self, peer: PeerId, collection: &[u8]) -> bool {
+        if self.removing.contains(collection) {
+            debug!("discarding a message for collection being removed");
+            return false;
+        }
+        if self.stores.collection(collection).is_none() {
+            self.error(peer, collection, "unknown collection");
+            return false;
+        }
+        self.note_collection(peer, collection);
+        true
+    }
+
+    fn on_ppdup_add(&mut self, peer: PeerId, add: PpdupChecksum<'static>) {
+        let forwarded = add.ppdup_id.is_some();
+        if !self.check_collection(peer, &add.collection) {
+            return;
+        }
+        if self.mode == Mode::Replica && forwarded {
+            // 3.4.5.3: overwrite, then answer with the same pairs.
+            if let Err(e) = self
+                .stores
+                .put(&add.collection, add.checksum, &add.uri, &add.node_id)
+            {
+                self.error(peer, &add.collection, &e.to_string());
+                return;
+            }
+            self.send(
+                peer,
+                &Message::PpdupAddOk(PpdupAddOk {
+                    collection: add.collection,
+                    node_id: add.node_id,
+                    uri: add.uri,
+                    owner_uri: None,
+                    ppdup_id: add.ppdup_id,
+                    dbname: add.dbname,
+                }),
+            );
+            return;
+        }
+        let key = (add.collection.to_vec(), add.checksum);
+        if let Some(queue) = self.in_flight.get_mut(&key) {
+            // 3.3.5.4 step 5: wait for the replica's PPDUP_ADD_OK.
+            queue.push_back(Waiting {
+                from: peer,
+                msg: Message::PpdupAdd(add),
+            });
+            return;
+        }
+        let outcome = match self
+            .stores
+            .add(&add.collection, add.checksum, &add.uri, &add.node_id)
+        {
+            Ok(AddOutcome::Added) => None,
+            Ok(AddOutcome::Exists { owner_uri, .. }) => Some(owner_uri.to_vec()),
+            Err(DupError::UnknownCollection) => {
+                self.error(peer, &add.collection, "unknown collection");
+                return;
+            }
+            Err(e) => {
+                self.error(peer, &add.collection, &e.to_string());
+                return;
+            }
+        };
+        let reply = Message::PpdupAddOk(PpdupAddOk {
+            collection: add.collection.clone(),
+            node_id: add.node_id.clone(),
+            uri: add.uri.clone(),
+            owner_uri: Some(outcome.map_or_else(|| add.uri.clone(), Cow::Owned)),
+            ppdup_id: None,
+            dbname: None,
+        });
+        match self.replica_peer() {
+            // A new mapping with a replica: forward, answer after its PPDUP_ADD_OK.
+            Some(rp) if matches!(&reply, Message::PpdupAddOk(r) if r.owner_uri.as_deref() == Some(&add.uri[..])) =>
+            {
+                self.forward_pending_config(rp);
+                let fwd = Message::PpdupAdd(PpdupChecksum {
+                    ppdup_id: Some(owned(&self.node_id)),
+                    dbname: Some(owned(self.dbname(&add.collection).as_bytes())),
+                    ..add
+                });
+                self.send(rp, &fwd);
+                self.forward_order.push_back(Some(key.clone()));
+                self.in_flight.entry(key).or_default().push_back(Waiting {
+                    from: peer,
+                    msg: reply,
+                });
+            }
+            _ => self.send(peer, &reply),
+        }
+    }
+
+    fn on_ppdup_remove(&mut self, peer: PeerId, rm: PpdupChecksum<'static>) {
+        let forwarded = rm.ppdup_id.is_some();
+        if !self.check_collection(peer, &rm.collection) {
+            return;
+        }
+        let reply_to = |rm: &PpdupChecksum<'static>, pi: bool| {
+            Message::PpdupRemoveOk(PpdupRemoveOk {
+                collection: rm.collection.clone(),
+                uri: rm.uri.clone(),
+                node_id: Some(rm.node_id.clone()),
+                ppdup_id: if pi { rm.ppdup_id.clone() } else { None },
+                dbname: if pi { rm.dbname.clone() } else { None },
+            })
+        };
+        if self.mode == Mode::Replica && forwarded {
+            // 3.4.5.4: delete if present, answer with the same pairs.
+            let _ = self.stores.remove(&rm.collection, &rm.checksum);
+            self.send(peer, &reply_to(&rm, true));
+            return;
+        }
+        let key = (rm.collection.to_vec(), rm.checksum);
+        if let Some(queue) = self.in_flight.get_mut(&key) {
+            queue.push_back(Waiting {
+                from: peer,
+                msg: Message::PpdupRemove(rm),
+            });
+            return;
+        }
+        let is_owner = self
+            .stores
+            .collection(&rm.collection)
+            .and_then(|c| c.store.get(&rm.checksum))
+            .is_some_and(|(uri, _)| uri == &rm.uri[..]);
+        if !is_owner {
+            self.send(peer, &reply_to(&rm, false));
+            return;
+        }
+        let _ = self.stores.remove(&rm.collection, &rm.checksum);
+        let reply = reply_to(&rm, false);
+        match self.replica_peer() {
+            Some(rp) => {
+                self.forward_pending_config(rp);
+                let fwd = Message::PpdupRemove(PpdupChecksum {
+                    ppdup_id: Some(owned(&self.node_id)),
+                    dbname: Some(owned(self.dbname(&rm.collection).as_bytes())),
+                    ..rm.clone()
+                });
+                self.send(rp, &fwd);
+                self.forward_order.push_back(Some(key.clone()));
+                self.in_flight.entry(key).or_default().push_back(Waiting {
+                    from: peer,
+                    msg: reply,
+                });
+            }
+            None => {
+                self.promote(&rm.collection, rm.checksum);
+                self.send(peer, &reply);
+            }
+        }
+    }
+
+    /// 3.3.5.5 step 5: every connected node scheduler of the collection re-crawls the checksum.
+    fn promote(&mut self, collection: &[u8], checksum: Checksum) {
+        let rp = self.replica_peer();
+        let targets: Vec<PeerId> = self
+            .peers
+            .iter()
+            .filter(|(id, p)| Some(**id) != rp && p.collections.contains(collection))
+            .map(|(id, _)| *id)
+            .collect();
+        let m = Message::PpdupPromoteReq(PpdupPromoteReq {
+            collection: owned(collection),
+            checksum,
+        });
+        for t in targets {
+            self.send(t, &m);
+        }
+    }
+
+    /// The replica's PPDUP_ADD_OK or PPDUP_REMOVE_OK: answer the node, then what waited.
+    fn on_replica_ok(&mut self) {
+        let Some(next) = self.forward_order.pop_front() else {
+            debug!("an _OK from the replica with nothing forwarded");
+            return;
+        };
+        // None: a resynchronization forward; a key no longer in flight: its collection was
+        // removed meanwhile.
+        let Some(key) = next else { return };
+        let Some(mut queue) = self.in_flight.remove(&key) else {
+            return;
+        };
+        if let Some(head) = queue.pop_front() {
+            if let Message::PpdupRemoveOk(_) = head.msg {
+                self.promote(&key.0, key.1);
+            }
+            self.send(head.from, &head.msg);
+        }
+        for w in queue {
+            self.handle_message(w.from, w.msg);
+        }
+    }
+
+    /// The Keep-Alive timer (3.3.6 / 3.4.6): log who did not answer the last keep-alive, send
+    /// a new one to every peer.
+    pub fn keepalive_tick(&mut self) {
+        let ids: Vec<PeerId> = self.peers.keys().copied().collect();
+        for id in ids {
+            let p = self.peers.get_mut(&id).expect("listed above");
+            if p.keepalive_pending {
+                warn!("peer {id} did not answer the last PPDUP_KEEPALIVE");
+            }
+            p.keepalive_pending = true;
+            self.send(id, &Message::PpdupKeepalive);
+        }
+        if let Some(rp) = self.replica_peer() {
+            let r = self.replica.as_mut().expect("has a peer");
+            if r.keepalive_pending {
+                warn!("the replica did not answer the last PPDUP_KEEPALIVE");
+            }
+            r.keepalive_pending = true;
+            self.send(rp, &Message::PpdupKeepalive);
+        }
+    }
+
+    /// Commits the log, then hands over every frame to send: `(peer, encoded frame)`.
+    pub fn flush(&mut self) -> Result<Vec<(PeerId, Vec<u8>)>, WalError> {
+        self.stores.commit()?;
+        Ok(std::mem::take(&mut self.outbox))
+    }
+}
+
+fn collection_of(m: &Message<'_>) -> Option<Vec<u8>> {
+    let dict = m.to_dict();
+    dict_get(&dict, b"dn")
+        .and_then(|v| v.as_bytes())
+        .map(<[u8]>::to_vec)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,404 @@
+//! The sequencing rules of MS-FSCMT 3.3.5 and 3.4.5 (figures 12-16), peer by peer.
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+use super::*;
+use crate::marshal::Limits;
+use crate::msg::{Key, MessageError};
+
+const NODE_A: PeerId = 1;
+const NODE_B: PeerId = 2;
+const REPLICA: PeerId = 9;
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("crawlfleet-dupsm-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn server(name: &str, mode: Mode, with_replica: bool) -> DupServer {
+    let (stores, _) = DupStores::open(&dir(name), 4).unwrap();
+    let mut s = DupServer::new(mode, b"dup-1", stores, with_replica);
+    s.peer_connected(NODE_A);
+    s.peer_connected(NODE_B);
+    s
+}
+
+fn b(s: &str) -> Bytes<'static> {
+    Cow::Owned(s.as_bytes().to_vec())
+}
+
+fn cs(i: u8) -> Checksum {
+    Checksum([i; 16])
+}
+
+fn set_config(coll: &str, vc: i64) -> Message<'static> {
+    Message::PpdupSetConfig(PpdupSetConfig {
+        config: Value::Dict(vec![(
+            Value::owned_bytes(coll.as_bytes().to_vec()),
+            Value::Dict(vec![(Value::bytes(b"compact"), Value::int(1))]),
+        )]),
+        vclock: vc,
+        collection: Some(b(coll)),
+    })
+}
+
+fn add(coll: &str, node: &str, uri: &str, c: Checksum) -> Message<'static> {
+    Message::PpdupAdd(PpdupChecksum {
+        collection: b(coll),
+        node_id: b(node),
+        uri: b(uri),
+        checksum: c,
+        ppdup_id: None,
+        dbname: None,
+    })
+}
+
+fn remove(coll: &str, node: &str, uri: &str, c: Checksum) -> Message<'static> {
+    match add(coll, node, uri, c) {
+        Message::PpdupAdd(x) => Message::PpdupRemove(x),
+        _ => unreachable!(),
+    }
+}
+
+/// Everything sent since the last call, decoded.
+fn sent(s: &mut DupServer) -> Vec<(PeerId, Message<'static>)> {
+    s.flush()
+        .unwrap()
+        .into_iter()
+        .map(|(p, f)| {
+            let (_, m) = frame::decode_message(&f[4..], &Limits::default()).unwrap();
+            (p, m.into_owned())
+        })
+        .collect()
+}
+
+fn add_ok(coll: &str, node: &str, uri: &str, owner: &str) -> Message<'static> {
+    Message::PpdupAddOk(PpdupAddOk {
+        collection: b(coll),
+        node_id: b(node),
+        uri: b(uri),
+        owner_uri: Some(b(owner)),
+        ppdup_id: None,
+        dbname: None,
+    })
+}
+
+#[test]
+fn set_config_is_acknowledged_at_once_with_the_vector_clock() {
+    // 3.3.5.1 steps 1-2 (figure 12, without a replica).
+    let mut s = server("setconfig", Mode::Server, false);
+    s.handle_message(NODE_A, set_config("example", 7));
+    assert_eq!(
+        sent(&mut s),
+        vec![(
+            NODE_A,
+            Message::PpdupConfigAck(PpdupConfigAck { vclock: 7 })
+        )]
+    );
+    assert!(s.stores().collection(b"example").is_some());
+}
+
+#[test]
+fn the_first_adder_owns_and_every_add_ok_names_the_owner() {
+    // 3.3.5.4 without a replica (figure 14).
+    let mut s = server("owner", Mode::Server, false);
+    s.handle_message(NODE_A, set_config("c", 1));
+    sent(&mut s);
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
+    s.handle_message(NODE_B, add("c", "nb", "http://b/", cs(1)));
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
+    assert_eq!(
+        sent(&mut s),
+        vec![
+            (NODE_A, add_ok("c", "na", "http://a/", "http://a/")),
+            (NODE_B, add_ok("c", "nb", "http://b/", "http://a/")),
+            (NODE_A, add_ok("c", "na", "http://a/", "http://a/")),
+        ]
+    );
+}
+
+#[test]
+fn bad_input_is_answered_with_ppdup_error_naming_the_problem() {
+    let mut s = server("errors", Mode::Server, false);
+    s.handle_message(NODE_A, add("nope", "na", "http://a/", cs(1)));
+    let out = sent(&mut s);
+    assert_eq!(
+        out,
+        vec![(
+            NODE_A,
+            Message::PpdupError(PpdupError {
+                collection: b("nope"),
+                why: b("unknown collection")
+            })
+        )]
+    );
+    // A checksum that is not 16 bytes, and a missing key, as raw frames.
+    s.handle_message(NODE_A, set_config("c", 1));
+    sent(&mut s);
+    let frame_of = |pairs: Vec<(&'static str, Value<'static>)>| {
+        let d: crate::marshal::Dict<'static> = pairs
+            .into_iter()
+            .map(|(k, v)| (Value::bytes(k.as_bytes()), v))
+            .collect();
+        let mut out = Vec::new();
+        frame::encode_dict(&d, Priority::Normal, &mut out);
+        out
+    };
+    let short = frame_of(vec![
+        ("cm", Value::int(52)),
+        ("dn", Value::bytes(b"c")),
+        ("id", Value::bytes(b"na")),
+        ("ur", Value::bytes(b"u")),
+        ("cs", Value::bytes(b"0123")),
+    ]);
+    s.handle_frame(NODE_A, &short[4..]);
+    let missing = frame_of(vec![("cm", Value::int(52)), ("dn", Value::bytes(b"c"))]);
+    s.handle_frame(NODE_B, &missing[4..]);
+    let out = sent(&mut s);
+    assert_eq!(out.len(), 2);
+    let why = |m: &Message<'_>| match m {
+        Message::PpdupError(e) => String::from_utf8_lossy(&e.why).into_owned(),
+        other => panic!("{other:?}"),
+    };
+    assert!(why(&out[0].1).contains("PKT_CSUM"), "{}", why(&out[0].1));
+    assert_eq!(
+        why(&out[1].1),
+        MessageError::MissingKey(Key::Id).to_string()
+    );
+    assert_eq!(out[1].0, NODE_B);
+}
+
+#[test]
+fn remove_by_the_owner_promotes_on_every_node_of_the_collection() {
+    // 3.3.5.5 (figure 16, without a replica).
+    let mut s = server("remove", Mode::Server, false);
+    s.peer_connected(3);
+    s.handle_message(NODE_A, set_config("c", 1));
+    s.handle_message(NODE_B, set_config("c", 1));
+    s.handle_message(3, set_config("other", 1));
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
+    s.handle_message(NODE_B, add("c", "nb", "http://b/", cs(1)));
+    sent(&mut s);
+    // Not the owner: answered, nothing changes, nobody promoted.
+    s.handle_message(NODE_B, remove("c", "nb", "http://b/", cs(1)));
+    let out = sent(&mut s);
+    assert_eq!(out.len(), 1);
+    assert!(matches!(out[0], (NODE_B, Message::PpdupRemoveOk(_))));
+    assert!(s
+        .stores()
+        .collection(b"c")
+        .unwrap()
+        .store
+        .get(&cs(1))
+        .is_some());
+    // The owner: removed, PROMOTE_REQ to both nodes of "c" (not to the node of "other").
+    s.handle_message(NODE_A, remove("c", "na", "http://a/", cs(1)));
+    let mut out = sent(&mut s);
+    out.sort_by_key(|(p, m)| (*p, m.command() as i64));
+    let promote = Message::PpdupPromoteReq(PpdupPromoteReq {
+        collection: b("c"),
+        checksum: cs(1),
+    });
+    assert_eq!(out.len(), 3, "{out:?}");
+    assert_eq!(out[1], (NODE_A, promote.clone()));
+    assert_eq!(out[2], (NODE_B, promote));
+    assert!(matches!(&out[0], (NODE_A, Message::PpdupRemoveOk(r)) if &r.uri[..] == b"http://a/"));
+    assert!(s
+        .stores()
+        .collection(b"c")
+        .unwrap()
+        .store
+        .get(&cs(1))
+        .is_none());
+}
+
+#[test]
+fn conf_remove_discards_messages_until_conf_remove2() {
+    // 3.3.5.2 and 3.3.5.3 (figure 13).
+    let mut s = server("confremove", Mode::Server, false);
+    s.handle_message(NODE_A, set_config("c", 1));
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
+    sent(&mut s);
+    s.handle_message(
+        NODE_A,
+        Message::PpdupConfRemove(PpdupConfRemove {
+            collection: b("c"),
+            ppdup_id: None,
+        }),
+    );
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(2)));
+    assert_eq!(
+        sent(&mut s),
+        vec![],
+        "discarded while the removal is in progress"
+    );
+    assert!(s.stores().collection(b"c").is_none());
+    s.handle_message(
+        NODE_A,
+        Message::PpdupConfRemove2(crate::msg::CollectionOnly { collection: b("c") }),
+    );
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(2)));
+    assert!(matches!(
+        sent(&mut s)[..],
+        [(NODE_A, Message::PpdupError(_))]
+    ));
+}
+
+#[test]
+fn with_a_replica_a_new_checksum_is_answered_after_the_replicas_add_ok() {
+    // 3.3.5.1 step 3 and 3.3.5.4 with a replica (figures 12 and 14).
+    let mut s = server("replica", Mode::Server, true);
+    s.replica_connected(REPLICA);
+    sent(&mut s); // empty resync
+    s.handle_message(NODE_A, set_config("c", 5));
+    assert_eq!(
+        sent(&mut s),
+        vec![(
+            NODE_A,
+            Message::PpdupConfigAck(PpdupConfigAck { vclock: 5 })
+        )],
+        "acknowledged at once; the replica gets it with the next checksum message"
+    );
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
+    s.handle_message(NODE_B, add("c", "nb", "http://b/", cs(1)));
+    let out = sent(&mut s);
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(matches!(&out[0], (REPLICA, Message::PpdupSetConfig(sc)) if sc.vclock > 0));
+    match &out[1] {
+        (REPLICA, Message::PpdupAdd(fwd)) => {
+            assert_eq!(fwd.ppdup_id.as_deref(), Some(&b"dup-1"[..]));
+            assert!(fwd.dbname.is_some());
+            assert_eq!(&fwd.uri[..], b"http://a/");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The replica acknowledges: node A is answered, then node B's queued add.
+    let Message::PpdupAdd(fwd) = out[1].1.clone() else {
+        unreachable!()
+    };
+    s.handle_message(
+        REPLICA,
+        Message::PpdupAddOk(PpdupAddOk {
+            collection: fwd.collection,
+            node_id: fwd.node_id,
+            uri: fwd.uri,
+            owner_uri: None,
+            ppdup_id: fwd.ppdup_id,
+            dbname: fwd.dbname,
+        }),
+    );
+    assert_eq!(
+        sent(&mut s),
+        vec![
+            (NODE_A, add_ok("c", "na", "http://a/", "http://a/")),
+            (NODE_B, add_ok("c", "nb", "http://b/", "http://a/")),
+        ]
+    );
+    // A stale CONFIG_ACK is ignored; the current one ends the transition.
+    let awaited = s.replica.as_ref().unwrap().awaiting_ack.unwrap();
+    s.handle_message(
+        REPLICA,
+        Message::PpdupConfigAck(PpdupConfigAck {
+            vclock: awaited - 1,
+        }),
+    );
+    assert_eq!(s.replica.as_ref().unwrap().awaiting_ack, Some(awaited));
+    s.handle_message(
+        REPLICA,
+        Message::PpdupConfigAck(PpdupConfigAck { vclock: awaited }),
+    );
+    assert_eq!(s.replica.as_ref().unwrap().awaiting_ack, None);
+}
+
+#[test]
+fn the_replica_overwrites_forwarded_adds_and_serves_nodes_directly() {
+    // 3.4.5.3; and failover: a node's own PPDUP_ADD makes the replica act as the server.
+    let mut r = server("replica-side", Mode::Replica, false);
+    r.handle_message(REPLICA, set_config("c", 1));
+    sent(&mut r);
+    let mut fwd = add("c", "na", "http://a/", cs(1));
+    if let Message::PpdupAdd(x) = &mut fwd {
+        x.ppdup_id = Some(b("dup-1"));
+        x.dbname = Some(b("/data/c"));
+    }
+    r.handle_message(REPLICA, fwd);
+    let out = sent(&mut r);
+    match &out[..] {
+        [(REPLICA, Message::PpdupAddOk(ok))] => {
+            assert_eq!(ok.ppdup_id.as_deref(), Some(&b"dup-1"[..]));
+            assert_eq!(ok.dbname.as_deref(), Some(&b"/data/c"[..]));
+        }
+        other => panic!("{other:?}"),
+    }
+    r.handle_message(NODE_B, add("c", "nb", "http://b/", cs(1)));
+    assert_eq!(
+        sent(&mut r),
+        vec![(NODE_B, add_ok("c", "nb", "http://b/", "http://a/"))]
+    );
+}
+
+#[test]
+fn keepalives_are_answered_and_sent_on_the_timer() {
+    let mut s = server("keepalive", Mode::Server, false);
+    s.handle_message(NODE_A, Message::PpdupKeepalive);
+    assert_eq!(sent(&mut s), vec![(NODE_A, Message::PpdupKeepaliveAck)]);
+    s.keepalive_tick();
+    let mut out = sent(&mut s);
+    out.sort_by_key(|(p, _)| *p);
+    assert_eq!(
+        out,
+        vec![
+            (NODE_A, Message::PpdupKeepalive),
+            (NODE_B, Message::PpdupKeepalive)
+        ]
+    );
+    s.handle_message(NODE_A, Message::PpdupKeepaliveAck);
+    assert!(!s.peers[&NODE_A].keepalive_pending);
+    assert!(s.peers[&NODE_B].keepalive_pending);
+}
+
+#[test]
+fn a_reconnecting_replica_is_resynchronized_in_full() {
+    let mut s = server("resync", Mode::Server, true);
+    s.handle_message(NODE_A, set_config("c", 1));
+    for i in 0..10 {
+        s.handle_message(NODE_A, add("c", "na", &format!("http://a/{i}"), cs(i)));
+    }
+    sent(&mut s); // no replica yet: answered alone
+    s.replica_connected(REPLICA);
+    let out = sent(&mut s);
+    assert!(out.iter().all(|(p, _)| *p == REPLICA));
+    assert!(matches!(out[0].1, Message::PpdupConfRemove(_)));
+    assert!(matches!(out[1].1, Message::PpdupSetConfig(_)));
+    assert_eq!(
+        out.iter()
+            .filter(|(_, m)| matches!(m, Message::PpdupAdd(_)))
+            .count(),
+        10
+    );
+    // Their ADD_OKs wake nobody.
+    for _ in 0..10 {
+        s.handle_message(REPLICA, add_ok("c", "na", "x", "x"));
+    }
+    assert_eq!(sent(&mut s), vec![]);
+}
+
+#[test]
+fn acknowledged_adds_survive_a_restart() {
+    let name = "durable";
+    let mut s = server(name, Mode::Server, false);
+    s.handle_message(NODE_A, set_config("c", 1));
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
+    assert_eq!(sent(&mut s).len(), 2);
+    drop(s);
+    // Reopen the same directory (without `dir`, which starts afresh).
+    let path = std::env::temp_dir().join(format!("crawlfleet-dupsm-{}-{name}", std::process::id()));
+    let (stores, rec) = DupStores::open(&path, 4).unwrap();
+    assert_eq!(rec.entries, 1);
+    assert_eq!(
+        stores.collection(b"c").unwrap().store.get(&cs(1)),
+        Some((&b"http://a/"[..], &b"na"[..]))
+    );
+}
