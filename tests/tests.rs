@@ -2,6 +2,7 @@
 
 mod decode_errors;
 mod differential;
+mod dupserver;
 mod fuzz_corpus;
 mod inspect_cli;
 mod util;

@@ -1,5 +1,6 @@
 //! The command line: one subcommand per role or tool.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -23,9 +24,43 @@ pub enum Command {
     /// {"$hex": "..."}; see `crawlfleet_core::marshal::json` for every form. Lines read back
     /// with --encode give the same bytes.
     Inspect(InspectArgs),
+    /// Run a duplicate server (MS-FSCMT 3.3): the global document checksum store.
+    Dupserver(DupServerArgs),
+    /// Run a duplicate server replica (MS-FSCMT 3.4), which also serves node schedulers that fail
+    /// over to it.
+    Dupreplica(DupArgs),
     /// Measure crawlfleet's parts under load.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+/// Arguments shared by the duplicate server and its replica.
+#[derive(Debug, Args)]
+pub struct DupArgs {
+    /// Address to listen on (loopback unless told otherwise; port 0 picks a free port, printed
+    /// on standard output).
+    #[arg(long, default_value = "127.0.0.1:14200")]
+    pub listen: SocketAddr,
+    /// Directory of the checksum store's log and snapshots (created if missing).
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Node identifier sent as PKT_PPDUP_ID (default: dup-<listen address>).
+    #[arg(long)]
+    pub node_id: Option<String>,
+    /// Keep-Alive timer in seconds (MS-FSCMT 3.3.2; at least 1).
+    #[arg(long, default_value_t = 120.0)]
+    pub keepalive: f64,
+}
+
+/// Arguments of `crawlfleet dupserver`.
+#[derive(Debug, Args)]
+pub struct DupServerArgs {
+    /// Listening address, data dir, node id, keep-alive.
+    #[command(flatten)]
+    pub common: DupArgs,
+    /// The replica to forward every checksum message to (MS-FSCMT 3.3.5).
+    #[arg(long)]
+    pub replica: Option<SocketAddr>,
 }
 
 /// The benchmarks of `crawlfleet bench`.

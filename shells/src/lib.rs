@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod dupserver;
 pub mod inspect;
 
 use std::process::ExitCode;
@@ -30,6 +31,16 @@ pub fn init_logging() {
 pub fn run(cli: cli::Cli) -> ExitCode {
     let result = match cli.command {
         cli::Command::Inspect(args) => inspect::run(&args).map_err(|e| e.to_string()),
+        cli::Command::Dupserver(args) => dupserver::run(
+            crawlfleet_core::dupserver::Mode::Server,
+            &args.common,
+            args.replica,
+        )
+        .map(|()| ExitCode::SUCCESS),
+        cli::Command::Dupreplica(args) => {
+            dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &args, None)
+                .map(|()| ExitCode::SUCCESS)
+        }
         cli::Command::Bench(cli::BenchCommand::Dupstore(args)) => bench::dupstore::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),

@@ -1,0 +1,179 @@
+//! `crawlfleet dupserver` and `crawlfleet dupreplica`: the duplicate server and its replica
+//! (MS-FSCMT 3.3, 3.4), wiring `core::dupserver` to the event loop.
+//!
+//! One thread takes every event the loop has ready, feeds it to the state machine, then commits
+//! the write-ahead log once (group commit) and only then sends the replies of the whole batch.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use crawlfleet_core::checksum::durable::DupStores;
+use crawlfleet_core::dupserver::{DupServer, Mode, PeerId};
+use crawlfleet_net::{ConnId, Event, EventLoop, LinkId, Priority, TimerId};
+use log::{error, info, warn};
+
+use crate::cli::DupArgs;
+
+const KEEPALIVE_TIMER: TimerId = TimerId(1);
+const SNAPSHOT_TIMER: TimerId = TimerId(2);
+/// Start a snapshot when the log grows past this.
+const SNAPSHOT_AFTER_BYTES: u64 = 256 << 20;
+/// Shards written per snapshot tick (every 100 ms), so the loop never stops for long.
+const SNAPSHOT_SHARDS_PER_TICK: usize = 4;
+/// Shards of each collection's checksum store.
+const SHARDS: usize = 64;
+/// Events handled before one group commit.
+const MAX_BATCH_EVENTS: usize = 4096;
+
+/// Checks the data directory is usable before anything listens.
+fn open_stores(dir: &Path) -> Result<DupStores, String> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!("data dir {} is not a directory", dir.display()));
+    }
+    let (stores, rec) = DupStores::open(dir, SHARDS)
+        .map_err(|e| format!("data dir {} is unusable: {e}", dir.display()))?;
+    info!(
+        "data dir {}: {} collection(s), {} checksum(s) recovered in {:.2} s ({} log records replayed)",
+        dir.display(),
+        rec.collections,
+        rec.entries,
+        rec.elapsed.as_secs_f64(),
+        rec.records_replayed
+    );
+    Ok(stores)
+}
+
+/// Runs a duplicate server (`replica` given: forwarding to it) or a replica until killed.
+pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<(), String> {
+    let stores = open_stores(&args.data_dir)?;
+    let node_id = args
+        .node_id
+        .clone()
+        .unwrap_or_else(|| format!("dup-{}", args.listen));
+    let mut sm = DupServer::new(mode, node_id.as_bytes(), stores, replica.is_some());
+    let spawned = EventLoop::builder()
+        .listen(args.listen)
+        .thread_name(match mode {
+            Mode::Server => "dupserver-loop",
+            Mode::Replica => "dupreplica-loop",
+        })
+        .spawn()
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let handle = spawned.handle;
+    let role = match mode {
+        Mode::Server => "dupserver",
+        Mode::Replica => "dupreplica",
+    };
+    // Scripts (and the tests) read the bound address from this line.
+    println!("crawlfleet {role} listening on {}", spawned.local_addrs[0]);
+    let _ = std::io::stdout().flush();
+    let keepalive = Duration::from_secs_f64(args.keepalive.max(1.0));
+    let stopped = |_| "the event loop stopped".to_string();
+    handle
+        .set_timer(KEEPALIVE_TIMER, keepalive, Some(keepalive))
+        .map_err(stopped)?;
+    let tick = Duration::from_millis(100);
+    handle
+        .set_timer(SNAPSHOT_TIMER, tick, Some(tick))
+        .map_err(stopped)?;
+    let replica_link: Option<LinkId> = match replica {
+        Some(addr) => {
+            info!("forwarding to the replica at {addr}");
+            Some(handle.connect(addr).map_err(stopped)?)
+        }
+        None => None,
+    };
+    let mut conns: HashMap<PeerId, ConnId> = HashMap::new();
+    let mut sends: HashMap<PeerId, Vec<u8>> = HashMap::new();
+
+    loop {
+        let Ok(first) = spawned.events.recv() else {
+            return Err("the event loop stopped".into());
+        };
+        let mut event = Some(first);
+        let mut handled = 0;
+        while let Some(ev) = event.take() {
+            match ev {
+                Event::Accepted { conn, peer, .. } => {
+                    info!("{conn} accepted from {peer}");
+                    conns.insert(conn.as_u64(), conn);
+                    sm.peer_connected(conn.as_u64());
+                }
+                Event::Connected { conn, link, peer } => {
+                    conns.insert(conn.as_u64(), conn);
+                    if Some(link) == replica_link {
+                        info!("connected to the replica at {peer}");
+                        sm.replica_connected(conn.as_u64());
+                    }
+                }
+                Event::ConnectFailed {
+                    addr,
+                    error,
+                    retry_in,
+                    ..
+                } => {
+                    warn!("replica {addr} unreachable ({error}); retrying in {retry_in:?}");
+                }
+                Event::Frames(batch) => {
+                    let peer = batch.conn().as_u64();
+                    for (_, body) in batch.iter() {
+                        sm.handle_frame(peer, body);
+                    }
+                }
+                Event::Closed { conn, reason, .. } => {
+                    info!("{conn} closed: {reason}");
+                    conns.remove(&conn.as_u64());
+                    sm.peer_closed(conn.as_u64());
+                }
+                Event::Timer(KEEPALIVE_TIMER) => sm.keepalive_tick(),
+                Event::Timer(SNAPSHOT_TIMER) => {
+                    let stores = sm.stores_mut();
+                    if !stores.snapshot_in_progress() && stores.wal_len() > SNAPSHOT_AFTER_BYTES {
+                        info!("log at {} MiB: starting a snapshot", stores.wal_len() >> 20);
+                        if let Err(e) = stores.start_snapshot() {
+                            error!("snapshot: {e}");
+                        }
+                    }
+                    if stores.snapshot_in_progress() {
+                        match stores.snapshot_step(SNAPSHOT_SHARDS_PER_TICK) {
+                            Ok(true) => info!("snapshot written"),
+                            Ok(false) => {}
+                            Err(e) => error!("snapshot: {e}"),
+                        }
+                    }
+                }
+                Event::Timer(_) => {}
+            }
+            handled += 1;
+            if handled < MAX_BATCH_EVENTS {
+                event = spawned.events.try_recv().ok();
+            }
+        }
+        // Group commit, then the replies of everything handled above.
+        let out = match sm.flush() {
+            Ok(out) => out,
+            Err(e) => {
+                // Nothing may be acknowledged that is not durable: stop rather than lie.
+                error!("cannot commit the log: {e}; stopping");
+                let _ = handle.shutdown();
+                return Err(format!("cannot commit the log: {e}"));
+            }
+        };
+        for (peer, frame) in out {
+            sends.entry(peer).or_default().extend_from_slice(&frame);
+        }
+        for (peer, bytes) in sends.drain() {
+            match conns.get(&peer) {
+                Some(&conn) => {
+                    if handle.send(conn, Priority::Normal, bytes).is_err() {
+                        return Err("the event loop stopped".into());
+                    }
+                }
+                None => warn!("dropping replies to a closed connection"),
+            }
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! The duplicate server and replica as real processes on loopback (MS-FSCMT 3.3.5, 3.4.5):
+//! sequencing over sockets, persistence across SIGKILL, the replica holding every acknowledged
+//! add, and hostile input.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crawlfleet_core::frame::{self, Priority};
+use crawlfleet_core::marshal::{Limits, Value};
+use crawlfleet_core::msg::{Checksum, Message, PpdupChecksum, PpdupSetConfig};
+
+/// A role process, SIGKILLed when dropped.
+struct Role {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Role {
+    fn start(args: &[&str]) -> Role {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("crawlfleet runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("crawlfleet {args:?} printed {line:?}"));
+        Role { child, addr }
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap(); // SIGKILL
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("crawlfleet-it-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn dupserver(dir: &Path, extra: &[&str]) -> Role {
+    let mut args = vec![
+        "dupserver",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    Role::start(&args)
+}
+
+/// A node scheduler's side of the connection.
+struct Client {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, m: &Message<'_>) {
+        let mut out = Vec::new();
+        frame::encode_message(m, Priority::Normal, &mut out);
+        self.stream.write_all(&out).unwrap();
+    }
+
+    fn send_many(&mut self, ms: &[Message<'_>]) {
+        let mut out = Vec::new();
+        for m in ms {
+            frame::encode_message(m, Priority::Normal, &mut out);
+        }
+        self.stream.write_all(&out).unwrap();
+    }
+
+    /// The next message; None when the server closed the connection.
+    fn recv(&mut self) -> Option<Message<'static>> {
+        let limits = Limits::default();
+        loop {
+            if let Some((body, used)) = frame::split(&self.buf, &limits).unwrap() {
+                let (_, m) = frame::decode_message(body, &limits).unwrap();
+                let m = m.into_owned();
+                self.buf.drain(..used);
+                return Some(m);
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("reading from the server: {e}"),
+            }
+        }
+    }
+
+    /// The next message that is not a keep-alive.
+    fn recv_reply(&mut self) -> Message<'static> {
+        loop {
+            match self.recv().expect("the server answers") {
+                Message::PpdupKeepalive => self.send(&Message::PpdupKeepaliveAck),
+                m => return m,
+            }
+        }
+    }
+}
+
+fn set_config(coll: &str) -> Message<'static> {
+    Message::PpdupSetConfig(PpdupSetConfig {
+        config: Value::Dict(vec![(
+            Value::owned_bytes(coll.as_bytes().to_vec()),
+            Value::Dict(vec![]),
+        )]),
+        vclock: 1,
+        collection: None,
+    })
+}
+
+fn cs(i: u32) -> Checksum {
+    let mut c = [0xa5u8; 16];
+    c[..4].copy_from_slice(&i.to_le_bytes());
+    Checksum(c)
+}
+
+fn add(coll: &str, node: &str, uri: String, c: Checksum) -> Message<'static> {
+    Message::PpdupAdd(PpdupChecksum {
+        collection: coll.as_bytes().to_vec().into(),
+        node_id: node.as_bytes().to_vec().into(),
+        uri: uri.into_bytes().into(),
+        checksum: c,
+        ppdup_id: None,
+        dbname: None,
+    })
+}
+
+fn owner_of(m: &Message<'_>) -> String {
+    match m {
+        Message::PpdupAddOk(ok) => String::from_utf8_lossy(ok.owner_uri.as_deref().unwrap()).into(),
+        other => panic!("expected PPDUP_ADD_OK, got {other:?}"),
+    }
+}
+
+#[test]
+fn owner_rule_and_promote_over_sockets() {
+    let dir = temp_dir("owner");
+    let server = dupserver(&dir, &[]);
+    let mut a = Client::connect(server.addr);
+    let mut b = Client::connect(server.addr);
+    a.send(&set_config("c"));
+    assert!(matches!(a.recv_reply(), Message::PpdupConfigAck(ack) if ack.vclock == 1));
+    b.send(&set_config("c"));
+    b.recv_reply();
+    a.send(&add("c", "na", "http://a/".into(), cs(1)));
+    assert_eq!(owner_of(&a.recv_reply()), "http://a/");
+    b.send(&add("c", "nb", "http://b/".into(), cs(1)));
+    assert_eq!(owner_of(&b.recv_reply()), "http://a/");
+    let mut rm = add("c", "na", "http://a/".into(), cs(1));
+    if let Message::PpdupAdd(x) = rm {
+        rm = Message::PpdupRemove(x);
+    }
+    a.send(&rm);
+    let mut got_a = vec![a.recv_reply(), a.recv_reply()];
+    got_a.sort_by_key(|m| m.command() as i64);
+    assert!(matches!(got_a[0], Message::PpdupRemoveOk(_)));
+    assert!(matches!(&got_a[1], Message::PpdupPromoteReq(p) if p.checksum == cs(1)));
+    assert!(matches!(b.recv_reply(), Message::PpdupPromoteReq(p) if p.checksum == cs(1)));
+    // Unknown collection: PPDUP_ERROR, and the connection stays.
+    a.send(&add("nope", "na", "http://a/".into(), cs(2)));
+    assert!(
+        matches!(&a.recv_reply(), Message::PpdupError(e) if &e.why[..] == b"unknown collection")
+    );
+    a.send(&Message::PpdupKeepalive);
+    assert!(matches!(a.recv_reply(), Message::PpdupKeepaliveAck));
+}
+
+#[test]
+fn acknowledged_adds_survive_sigkill() {
+    let dir = temp_dir("sigkill");
+    let server = dupserver(&dir, &[]);
+    let mut a = Client::connect(server.addr);
+    a.send(&set_config("c"));
+    a.recv_reply();
+    let n = 20_000u32;
+    let batch: Vec<_> = (0..n)
+        .map(|i| add("c", "na", format!("http://a/{i}"), cs(i)))
+        .collect();
+    a.send_many(&batch);
+    for _ in 0..n {
+        assert!(matches!(a.recv_reply(), Message::PpdupAddOk(_)));
+    }
+    server.kill();
+    let server = dupserver(&dir, &[]);
+    let mut b = Client::connect(server.addr);
+    let probes: Vec<_> = (0..n)
+        .map(|i| add("c", "nb", format!("http://b/{i}"), cs(i)))
+        .collect();
+    b.send_many(&probes);
+    for i in 0..n {
+        assert_eq!(owner_of(&b.recv_reply()), format!("http://a/{i}"));
+    }
+}
+
+#[test]
+fn the_replica_holds_every_acknowledged_add_when_the_server_dies() {
+    let rdir = temp_dir("replica-r");
+    let sdir = temp_dir("replica-s");
+    let replica = Role::start(&[
+        "dupreplica",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        rdir.to_str().unwrap(),
+    ]);
+    let raddr = replica.addr.to_string();
+    let server = dupserver(&sdir, &["--replica", &raddr]);
+    let mut a = Client::connect(server.addr);
+    a.send(&set_config("c"));
+    a.recv_reply();
+    let n = 5_000u32;
+    let batch: Vec<_> = (0..n)
+        .map(|i| add("c", "na", format!("http://a/{i}"), cs(i)))
+        .collect();
+    a.send_many(&batch);
+    for i in 0..n {
+        assert_eq!(owner_of(&a.recv_reply()), format!("http://a/{i}"));
+    }
+    server.kill();
+    // A node scheduler failing over asks the replica directly.
+    let mut b = Client::connect(replica.addr);
+    let probes: Vec<_> = (0..n)
+        .map(|i| add("c", "nb", format!("http://b/{i}"), cs(i)))
+        .collect();
+    b.send_many(&probes);
+    for i in 0..n {
+        assert_eq!(owner_of(&b.recv_reply()), format!("http://a/{i}"));
+    }
+}
+
+#[test]
+fn hostile_input_closes_only_its_own_connection() {
+    let dir = temp_dir("hostile");
+    let server = dupserver(&dir, &[]);
+    let mut good = Client::connect(server.addr);
+    good.send(&set_config("c"));
+    good.recv_reply();
+    // A client that never reads, flooding keep-alives.
+    let mut deaf = TcpStream::connect(server.addr).unwrap();
+    let mut flood = Vec::new();
+    for _ in 0..20_000 {
+        frame::encode_message(&Message::PpdupKeepalive, Priority::Normal, &mut flood);
+    }
+    deaf.write_all(&flood).unwrap();
+    // Tuples nested 100 deep (the limit is 64).
+    let mut deep = b"(\x01\x00\x00\x00".repeat(100);
+    deep.push(b'N');
+    let deep_frame = [&(deep.len() as u32).to_be_bytes()[..], &deep].concat();
+    let hostile: [&[u8]; 3] = [
+        b"\xff\xff\xff\xffgarbage", // huge length prefix
+        b"\x00\x00\x00\x05hello",   // garbage body
+        &deep_frame,
+    ];
+    for bytes in hostile {
+        let mut bad = Client::connect(server.addr);
+        bad.stream.write_all(bytes).unwrap();
+        assert!(
+            bad.recv().is_none(),
+            "the server closes a connection sending {bytes:?}"
+        );
+    }
+    good.send(&add("c", "na", "http://a/".into(), cs(7)));
+    assert_eq!(owner_of(&good.recv_reply()), "http://a/");
+    drop(deaf);
+}
+
+#[test]
+fn an_unusable_data_dir_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+        .args([
+            "dupserver",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            "/proc/version",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("data dir /proc/version"));
+}
