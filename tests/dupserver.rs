@@ -188,7 +188,7 @@ fn owner_rule_and_promote_over_sockets() {
         rm = Message::PpdupRemove(x);
     }
     a.send(&rm);
-    let mut got_a = vec![a.recv_reply(), a.recv_reply()];
+    let mut got_a = [a.recv_reply(), a.recv_reply()];
     got_a.sort_by_key(|m| m.command() as i64);
     assert!(matches!(got_a[0], Message::PpdupRemoveOk(_)));
     assert!(matches!(&got_a[1], Message::PpdupPromoteReq(p) if p.checksum == cs(1)));
