@@ -316,3 +316,81 @@ fn an_unusable_data_dir_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("data dir /proc/version"));
 }
+
+#[test]
+fn the_failover_client_loses_no_acknowledged_add_when_the_server_is_killed_under_load() {
+    use crawlfleet_net::{Event, EventLoop, TimerId};
+    use crawlfleet_shells::dupclient::{DupClient, Target};
+
+    let rdir = temp_dir("failover-r");
+    let sdir = temp_dir("failover-s");
+    let replica = Role::start(&[
+        "dupreplica",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        rdir.to_str().unwrap(),
+    ]);
+    let raddr = replica.addr.to_string();
+    let server = dupserver(&sdir, &["--replica", &raddr]);
+    let lp = EventLoop::builder().spawn().unwrap();
+    let tick = Duration::from_millis(200);
+    lp.handle.set_timer(TimerId(1), tick, Some(tick)).unwrap();
+    let mut client = DupClient::new(lp.handle.clone(), server.addr, Some(replica.addr), 2).unwrap();
+    client.send(&set_config("c")).unwrap();
+
+    let total = 30_000u32;
+    let kill_at = 10_000u32;
+    let window = 500u32;
+    let mut next = 0u32;
+    let mut acked = 0u32;
+    let mut server = Some(server);
+    let started = std::time::Instant::now();
+    while acked < total {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "stalled at {acked} acks"
+        );
+        while next < total && next - acked < window {
+            client
+                .send(&add("c", "na", format!("http://a/{next}"), cs(next)))
+                .unwrap();
+            next += 1;
+        }
+        let ev = lp
+            .events
+            .recv_timeout(Duration::from_secs(5))
+            .expect("events keep coming");
+        if let Event::Timer(_) = ev {
+            client.on_keepalive().unwrap();
+            continue;
+        }
+        for m in client.on_event(ev).unwrap() {
+            match m {
+                Message::PpdupAddOk(ok) => {
+                    // Answers come in order: this one is for checksum `acked`.
+                    assert_eq!(&ok.uri[..], format!("http://a/{acked}").as_bytes());
+                    assert_eq!(ok.owner_uri.as_deref(), Some(&ok.uri[..]));
+                    acked += 1;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        if acked >= kill_at {
+            if let Some(s) = server.take() {
+                s.kill(); // SIGKILL, mid-stream: hundreds of adds are in flight
+            }
+        }
+    }
+    assert_eq!(client.target(), Target::Replica);
+    lp.handle.shutdown().unwrap();
+    // Every acknowledged add is in the replica.
+    let mut b = Client::connect(replica.addr);
+    let probes: Vec<_> = (0..total)
+        .map(|i| add("c", "nb", format!("http://b/{i}"), cs(i)))
+        .collect();
+    b.send_many(&probes);
+    for i in 0..total {
+        assert_eq!(owner_of(&b.recv_reply()), format!("http://a/{i}"));
+    }
+}

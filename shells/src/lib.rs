@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod dupclient;
 pub mod dupserver;
 pub mod inspect;
 
