@@ -69,6 +69,35 @@ pub enum BenchCommand {
     /// The duplicate server's checksum store: memory per entry, durable add rate, snapshot and
     /// restart time.
     Dupstore(BenchDupstoreArgs),
+    /// Pipelined PPDUP_ADD load against a running duplicate server, optionally compared with
+    /// redis-server SET NX in the same run.
+    Dup(BenchDupArgs),
+}
+
+/// Arguments of `crawlfleet bench dup`.
+#[derive(Debug, Args)]
+pub struct BenchDupArgs {
+    /// The duplicate server.
+    #[arg(long)]
+    pub target: SocketAddr,
+    /// Connections, one load thread each.
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+    /// Requests written per window (answers read before the next window).
+    #[arg(long, default_value_t = 256)]
+    pub pipeline: usize,
+    /// Adds in all.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub total: u64,
+    /// Fraction of adds that repeat an earlier checksum (duplicate documents).
+    #[arg(long, default_value_t = 0.1)]
+    pub dup_ratio: f64,
+    /// A redis-server to run the same number of pipelined `SET <checksum> <uri> NX` against.
+    #[arg(long)]
+    pub vs_redis: Option<SocketAddr>,
+    /// Print one JSON object (rate, p50_us, p99_us; with --vs-redis peer_rate and ratio).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `crawlfleet bench dupstore`.

@@ -42,6 +42,9 @@ pub fn run(cli: cli::Cli) -> ExitCode {
             dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &args, None)
                 .map(|()| ExitCode::SUCCESS)
         }
+        cli::Command::Bench(cli::BenchCommand::Dup(args)) => bench::dup::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string()),
         cli::Command::Bench(cli::BenchCommand::Dupstore(args)) => bench::dupstore::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),

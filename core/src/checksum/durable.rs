@@ -226,12 +226,7 @@ impl DupStores {
             AddOutcome::Added
         );
         if added {
-            self.wal.append(&Record::Set {
-                collection: collection.to_vec(),
-                checksum: cs,
-                uri: uri.to_vec(),
-                node: node.to_vec(),
-            });
+            self.wal.append_set(collection, &cs, uri, node);
             return Ok(AddOutcome::Added);
         }
         let (owner_uri, owner_node) = self.collections[collection]
@@ -257,12 +252,7 @@ impl DupStores {
             .get_mut(collection)
             .ok_or(DupError::UnknownCollection)?;
         c.store.put(cs, uri, node).map_err(DupError::Store)?;
-        self.wal.append(&Record::Set {
-            collection: collection.to_vec(),
-            checksum: cs,
-            uri: uri.to_vec(),
-            node: node.to_vec(),
-        });
+        self.wal.append_set(collection, &cs, uri, node);
         Ok(())
     }
 
@@ -274,10 +264,7 @@ impl DupStores {
             .ok_or(DupError::UnknownCollection)?;
         let removed = c.store.remove(cs);
         if removed {
-            self.wal.append(&Record::Delete {
-                collection: collection.to_vec(),
-                checksum: *cs,
-            });
+            self.wal.append_delete(collection, cs);
         }
         Ok(removed)
     }
@@ -343,13 +330,7 @@ impl DupStores {
             // A collection dropped since the start has its DropCollection in the new log.
             if let Some(c) = self.collections.get(&name) {
                 for (cs, uri, node) in c.store.iter_shard(shard) {
-                    Record::Set {
-                        collection: name.clone(),
-                        checksum: cs,
-                        uri: uri.to_vec(),
-                        node: node.to_vec(),
-                    }
-                    .encode(&mut job.buf);
+                    Record::encode_set(&mut job.buf, &name, &cs, uri, node);
                 }
             }
             job.out.write_all(&job.buf).map_err(io_err(&job.tmp))?;

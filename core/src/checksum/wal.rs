@@ -90,6 +90,28 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+fn set_payload(out: &mut Vec<u8>, collection: &[u8], cs: &Checksum, uri: &[u8], node: &[u8]) {
+    out.push(OP_SET);
+    put_bytes(out, collection);
+    out.extend_from_slice(&cs.0);
+    put_bytes(out, uri);
+    put_bytes(out, node);
+}
+
+fn delete_payload(out: &mut Vec<u8>, collection: &[u8], cs: &Checksum) {
+    out.push(OP_DELETE);
+    put_bytes(out, collection);
+    out.extend_from_slice(&cs.0);
+}
+
+/// Fills in the length and hash of the record started at `start`.
+fn seal(out: &mut [u8], start: usize) {
+    let payload_len = out.len() - start - 8;
+    let hash = xxh32(&out[start + 8..], 0);
+    out[start..start + 4].copy_from_slice(&(payload_len as u32).to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&hash.to_le_bytes());
+}
+
 impl Record {
     /// Appends the framed record to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -110,26 +132,35 @@ impl Record {
                 checksum,
                 uri,
                 node,
-            } => {
-                out.push(OP_SET);
-                put_bytes(out, collection);
-                out.extend_from_slice(&checksum.0);
-                put_bytes(out, uri);
-                put_bytes(out, node);
-            }
+            } => set_payload(out, collection, checksum, uri, node),
             Record::Delete {
                 collection,
                 checksum,
-            } => {
-                out.push(OP_DELETE);
-                put_bytes(out, collection);
-                out.extend_from_slice(&checksum.0);
-            }
+            } => delete_payload(out, collection, checksum),
         }
-        let payload_len = out.len() - start - 8;
-        let hash = xxh32(&out[start + 8..], 0);
-        out[start..start + 4].copy_from_slice(&(payload_len as u32).to_le_bytes());
-        out[start + 4..start + 8].copy_from_slice(&hash.to_le_bytes());
+        seal(out, start);
+    }
+
+    /// Appends a framed `Set` record from borrowed fields (no intermediate copies).
+    pub fn encode_set(
+        out: &mut Vec<u8>,
+        collection: &[u8],
+        cs: &Checksum,
+        uri: &[u8],
+        node: &[u8],
+    ) {
+        let start = out.len();
+        out.extend_from_slice(&[0u8; 8]);
+        set_payload(out, collection, cs, uri, node);
+        seal(out, start);
+    }
+
+    /// Appends a framed `Delete` record from borrowed fields.
+    pub fn encode_delete(out: &mut Vec<u8>, collection: &[u8], cs: &Checksum) {
+        let start = out.len();
+        out.extend_from_slice(&[0u8; 8]);
+        delete_payload(out, collection, cs);
+        seal(out, start);
     }
 
     /// Decodes one payload (without the 8-byte header); `None` if malformed.
@@ -254,6 +285,16 @@ impl Wal {
     /// Queues a record for the next commit.
     pub fn append(&mut self, rec: &Record) {
         rec.encode(&mut self.pending);
+    }
+
+    /// Queues a `Set` record for the next commit.
+    pub fn append_set(&mut self, collection: &[u8], cs: &Checksum, uri: &[u8], node: &[u8]) {
+        Record::encode_set(&mut self.pending, collection, cs, uri, node);
+    }
+
+    /// Queues a `Delete` record for the next commit.
+    pub fn append_delete(&mut self, collection: &[u8], cs: &Checksum) {
+        Record::encode_delete(&mut self.pending, collection, cs);
     }
 
     /// True when records wait for a commit.

@@ -228,10 +228,7 @@ impl DupServer {
     pub fn handle_frame(&mut self, peer: PeerId, body: &[u8]) {
         let limits = Default::default();
         match frame::decode_message(body, &limits) {
-            Ok((_, m)) => {
-                let m = m.into_owned();
-                self.handle_message(peer, m);
-            }
+            Ok((_, m)) => self.handle_message(peer, m),
             Err(e) => {
                 let collection = frame::decode_body(body, &limits)
                     .ok()
@@ -266,7 +263,7 @@ impl DupServer {
     }
 
     /// Handles one typed message from `peer`.
-    pub fn handle_message(&mut self, peer: PeerId, m: Message<'static>) {
+    pub fn handle_message(&mut self, peer: PeerId, m: Message<'_>) {
         match m {
             Message::PpdupKeepalive => self.send(peer, &Message::PpdupKeepaliveAck),
             Message::PpdupKeepaliveAck => {
@@ -303,7 +300,7 @@ impl DupServer {
         }
     }
 
-    fn on_ppdup_set_config(&mut self, peer: PeerId, sc: PpdupSetConfig<'static>) {
+    fn on_ppdup_set_config(&mut self, peer: PeerId, sc: PpdupSetConfig<'_>) {
         // 3.3.5.1 / 3.4.5.1: add every configuration, acknowledge at once.
         // PKT_DATA maps collection names to their configurations (2.2.2.3); with PKT_DSPECNAME
         // only that collection is meant.
@@ -350,7 +347,7 @@ impl DupServer {
         }
     }
 
-    fn on_ppdup_conf_remove(&mut self, peer: PeerId, cr: PpdupConfRemove<'static>) {
+    fn on_ppdup_conf_remove(&mut self, peer: PeerId, cr: PpdupConfRemove<'_>) {
         // 3.3.5.2 / 3.4.5.2: delete the store; discard the collection's messages until REMOVE2.
         self.stores.drop_collection(&cr.collection);
         if self.mode == Mode::Server {
@@ -413,7 +410,7 @@ impl DupServer {
         true
     }
 
-    fn on_ppdup_add(&mut self, peer: PeerId, add: PpdupChecksum<'static>) {
+    fn on_ppdup_add(&mut self, peer: PeerId, add: PpdupChecksum<'_>) {
         let forwarded = add.ppdup_id.is_some();
         if !self.check_collection(peer, &add.collection) {
             return;
@@ -445,7 +442,7 @@ impl DupServer {
             // 3.3.5.4 step 5: wait for the replica's PPDUP_ADD_OK.
             queue.push_back(Waiting {
                 from: peer,
-                msg: Message::PpdupAdd(add),
+                msg: Message::PpdupAdd(add).into_owned(),
             });
             return;
         }
@@ -486,19 +483,19 @@ impl DupServer {
                 self.forward_order.push_back(Some(key.clone()));
                 self.in_flight.entry(key).or_default().push_back(Waiting {
                     from: peer,
-                    msg: reply,
+                    msg: reply.into_owned(),
                 });
             }
             _ => self.send(peer, &reply),
         }
     }
 
-    fn on_ppdup_remove(&mut self, peer: PeerId, rm: PpdupChecksum<'static>) {
+    fn on_ppdup_remove(&mut self, peer: PeerId, rm: PpdupChecksum<'_>) {
         let forwarded = rm.ppdup_id.is_some();
         if !self.check_collection(peer, &rm.collection) {
             return;
         }
-        let reply_to = |rm: &PpdupChecksum<'static>, pi: bool| {
+        fn reply_to<'m>(rm: &PpdupChecksum<'m>, pi: bool) -> Message<'m> {
             Message::PpdupRemoveOk(PpdupRemoveOk {
                 collection: rm.collection.clone(),
                 uri: rm.uri.clone(),
@@ -506,7 +503,7 @@ impl DupServer {
                 ppdup_id: if pi { rm.ppdup_id.clone() } else { None },
                 dbname: if pi { rm.dbname.clone() } else { None },
             })
-        };
+        }
         if self.mode == Mode::Replica && forwarded {
             // 3.4.5.4: delete if present, answer with the same pairs.
             let _ = self.stores.remove(&rm.collection, &rm.checksum);
@@ -517,7 +514,7 @@ impl DupServer {
         if let Some(queue) = self.in_flight.get_mut(&key) {
             queue.push_back(Waiting {
                 from: peer,
-                msg: Message::PpdupRemove(rm),
+                msg: Message::PpdupRemove(rm).into_owned(),
             });
             return;
         }
@@ -544,7 +541,7 @@ impl DupServer {
                 self.forward_order.push_back(Some(key.clone()));
                 self.in_flight.entry(key).or_default().push_back(Waiting {
                     from: peer,
-                    msg: reply,
+                    msg: reply.into_owned(),
                 });
             }
             None => {
