@@ -222,7 +222,13 @@ pub fn encode_dict(message: &Dict<'_>, priority: Priority, out: &mut Vec<u8>) {
 
 /// Appends a whole frame carrying a typed message.
 pub fn encode_message(message: &Message<'_>, priority: Priority, out: &mut Vec<u8>) {
-    encode_dict(&message.to_dict(), priority, out);
+    let start = out.len();
+    out.extend_from_slice(&[0; HEADER_LEN]);
+    out.push(tag::TUPLE);
+    out.extend_from_slice(&2u32.to_le_bytes());
+    message.encode_dict_into(out);
+    marshal::encode_into(&Value::Int(priority.as_i64(), IntForm::Auto), out);
+    patch_len(out, start);
 }
 
 /// Appends a whole frame whose body is the already-encoded marshal value `body`.

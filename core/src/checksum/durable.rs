@@ -217,26 +217,17 @@ impl DupStores {
         uri: &[u8],
         node: &[u8],
     ) -> Result<AddOutcome<'_>, DupError> {
+        // Disjoint borrows of the log and the store: one probe of the table either way.
+        let wal = &mut self.wal;
         let c = self
             .collections
             .get_mut(collection)
             .ok_or(DupError::UnknownCollection)?;
-        let added = matches!(
-            c.store.add(cs, uri, node).map_err(DupError::Store)?,
-            AddOutcome::Added
-        );
-        if added {
-            self.wal.append_set(collection, &cs, uri, node);
-            return Ok(AddOutcome::Added);
+        let outcome = c.store.add(cs, uri, node).map_err(DupError::Store)?;
+        if outcome == AddOutcome::Added {
+            wal.append_set(collection, &cs, uri, node);
         }
-        let (owner_uri, owner_node) = self.collections[collection]
-            .store
-            .get(&cs)
-            .expect("the add found it");
-        Ok(AddOutcome::Exists {
-            owner_uri,
-            owner_node,
-        })
+        Ok(outcome)
     }
 
     /// Sets the owner of `cs`, replacing any (the replica's add, MS-FSCMT 3.4.5.3).

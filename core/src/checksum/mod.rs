@@ -229,28 +229,31 @@ impl ChecksumStore {
         }
         let h = hash_of(&cs.0);
         let si = self.shard_of(h);
-        if self.shards[si]
-            .table
-            .find(h, |s| s.checksum == cs.0)
-            .is_some()
-        {
-            let (owner_uri, owner_node) = self.get(&cs).expect("found just above");
-            return Ok(AddOutcome::Exists {
-                owner_uri,
-                owner_node,
-            });
-        }
+        // Taking the node index first (node ids are few) keeps the table to one probe.
         let node = self.node_index(node)?;
         let shard = &mut self.shards[si];
-        let uri_at = shard.arena.push(uri);
-        let slot = Slot {
-            checksum: cs.0,
-            uri_at,
-            len_node: (uri.len() as u32) | (node << LEN_BITS),
-        };
-        shard.table.insert_unique(h, slot, |s| hash_of(&s.checksum));
-        self.len += 1;
-        Ok(AddOutcome::Added)
+        match shard
+            .table
+            .entry(h, |s| s.checksum == cs.0, |s| hash_of(&s.checksum))
+        {
+            hashbrown::hash_table::Entry::Occupied(e) => {
+                let s = *e.get();
+                Ok(AddOutcome::Exists {
+                    owner_uri: shard.arena.get(s.uri_at, s.uri_len()),
+                    owner_node: &self.nodes[s.node()][..],
+                })
+            }
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                let uri_at = shard.arena.push(uri);
+                v.insert(Slot {
+                    checksum: cs.0,
+                    uri_at,
+                    len_node: (uri.len() as u32) | (node << LEN_BITS),
+                });
+                self.len += 1;
+                Ok(AddOutcome::Added)
+            }
+        }
     }
 
     /// Sets the owner of `cs`, replacing any (MS-FSCMT 3.4.5.3: the replica overwrites).

@@ -5,10 +5,11 @@ use super::fields::{
     string_list_value, Bytes, Fields,
 };
 use super::types::{addrinfo_list_from, addrinfo_list_to, borrow_value, AddrInfo, CrawlQueueEntry};
-use super::{into_dict, Command, Key, MessageError, Role};
+use super::{Command, Key, MessageError, Role};
 use crate::marshal::{Dict, Value};
 
-type Pairs<'s> = Vec<(Key, Value<'s>)>;
+/// The pairs of one message (at most 7 today: PKT_CMD and six fields of PPDUP_ADD).
+type Pairs<'s> = arrayvec::ArrayVec<(Key, Value<'s>), 12>;
 
 /// A message whose only data is the collection name (PKT_DSPECNAME).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -638,10 +639,32 @@ impl<'a> Message<'a> {
 
     /// The message dict, keys in the canonical order, strings borrowed from `self`.
     pub fn to_dict(&self) -> Dict<'_> {
-        let mut pairs: Pairs<'_> = Vec::with_capacity(8);
+        self.sorted_pairs()
+            .into_iter()
+            .map(|(k, v)| (Value::bytes(k.wire().as_bytes()), v))
+            .collect()
+    }
+
+    /// The pairs in the canonical key order, on the stack.
+    fn sorted_pairs(&self) -> Pairs<'_> {
+        let mut pairs = Pairs::new();
         pairs.push((Key::Cmd, Value::int(self.command() as i64)));
         self.data_pairs(&mut pairs);
-        into_dict(pairs)
+        pairs.sort_unstable_by_key(|(k, _)| *k);
+        pairs
+    }
+
+    /// Appends the marshal dict of the message to `out`, without building it first.
+    pub fn encode_dict_into(&self, out: &mut Vec<u8>) {
+        out.push(crate::marshal::tag::DICT);
+        for (k, v) in self.sorted_pairs() {
+            let key = k.wire().as_bytes();
+            out.push(crate::marshal::tag::STRING);
+            out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            out.extend_from_slice(key);
+            crate::marshal::encode_into(&v, out);
+        }
+        out.push(crate::marshal::tag::NULL);
     }
 
     /// A copy that owns its bytes, to send across threads or keep past the frame buffer.

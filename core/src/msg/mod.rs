@@ -20,7 +20,7 @@ pub use fields::Bytes;
 pub use messages::*;
 pub use types::{AddrInfo, CrawlQueueEntry, Redirect, UriStructure};
 
-use crate::marshal::{Dict, Value};
+use crate::marshal::Value;
 use fields::Fields;
 
 /// The message dictionary keys (MS-FSCMT 2.2.1.1).
@@ -285,15 +285,6 @@ pub enum Role {
 pub fn command_of(dict: &[(Value<'_>, Value<'_>)]) -> Result<Command, MessageError> {
     let v = Fields::new(dict).int(Key::Cmd)?;
     Command::from_i64(v).ok_or(MessageError::UnknownCommand(v))
-}
-
-/// Encodes `pairs` (unordered) as a message dict in the canonical key order.
-pub(crate) fn into_dict<'s>(mut pairs: Vec<(Key, Value<'s>)>) -> Dict<'s> {
-    pairs.sort_by_key(|(k, _)| *k);
-    pairs
-        .into_iter()
-        .map(|(k, v)| (Value::bytes(k.wire().as_bytes()), v))
-        .collect()
 }
 
 #[cfg(test)]
