@@ -199,16 +199,8 @@ impl DupServer {
                 // What waited for the replica is answered now (the local log has it), and the
                 // messages queued behind it are handled.
                 let waiting: Vec<_> = self.in_flight.drain().collect();
-                for (key, mut queue) in waiting {
-                    if let Some(head) = queue.pop_front() {
-                        if let Message::PpdupRemoveOk(_) = head.msg {
-                            self.promote(&key.0, key.1);
-                        }
-                        self.send(head.from, &head.msg);
-                    }
-                    for w in queue {
-                        self.handle_message(w.from, w.msg);
-                    }
+                for (key, queue) in waiting {
+                    self.release(key, queue);
                 }
             }
         }
@@ -437,16 +429,10 @@ impl DupServer {
             );
             return;
         }
-        let key = (add.collection.to_vec(), add.checksum);
-        if let Some(queue) = self.in_flight.get_mut(&key) {
-            // 3.3.5.4 step 5: wait for the replica's PPDUP_ADD_OK.
-            queue.push_back(Waiting {
-                from: peer,
-                msg: Message::PpdupAdd(add).into_owned(),
-            });
+        if self.wait_behind(peer, &add, false) {
             return;
         }
-        let outcome = match self
+        let owner = match self
             .stores
             .add(&add.collection, add.checksum, &add.uri, &add.node_id)
         {
@@ -461,31 +447,18 @@ impl DupServer {
                 return;
             }
         };
+        let added = owner.is_none();
         let reply = Message::PpdupAddOk(PpdupAddOk {
             collection: add.collection.clone(),
             node_id: add.node_id.clone(),
             uri: add.uri.clone(),
-            owner_uri: Some(outcome.map_or_else(|| add.uri.clone(), Cow::Owned)),
+            owner_uri: Some(owner.clone().map_or_else(|| add.uri.clone(), Cow::Owned)),
             ppdup_id: None,
             dbname: None,
         });
         match self.replica_peer() {
             // A new mapping with a replica: forward, answer after its PPDUP_ADD_OK.
-            Some(rp) if matches!(&reply, Message::PpdupAddOk(r) if r.owner_uri.as_deref() == Some(&add.uri[..])) =>
-            {
-                self.forward_pending_config(rp);
-                let fwd = Message::PpdupAdd(PpdupChecksum {
-                    ppdup_id: Some(owned(&self.node_id)),
-                    dbname: Some(owned(self.dbname(&add.collection).as_bytes())),
-                    ..add
-                });
-                self.send(rp, &fwd);
-                self.forward_order.push_back(Some(key.clone()));
-                self.in_flight.entry(key).or_default().push_back(Waiting {
-                    from: peer,
-                    msg: reply.into_owned(),
-                });
-            }
+            Some(rp) if added => self.forward(rp, peer, &add, false, &reply),
             _ => self.send(peer, &reply),
         }
     }
@@ -510,12 +483,7 @@ impl DupServer {
             self.send(peer, &reply_to(&rm, true));
             return;
         }
-        let key = (rm.collection.to_vec(), rm.checksum);
-        if let Some(queue) = self.in_flight.get_mut(&key) {
-            queue.push_back(Waiting {
-                from: peer,
-                msg: Message::PpdupRemove(rm).into_owned(),
-            });
+        if self.wait_behind(peer, &rm, true) {
             return;
         }
         let is_owner = self
@@ -530,24 +498,75 @@ impl DupServer {
         let _ = self.stores.remove(&rm.collection, &rm.checksum);
         let reply = reply_to(&rm, false);
         match self.replica_peer() {
-            Some(rp) => {
-                self.forward_pending_config(rp);
-                let fwd = Message::PpdupRemove(PpdupChecksum {
-                    ppdup_id: Some(owned(&self.node_id)),
-                    dbname: Some(owned(self.dbname(&rm.collection).as_bytes())),
-                    ..rm.clone()
-                });
-                self.send(rp, &fwd);
-                self.forward_order.push_back(Some(key.clone()));
-                self.in_flight.entry(key).or_default().push_back(Waiting {
-                    from: peer,
-                    msg: reply.into_owned(),
-                });
-            }
+            Some(rp) => self.forward(rp, peer, &rm, true, &reply),
             None => {
                 self.promote(&rm.collection, rm.checksum);
                 self.send(peer, &reply);
             }
+        }
+    }
+
+    /// 3.3.5.4 step 5 and 3.3.5.5: a checksum message for a checksum whose forward awaits the
+    /// replica's _OK waits behind it. Returns true when it was queued.
+    fn wait_behind(&mut self, peer: PeerId, m: &PpdupChecksum<'_>, remove: bool) -> bool {
+        let key = (m.collection.to_vec(), m.checksum);
+        let Some(queue) = self.in_flight.get_mut(&key) else {
+            return false;
+        };
+        let msg = if remove {
+            Message::PpdupRemove(m.clone())
+        } else {
+            Message::PpdupAdd(m.clone())
+        };
+        queue.push_back(Waiting {
+            from: peer,
+            msg: msg.into_owned(),
+        });
+        true
+    }
+
+    /// Forwards a node's PPDUP_ADD or PPDUP_REMOVE to the replica with PKT_PPDUP_ID and
+    /// PKT_DBNAME, after any pending SET_CONFIG, and holds `reply` until the replica's _OK
+    /// (3.3.5.4 steps 1-4, 3.3.5.5 step 2).
+    fn forward(
+        &mut self,
+        rp: PeerId,
+        peer: PeerId,
+        m: &PpdupChecksum<'_>,
+        remove: bool,
+        reply: &Message<'_>,
+    ) {
+        self.forward_pending_config(rp);
+        let fwd = PpdupChecksum {
+            ppdup_id: Some(owned(&self.node_id)),
+            dbname: Some(owned(self.dbname(&m.collection).as_bytes())),
+            ..m.clone()
+        };
+        let fwd = if remove {
+            Message::PpdupRemove(fwd)
+        } else {
+            Message::PpdupAdd(fwd)
+        };
+        self.send(rp, &fwd);
+        let key = (m.collection.to_vec(), m.checksum);
+        self.forward_order.push_back(Some(key.clone()));
+        self.in_flight.entry(key).or_default().push_back(Waiting {
+            from: peer,
+            msg: reply.into_owned(),
+        });
+    }
+
+    /// Sends the held reply at the head of `queue` (promoting after a remove, 3.3.5.5 step 5)
+    /// and handles the messages that waited behind it.
+    fn release(&mut self, key: (Vec<u8>, Checksum), mut queue: VecDeque<Waiting>) {
+        if let Some(head) = queue.pop_front() {
+            if let Message::PpdupRemoveOk(_) = head.msg {
+                self.promote(&key.0, key.1);
+            }
+            self.send(head.from, &head.msg);
+        }
+        for w in queue {
+            self.handle_message(w.from, w.msg);
         }
     }
 
@@ -578,17 +597,8 @@ impl DupServer {
         // None: a resynchronization forward; a key no longer in flight: its collection was
         // removed meanwhile.
         let Some(key) = next else { return };
-        let Some(mut queue) = self.in_flight.remove(&key) else {
-            return;
-        };
-        if let Some(head) = queue.pop_front() {
-            if let Message::PpdupRemoveOk(_) = head.msg {
-                self.promote(&key.0, key.1);
-            }
-            self.send(head.from, &head.msg);
-        }
-        for w in queue {
-            self.handle_message(w.from, w.msg);
+        if let Some(queue) = self.in_flight.remove(&key) {
+            self.release(key, queue);
         }
     }
 
