@@ -1,7 +1,8 @@
 //! The duplicate server's write-ahead log: the state changes of its checksum stores, appended and
 //! made durable in groups before any acknowledgement of the group is sent.
 //!
-//! A record is `[u32 length][u32 xxh32 of the payload][payload]` (little-endian), the payload an
+//! A record is `[u32 length][u32 check][payload]` (little-endian; the check is the low 32 bits of
+//! the payload's xxh3-64: xxh32 cost 7% of the server's time under load), the payload an
 //! operation byte and its fields. The log records results, not requests: `Set` (a checksum now
 //! belongs to this URI and node) and `Delete`, so replaying records in order over any older state
 //! gives the newest state. That is what lets a snapshot be written shard by shard while the server
@@ -16,7 +17,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use xxhash_rust::xxh32::xxh32;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// The check word of a payload.
+fn check(payload: &[u8]) -> u32 {
+    xxh3_64(payload) as u32
+}
 
 use crate::msg::Checksum;
 
@@ -107,7 +113,7 @@ fn delete_payload(out: &mut Vec<u8>, collection: &[u8], cs: &Checksum) {
 /// Fills in the length and hash of the record started at `start`.
 fn seal(out: &mut [u8], start: usize) {
     let payload_len = out.len() - start - 8;
-    let hash = xxh32(&out[start + 8..], 0);
+    let hash = check(&out[start + 8..]);
     out[start..start + 4].copy_from_slice(&(payload_len as u32).to_le_bytes());
     out[start + 4..start + 8].copy_from_slice(&hash.to_le_bytes());
 }
@@ -236,7 +242,7 @@ pub fn read_records(path: &Path, mut each: impl FnMut(Record)) -> Result<u64, Wa
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
             Err(e) => return Err(err(e)),
         }
-        if xxh32(&payload, 0) != hash {
+        if check(&payload) != hash {
             break;
         }
         let Some(rec) = Record::decode_payload(&payload) else {
