@@ -394,3 +394,36 @@ fn the_failover_client_loses_no_acknowledged_add_when_the_server_is_killed_under
         assert_eq!(owner_of(&b.recv_reply()), format!("http://a/{i}"));
     }
 }
+
+#[test]
+fn conf_remove_discards_until_conf_remove2_over_sockets() {
+    use crawlfleet_core::msg::{CollectionOnly, PpdupConfRemove};
+    // MS-FSCMT 3.3.5.2 and 3.3.5.3 (figure 13).
+    let dir = temp_dir("confremove");
+    let server = dupserver(&dir, &[]);
+    let mut a = Client::connect(server.addr);
+    a.send(&set_config("c"));
+    a.recv_reply();
+    a.send(&add("c", "na", "http://a/".into(), cs(1)));
+    assert_eq!(owner_of(&a.recv_reply()), "http://a/");
+    a.send(&Message::PpdupConfRemove(PpdupConfRemove {
+        collection: b"c".to_vec().into(),
+        ppdup_id: None,
+    }));
+    a.send(&add("c", "na", "http://a/".into(), cs(2)));
+    // The add was discarded: the next answer is the keep-alive's.
+    a.send(&Message::PpdupKeepalive);
+    assert!(matches!(a.recv_reply(), Message::PpdupKeepaliveAck));
+    a.send(&Message::PpdupConfRemove2(CollectionOnly {
+        collection: b"c".to_vec().into(),
+    }));
+    a.send(&add("c", "na", "http://a/".into(), cs(2)));
+    assert!(
+        matches!(&a.recv_reply(), Message::PpdupError(e) if &e.why[..] == b"unknown collection")
+    );
+    // Configured again, the collection starts empty.
+    a.send(&set_config("c"));
+    a.recv_reply();
+    a.send(&add("c", "nb", "http://b/".into(), cs(1)));
+    assert_eq!(owner_of(&a.recv_reply()), "http://b/");
+}
