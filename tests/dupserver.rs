@@ -134,6 +134,19 @@ impl Client {
     }
 }
 
+/// Asks the server at `addr`, as another node, to add checksums 0..n with other URIs: each
+/// answer must name the URI node "na" added first (`http://a/<i>`) as the owner.
+fn assert_owned_by_a(addr: SocketAddr, n: u32) {
+    let mut b = Client::connect(addr);
+    let probes: Vec<_> = (0..n)
+        .map(|i| add("c", "nb", format!("http://b/{i}"), cs(i)))
+        .collect();
+    b.send_many(&probes);
+    for i in 0..n {
+        assert_eq!(owner_of(&b.recv_reply()), format!("http://a/{i}"));
+    }
+}
+
 fn set_config(coll: &str) -> Message<'static> {
     Message::PpdupSetConfig(PpdupSetConfig {
         config: Value::Dict(vec![(
@@ -219,14 +232,7 @@ fn acknowledged_adds_survive_sigkill() {
     }
     server.kill();
     let server = dupserver(&dir, &[]);
-    let mut b = Client::connect(server.addr);
-    let probes: Vec<_> = (0..n)
-        .map(|i| add("c", "nb", format!("http://b/{i}"), cs(i)))
-        .collect();
-    b.send_many(&probes);
-    for i in 0..n {
-        assert_eq!(owner_of(&b.recv_reply()), format!("http://a/{i}"));
-    }
+    assert_owned_by_a(server.addr, n);
 }
 
 #[test]
@@ -255,14 +261,7 @@ fn the_replica_holds_every_acknowledged_add_when_the_server_dies() {
     }
     server.kill();
     // A node scheduler failing over asks the replica directly.
-    let mut b = Client::connect(replica.addr);
-    let probes: Vec<_> = (0..n)
-        .map(|i| add("c", "nb", format!("http://b/{i}"), cs(i)))
-        .collect();
-    b.send_many(&probes);
-    for i in 0..n {
-        assert_eq!(owner_of(&b.recv_reply()), format!("http://a/{i}"));
-    }
+    assert_owned_by_a(replica.addr, n);
 }
 
 #[test]
@@ -385,14 +384,7 @@ fn the_failover_client_loses_no_acknowledged_add_when_the_server_is_killed_under
     assert_eq!(client.target(), Target::Replica);
     lp.handle.shutdown().unwrap();
     // Every acknowledged add is in the replica.
-    let mut b = Client::connect(replica.addr);
-    let probes: Vec<_> = (0..total)
-        .map(|i| add("c", "nb", format!("http://b/{i}"), cs(i)))
-        .collect();
-    b.send_many(&probes);
-    for i in 0..total {
-        assert_eq!(owner_of(&b.recv_reply()), format!("http://a/{i}"));
-    }
+    assert_owned_by_a(replica.addr, total);
 }
 
 #[test]

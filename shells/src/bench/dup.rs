@@ -49,6 +49,11 @@ fn checksum(conn: u64, i: u64, dup_ratio: f64, rng: &mut fastrand::Rng) -> Check
     Checksum(c)
 }
 
+/// A latency histogram in microseconds, 3 significant digits.
+fn histogram() -> Result<Histogram<u64>, BenchError> {
+    Histogram::new(3).map_err(|e| BenchError(e.to_string()))
+}
+
 fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -125,7 +130,7 @@ fn dup_connection(args: &BenchDupArgs, conn: u64, count: u64) -> Result<Run, Ben
     let (mut buf, mut start) = (Vec::new(), 0);
     read_message(&mut stream, &mut buf, &mut start)?;
     let node = format!("bench-{conn}").into_bytes();
-    let mut latency = Histogram::<u64>::new(3).map_err(|e| BenchError(e.to_string()))?;
+    let mut latency = histogram()?;
     let mut rng = fastrand::Rng::with_seed(conn);
     let mut duplicates = 0;
     let started = Instant::now();
@@ -187,7 +192,7 @@ fn redis_connection(
     let mut con = client
         .get_connection()
         .map_err(|e| BenchError(format!("redis {addr}: {e}")))?;
-    let mut latency = Histogram::<u64>::new(3).map_err(|e| BenchError(e.to_string()))?;
+    let mut latency = histogram()?;
     let mut rng = fastrand::Rng::with_seed(conn);
     let mut duplicates = 0;
     let started = Instant::now();
@@ -255,7 +260,7 @@ fn run_all(
     let mut all = Run {
         ops: 0,
         elapsed,
-        latency: Histogram::new(3).map_err(|e| BenchError(e.to_string()))?,
+        latency: histogram()?,
         duplicates: 0,
     };
     for r in runs {
