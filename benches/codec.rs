@@ -38,40 +38,38 @@ fn vector(name: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Splits and decodes every frame of `stream`; returns how many.
-fn decode_all(stream: &[u8], limits: &Limits) -> usize {
+/// Splits every frame off `stream` and hands its body to `each`; returns how many.
+#[inline(always)]
+fn for_each_frame(stream: &[u8], limits: &Limits, mut each: impl FnMut(&[u8])) -> usize {
     let mut buf = stream;
     let mut n = 0;
     while let Some((body, used)) = frame::split(buf, limits).expect("frame length") {
-        black_box(frame::decode_body(body, limits).expect("valid frame"));
+        each(body);
         buf = &buf[used..];
         n += 1;
     }
     n
+}
+
+/// Splits and decodes every frame of `stream`; returns how many.
+fn decode_all(stream: &[u8], limits: &Limits) -> usize {
+    for_each_frame(stream, limits, |body| {
+        black_box(frame::decode_body(body, limits).expect("valid frame"));
+    })
 }
 
 /// Splits and decodes every frame of `stream` to a typed message; returns how many.
 fn decode_typed_all(stream: &[u8], limits: &Limits) -> usize {
-    let mut buf = stream;
-    let mut n = 0;
-    while let Some((body, used)) = frame::split(buf, limits).expect("frame length") {
+    for_each_frame(stream, limits, |body| {
         black_box(frame::decode_message(body, limits).expect("valid message"));
-        buf = &buf[used..];
-        n += 1;
-    }
-    n
+    })
 }
 
 /// Splits and scans every frame of `stream`; returns how many.
 fn scan_all(stream: &[u8], limits: &Limits) -> usize {
-    let mut buf = stream;
-    let mut n = 0;
-    while let Some((body, used)) = frame::split(buf, limits).expect("frame length") {
+    for_each_frame(stream, limits, |body| {
         black_box(frame::scan_body(body, limits).expect("valid frame"));
-        buf = &buf[used..];
-        n += 1;
-    }
-    n
+    })
 }
 
 /// How one group is measured: frames per iteration, what to count, criterion samples.
