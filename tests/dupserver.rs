@@ -2,62 +2,17 @@
 //! sequencing over sockets, persistence across SIGKILL, the replica holding every acknowledged
 //! add, and hostile input.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
+use crate::util::{temp_dir, Client, Role};
+
 use crawlfleet_core::frame::{self, Priority};
-use crawlfleet_core::marshal::{Limits, Value};
+use crawlfleet_core::marshal::Value;
 use crawlfleet_core::msg::{Checksum, Message, PpdupChecksum, PpdupSetConfig};
-
-/// A role process, SIGKILLed when dropped.
-struct Role {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Role {
-    fn start(args: &[&str]) -> Role {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-            .args(args)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("crawlfleet runs");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .rsplit(' ')
-            .next()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("crawlfleet {args:?} printed {line:?}"));
-        Role { child, addr }
-    }
-
-    fn kill(mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Role {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("crawlfleet-it-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
 
 fn dupserver(dir: &Path, extra: &[&str]) -> Role {
     let mut args = vec![
@@ -69,69 +24,6 @@ fn dupserver(dir: &Path, extra: &[&str]) -> Role {
     ];
     args.extend_from_slice(extra);
     Role::start(&args)
-}
-
-/// A node scheduler's side of the connection.
-struct Client {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr) -> Client {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        Client {
-            stream,
-            buf: Vec::new(),
-        }
-    }
-
-    fn send(&mut self, m: &Message<'_>) {
-        let mut out = Vec::new();
-        frame::encode_message(m, Priority::Normal, &mut out);
-        self.stream.write_all(&out).unwrap();
-    }
-
-    fn send_many(&mut self, ms: &[Message<'_>]) {
-        let mut out = Vec::new();
-        for m in ms {
-            frame::encode_message(m, Priority::Normal, &mut out);
-        }
-        self.stream.write_all(&out).unwrap();
-    }
-
-    /// The next message; None when the server closed the connection.
-    fn recv(&mut self) -> Option<Message<'static>> {
-        let limits = Limits::default();
-        loop {
-            if let Some((body, used)) = frame::split(&self.buf, &limits).unwrap() {
-                let (_, m) = frame::decode_message(body, &limits).unwrap();
-                let m = m.into_owned();
-                self.buf.drain(..used);
-                return Some(m);
-            }
-            let mut chunk = [0u8; 65536];
-            match self.stream.read(&mut chunk) {
-                Ok(0) => return None,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
-                Err(e) => panic!("reading from the server: {e}"),
-            }
-        }
-    }
-
-    /// The next message that is not a keep-alive.
-    fn recv_reply(&mut self) -> Message<'static> {
-        loop {
-            match self.recv().expect("the server answers") {
-                Message::PpdupKeepalive => self.send(&Message::PpdupKeepaliveAck),
-                m => return m,
-            }
-        }
-    }
 }
 
 /// Asks the server at `addr`, as another node, to add checksums 0..n with other URIs: each
@@ -186,8 +78,8 @@ fn owner_of(m: &Message<'_>) -> String {
 fn owner_rule_and_promote_over_sockets() {
     let dir = temp_dir("owner");
     let server = dupserver(&dir, &[]);
-    let mut a = Client::connect(server.addr);
-    let mut b = Client::connect(server.addr);
+    let mut a = Client::connect(server.addr());
+    let mut b = Client::connect(server.addr());
     a.send(&set_config("c"));
     assert!(matches!(a.recv_reply(), Message::PpdupConfigAck(ack) if ack.vclock == 1));
     b.send(&set_config("c"));
@@ -219,7 +111,7 @@ fn owner_rule_and_promote_over_sockets() {
 fn acknowledged_adds_survive_sigkill() {
     let dir = temp_dir("sigkill");
     let server = dupserver(&dir, &[]);
-    let mut a = Client::connect(server.addr);
+    let mut a = Client::connect(server.addr());
     a.send(&set_config("c"));
     a.recv_reply();
     let n = 20_000u32;
@@ -232,7 +124,7 @@ fn acknowledged_adds_survive_sigkill() {
     }
     server.kill();
     let server = dupserver(&dir, &[]);
-    assert_owned_by_a(server.addr, n);
+    assert_owned_by_a(server.addr(), n);
 }
 
 #[test]
@@ -246,9 +138,9 @@ fn the_replica_holds_every_acknowledged_add_when_the_server_dies() {
         "--data-dir",
         rdir.to_str().unwrap(),
     ]);
-    let raddr = replica.addr.to_string();
+    let raddr = replica.addr().to_string();
     let server = dupserver(&sdir, &["--replica", &raddr]);
-    let mut a = Client::connect(server.addr);
+    let mut a = Client::connect(server.addr());
     a.send(&set_config("c"));
     a.recv_reply();
     let n = 5_000u32;
@@ -261,18 +153,18 @@ fn the_replica_holds_every_acknowledged_add_when_the_server_dies() {
     }
     server.kill();
     // A node scheduler failing over asks the replica directly.
-    assert_owned_by_a(replica.addr, n);
+    assert_owned_by_a(replica.addr(), n);
 }
 
 #[test]
 fn hostile_input_closes_only_its_own_connection() {
     let dir = temp_dir("hostile");
     let server = dupserver(&dir, &[]);
-    let mut good = Client::connect(server.addr);
+    let mut good = Client::connect(server.addr());
     good.send(&set_config("c"));
     good.recv_reply();
     // A client that never reads, flooding keep-alives.
-    let mut deaf = TcpStream::connect(server.addr).unwrap();
+    let mut deaf = TcpStream::connect(server.addr()).unwrap();
     let mut flood = Vec::new();
     for _ in 0..20_000 {
         frame::encode_message(&Message::PpdupKeepalive, Priority::Normal, &mut flood);
@@ -288,7 +180,7 @@ fn hostile_input_closes_only_its_own_connection() {
         &deep_frame,
     ];
     for bytes in hostile {
-        let mut bad = Client::connect(server.addr);
+        let mut bad = Client::connect(server.addr());
         bad.stream.write_all(bytes).unwrap();
         assert!(
             bad.recv().is_none(),
@@ -330,12 +222,12 @@ fn the_failover_client_loses_no_acknowledged_add_when_the_server_is_killed_under
         "--data-dir",
         rdir.to_str().unwrap(),
     ]);
-    let raddr = replica.addr.to_string();
+    let raddr = replica.addr().to_string();
     let server = dupserver(&sdir, &["--replica", &raddr]);
     let lp = EventLoop::builder().spawn().unwrap();
     let tick = Duration::from_millis(200);
     lp.handle.set_timer(TimerId(1), tick, Some(tick)).unwrap();
-    let mut client = DupClient::new(lp.handle.clone(), server.addr, Some(replica.addr), 2).unwrap();
+    let mut client = DupClient::new(lp.handle.clone(), server.addr(), Some(replica.addr()), 2).unwrap();
     client.send(&set_config("c")).unwrap();
 
     let total = 30_000u32;
@@ -384,7 +276,7 @@ fn the_failover_client_loses_no_acknowledged_add_when_the_server_is_killed_under
     assert_eq!(client.target(), Target::Replica);
     lp.handle.shutdown().unwrap();
     // Every acknowledged add is in the replica.
-    assert_owned_by_a(replica.addr, total);
+    assert_owned_by_a(replica.addr(), total);
 }
 
 #[test]
@@ -393,7 +285,7 @@ fn conf_remove_discards_until_conf_remove2_over_sockets() {
     // MS-FSCMT 3.3.5.2 and 3.3.5.3 (figure 13).
     let dir = temp_dir("confremove");
     let server = dupserver(&dir, &[]);
-    let mut a = Client::connect(server.addr);
+    let mut a = Client::connect(server.addr());
     a.send(&set_config("c"));
     a.recv_reply();
     a.send(&add("c", "na", "http://a/".into(), cs(1)));

@@ -5,5 +5,6 @@ mod differential;
 mod dupserver;
 mod fuzz_corpus;
 mod inspect_cli;
+mod sched;
 mod util;
 mod vectors;

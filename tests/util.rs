@@ -1,9 +1,16 @@
 //! Helpers shared by the integration tests: where `shared/` is, hex, the golden wire vectors, and a
-//! python3 runner that shows the command and its output when a check fails.
+//! python3 runner that shows the command and its output when a check fails, role processes and
+//! an FSCMT peer over a socket.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crawlfleet_core::frame::{self, Priority};
+use crawlfleet_core::marshal::Limits;
+use crawlfleet_core::msg::Message;
 
 /// The terminator that follows a marshal dict on the link store socket (MS-FSWASDR 2.2.1).
 pub const WASDR_TERMINATOR: &[u8] = b"\x2e\x2e\x2e\x00\x00\x00\x00";
@@ -139,3 +146,124 @@ pub fn python3(script: &str, args: &[&str], stdin: &[u8]) -> String {
     }
     stdout
 }
+
+/// A role process, SIGKILLed when dropped.
+pub struct Role {
+    pub child: Child,
+    /// The address the role printed it listens on (None for roles that do not listen).
+    pub listen: Option<SocketAddr>,
+}
+
+impl Role {
+    pub fn start(args: &[&str]) -> Role {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args(args)
+            .env("RUST_LOG", std::env::var("CF_TEST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("crawlfleet runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(
+            line.starts_with("crawlfleet "),
+            "crawlfleet {args:?} printed {line:?}"
+        );
+        let listen = line.trim().rsplit(' ').next().and_then(|a| a.parse().ok());
+        Role { child, listen }
+    }
+
+    /// The listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.listen.expect("the role prints its listening address")
+    }
+
+    pub fn kill(mut self) {
+        self.child.kill().unwrap(); // SIGKILL
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("crawlfleet-it-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+
+/// A peer speaking FSCMT frames over one connection.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        Client::from_stream(TcpStream::connect(addr).unwrap())
+    }
+
+    /// A client over an accepted (or connected) stream.
+    pub fn from_stream(stream: TcpStream) -> Client {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, m: &Message<'_>) {
+        let mut out = Vec::new();
+        frame::encode_message(m, Priority::Normal, &mut out);
+        self.stream.write_all(&out).unwrap();
+    }
+
+    pub fn send_many(&mut self, ms: &[Message<'_>]) {
+        let mut out = Vec::new();
+        for m in ms {
+            frame::encode_message(m, Priority::Normal, &mut out);
+        }
+        self.stream.write_all(&out).unwrap();
+    }
+
+    /// The next message; None when the server closed the connection.
+    pub fn recv(&mut self) -> Option<Message<'static>> {
+        let limits = Limits::default();
+        loop {
+            if let Some((body, used)) = frame::split(&self.buf, &limits).unwrap() {
+                let (_, m) = frame::decode_message(body, &limits).unwrap();
+                let m = m.into_owned();
+                self.buf.drain(..used);
+                return Some(m);
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("reading from the server: {e}"),
+            }
+        }
+    }
+
+    /// The next message that is not a keep-alive.
+    pub fn recv_reply(&mut self) -> Message<'static> {
+        loop {
+            match self.recv().expect("the server answers") {
+                Message::PpdupKeepalive => self.send(&Message::PpdupKeepaliveAck),
+                m => return m,
+            }
+        }
+    }
+}
+

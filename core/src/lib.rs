@@ -20,3 +20,6 @@ pub mod dupserver;
 pub mod frame;
 pub mod marshal;
 pub mod msg;
+pub mod queue;
+pub mod routing;
+pub mod sched;

@@ -29,9 +29,84 @@ pub enum Command {
     /// Run a duplicate server replica (MS-FSCMT 3.4), which also serves node schedulers that fail
     /// over to it.
     Dupreplica(DupArgs),
+    /// Run the multinode scheduler (MS-FSCMT 3.2): node registration, DNS, the crawl queue and
+    /// site routing for every node scheduler.
+    Multinode(MultinodeArgs),
+    /// Run a node scheduler (MS-FSCMT 3.1) under a multinode scheduler, or standalone.
+    Node(NodeArgs),
     /// Measure crawlfleet's parts under load.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+/// Timers and sync settings shared by the scheduler roles.
+#[derive(Debug, Args)]
+pub struct SchedTimers {
+    /// Keep-Alive timer in seconds (MS-FSCMT 3.1.2, 3.2.2; at least 1).
+    #[arg(long, default_value_t = 120.0)]
+    pub keepalive: f64,
+    /// Group sync of crawl queues and routes, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub sync_ms: u64,
+}
+
+/// Arguments of `crawlfleet multinode`.
+#[derive(Debug, Args)]
+pub struct MultinodeArgs {
+    /// Address node schedulers connect to (port 0 picks a free port, printed on standard
+    /// output).
+    #[arg(long, default_value = "127.0.0.1:14100")]
+    pub listen: SocketAddr,
+    /// The administrative (XML-RPC) address.
+    #[arg(long, default_value = "127.0.0.1:14101")]
+    pub admin: SocketAddr,
+    /// Directory of collections, crawl queues, routes and logs (created if missing).
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Collection configuration files (XML, see docs/collection-config.md), added at start.
+    #[arg(long)]
+    pub config: Vec<PathBuf>,
+    /// Timers.
+    #[command(flatten)]
+    pub timers: SchedTimers,
+}
+
+/// Arguments of `crawlfleet node`.
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// The node identifier (PKT_NODE_ID); required unless --standalone.
+    #[arg(long, required_unless_present = "standalone")]
+    pub node_id: Option<String>,
+    /// The multinode scheduler to register with; required unless --standalone.
+    #[arg(long, required_unless_present = "standalone", conflicts_with = "standalone")]
+    pub multinode: Option<SocketAddr>,
+    /// Run without a multinode scheduler (FSCADM IsDistributed = 0).
+    #[arg(long)]
+    pub standalone: bool,
+    /// The administrative (XML-RPC) address, reported in CMD_UM_INIT (PKT_XMLRPCPRT).
+    #[arg(long, default_value = "127.0.0.1:14111")]
+    pub admin: SocketAddr,
+    /// Directory of collections, crawl queues and routes (created if missing).
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Collection configuration files (standalone only; a multinode scheduler sends them).
+    #[arg(long, requires = "standalone")]
+    pub config: Vec<PathBuf>,
+    /// Duplicate Server Keep-Alive timer in seconds (3.1.2).
+    #[arg(long, default_value_t = 120.0)]
+    pub dup_keepalive: f64,
+    /// Quarantine timer in seconds (3.1.2).
+    #[arg(long, default_value_t = 5.0)]
+    pub quarantine_interval: f64,
+    /// Statistics timer in seconds (3.1.2).
+    #[arg(long, default_value_t = 60.0)]
+    pub stats_interval: f64,
+    /// Seconds a site is blocked after START_CRAWL_IP refuses it (3.1.5.21).
+    #[arg(long, default_value_t = 1800)]
+    pub block_seconds: i64,
+    /// Multinode keep-alive and sync.
+    #[command(flatten)]
+    pub timers: SchedTimers,
 }
 
 /// Arguments shared by the duplicate server and its replica.

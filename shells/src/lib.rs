@@ -10,6 +10,9 @@ pub mod cli;
 pub mod dupclient;
 pub mod dupserver;
 pub mod inspect;
+pub mod multinode;
+pub mod node;
+pub mod resolver;
 
 use std::process::ExitCode;
 
@@ -42,6 +45,8 @@ pub fn run(cli: cli::Cli) -> ExitCode {
             dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &args, None)
                 .map(|()| ExitCode::SUCCESS)
         }
+        cli::Command::Multinode(args) => multinode::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Node(args) => node::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Bench(cli::BenchCommand::Dup(args)) => bench::dup::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),

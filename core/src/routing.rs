@@ -1,0 +1,420 @@
+//! The routing database (MS-FSCMT 3.1.1, 3.2.1): for every collection, which node scheduler crawls
+//! the sites of each crawl routing attribute, persisted in an append-only log.
+//!
+//! The crawl routing attribute is "the part of the host name that is used for the crawl routing
+//! decision" (2.2.3.8); crawlfleet uses the registrable domain (public suffix list + one label), so
+//! `www.example.co.uk` and `news.example.co.uk` are crawled by the same node, and the host itself
+//! for IP addresses and names without a public suffix (`localhost`, `127.0.0.2`).
+//!
+//! A log record is `[u32 length][u32 check][payload]` (little-endian, the check the low 32 bits of
+//! the payload's xxh3-64, as in the duplicate server's log); the payload is an operation byte and
+//! length-prefixed fields. Recovery stops at the first torn or corrupt record and cuts the file
+//! there. [`RoutingDb::sync`] makes every change so far durable; the schedulers call it on their
+//! sync timer and before acting on a new route where it matters.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use log::warn;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// The routing database could not be read or written.
+#[derive(Debug)]
+pub struct RoutingError {
+    /// The file.
+    pub path: PathBuf,
+    /// What failed.
+    pub error: io::Error,
+}
+
+impl fmt::Display for RoutingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "routing database {}: {}", self.path.display(), self.error)
+    }
+}
+
+impl std::error::Error for RoutingError {}
+
+const OP_SET: u8 = 1;
+const OP_DROP: u8 = 2;
+/// Rewrite the log on open when it holds this many more records than live routes.
+const COMPACT_SLACK: u64 = 100_000;
+
+fn check(payload: &[u8]) -> u32 {
+    xxh3_64(payload) as u32
+}
+
+/// Routes of all collections: collection -> routing attribute -> node id.
+pub struct RoutingDb {
+    path: PathBuf,
+    file: File,
+    routes: HashMap<Vec<u8>, BTreeMap<Vec<u8>, Vec<u8>>>,
+    /// Routes per node over all collections, for balancing.
+    load: HashMap<Vec<u8>, u64>,
+    buf: Vec<u8>,
+    dirty: bool,
+}
+
+impl RoutingDb {
+    /// Opens (or creates) the database at `path`, replaying its log.
+    pub fn open(path: &Path) -> Result<RoutingDb, RoutingError> {
+        let err = |error| RoutingError {
+            path: path.to_path_buf(),
+            error,
+        };
+        let mut routes: HashMap<Vec<u8>, BTreeMap<Vec<u8>, Vec<u8>>> = HashMap::new();
+        let mut records = 0u64;
+        let mut good_len = 0u64;
+        if path.exists() {
+            let mut r = BufReader::new(File::open(path).map_err(err)?);
+            let mut head = [0u8; 8];
+            loop {
+                match r.read_exact(&mut head) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(err(e)),
+                }
+                let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+                let want = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+                if len > 1 << 20 {
+                    warn!("{}: record of {len} bytes: cut", path.display());
+                    break;
+                }
+                let mut payload = vec![0u8; len];
+                match r.read_exact(&mut payload) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(err(e)),
+                }
+                if check(&payload) != want {
+                    warn!("{}: corrupt record at byte {good_len}: cut", path.display());
+                    break;
+                }
+                let Some(op) = Op::parse(&payload) else {
+                    warn!("{}: unreadable record at byte {good_len}: cut", path.display());
+                    break;
+                };
+                match op {
+                    Op::Set(c, a, n) => {
+                        routes
+                            .entry(c.to_vec())
+                            .or_default()
+                            .insert(a.to_vec(), n.to_vec());
+                    }
+                    Op::Drop(c) => {
+                        routes.remove(c);
+                    }
+                }
+                records += 1;
+                good_len += 8 + len as u64;
+            }
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(err)?;
+        if file.metadata().map_err(err)?.len() != good_len {
+            file.set_len(good_len).map_err(err)?;
+        }
+        let mut db = RoutingDb {
+            path: path.to_path_buf(),
+            file,
+            routes,
+            load: HashMap::new(),
+            buf: Vec::new(),
+            dirty: false,
+        };
+        db.recount();
+        let live: u64 = db.routes.values().map(|m| m.len() as u64).sum();
+        if records > live + COMPACT_SLACK {
+            db.compact()?;
+        }
+        Ok(db)
+    }
+
+    fn recount(&mut self) {
+        self.load.clear();
+        for m in self.routes.values() {
+            for n in m.values() {
+                *self.load.entry(n.clone()).or_default() += 1;
+            }
+        }
+    }
+
+    fn err(&self, error: io::Error) -> RoutingError {
+        RoutingError {
+            path: self.path.clone(),
+            error,
+        }
+    }
+
+    /// Rewrites the log with only the live routes (through a temporary file and a rename).
+    pub fn compact(&mut self) -> Result<(), RoutingError> {
+        let tmp = self.path.with_extension("compact");
+        let mut out = Vec::new();
+        for (c, m) in &self.routes {
+            for (a, n) in m {
+                encode(&mut out, Op::Set(c, a, n));
+            }
+        }
+        let mut f = File::create(&tmp).map_err(|e| self.err(e))?;
+        f.write_all(&out).map_err(|e| self.err(e))?;
+        f.sync_data().map_err(|e| self.err(e))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| self.err(e))?;
+        if let Some(dir) = self.path.parent() {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        self.file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// The node that crawls `attr` in `collection`.
+    pub fn get(&self, collection: &[u8], attr: &[u8]) -> Option<&[u8]> {
+        self.routes
+            .get(collection)
+            .and_then(|m| m.get(attr))
+            .map(Vec::as_slice)
+    }
+
+    /// Records that `node` crawls `attr` in `collection`; false if it already did.
+    pub fn set(&mut self, collection: &[u8], attr: &[u8], node: &[u8]) -> bool {
+        let m = self.routes.entry(collection.to_vec()).or_default();
+        match m.get(attr) {
+            Some(n) if n == node => return false,
+            Some(old) => {
+                if let Some(l) = self.load.get_mut(old) {
+                    *l = l.saturating_sub(1);
+                }
+            }
+            None => {}
+        }
+        m.insert(attr.to_vec(), node.to_vec());
+        *self.load.entry(node.to_vec()).or_default() += 1;
+        encode(&mut self.buf, Op::Set(collection, attr, node));
+        true
+    }
+
+    /// Forgets every route of `collection`.
+    pub fn drop_collection(&mut self, collection: &[u8]) {
+        if self.routes.remove(collection).is_some() {
+            self.recount();
+            encode(&mut self.buf, Op::Drop(collection));
+        }
+    }
+
+    /// Every route of `collection`, (attribute, node), in attribute order.
+    pub fn routes(&self, collection: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.routes
+            .get(collection)
+            .into_iter()
+            .flat_map(|m| m.iter().map(|(a, n)| (a.as_slice(), n.as_slice())))
+    }
+
+    /// How many routes `collection` has.
+    pub fn count(&self, collection: &[u8]) -> usize {
+        self.routes.get(collection).map_or(0, BTreeMap::len)
+    }
+
+    /// How many routes (over all collections) point at `node`.
+    pub fn load(&self, node: &[u8]) -> u64 {
+        self.load.get(node).copied().unwrap_or(0)
+    }
+
+    /// Writes pending changes and makes them durable.
+    pub fn sync(&mut self) -> Result<(), RoutingError> {
+        if !self.buf.is_empty() {
+            let buf = std::mem::take(&mut self.buf);
+            self.file.write_all(&buf).map_err(|e| self.err(e))?;
+            self.dirty = true;
+        }
+        if self.dirty {
+            self.file.sync_data().map_err(|e| self.err(e))?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+}
+
+enum Op<'a> {
+    Set(&'a [u8], &'a [u8], &'a [u8]),
+    Drop(&'a [u8]),
+}
+
+fn field<'a>(p: &mut &'a [u8]) -> Option<&'a [u8]> {
+    if p.len() < 2 {
+        return None;
+    }
+    let n = u16::from_le_bytes([p[0], p[1]]) as usize;
+    let rest = &p[2..];
+    if rest.len() < n {
+        return None;
+    }
+    let (f, r) = rest.split_at(n);
+    *p = r;
+    Some(f)
+}
+
+impl<'a> Op<'a> {
+    fn parse(payload: &'a [u8]) -> Option<Op<'a>> {
+        let (&op, mut p) = payload.split_first()?;
+        let op = match op {
+            OP_SET => Op::Set(field(&mut p)?, field(&mut p)?, field(&mut p)?),
+            OP_DROP => Op::Drop(field(&mut p)?),
+            _ => return None,
+        };
+        p.is_empty().then_some(op)
+    }
+}
+
+fn encode(out: &mut Vec<u8>, op: Op<'_>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 8]);
+    let put = |out: &mut Vec<u8>, f: &[u8]| {
+        // Names longer than 64 KiB are refused before they get here (site names are hosts).
+        let n = f.len().min(u16::MAX as usize);
+        out.extend_from_slice(&(n as u16).to_le_bytes());
+        out.extend_from_slice(&f[..n]);
+    };
+    match op {
+        Op::Set(c, a, n) => {
+            out.push(OP_SET);
+            put(out, c);
+            put(out, a);
+            put(out, n);
+        }
+        Op::Drop(c) => {
+            out.push(OP_DROP);
+            put(out, c);
+        }
+    }
+    let payload_len = (out.len() - start - 8) as u32;
+    let ck = check(&out[start + 8..]);
+    out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&ck.to_le_bytes());
+}
+
+/// The crawl site of a URI: its lower-cased host, with `:port` when the port is not the scheme's
+/// default. None when the URI has no host.
+pub fn crawl_site(uri: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(uri).ok()?;
+    let u = url::Url::parse(s).ok()?;
+    let host = u.host_str()?.to_ascii_lowercase();
+    Some(match u.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host,
+    })
+}
+
+/// The crawl routing attribute of a crawl site: the registrable domain of its host, or the host
+/// itself for IP addresses and names without a known public suffix.
+pub fn routing_attribute(site: &str) -> String {
+    let host = match site.rsplit_once(':') {
+        // "[::1]:8080" and "host:80"; a bare IPv6 literal keeps its colons.
+        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':') => h,
+        _ => site,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return host.to_string();
+    }
+    match psl::domain(host.as_bytes()) {
+        Some(d) if d.suffix().is_known() => String::from_utf8_lossy(d.as_bytes()).into_owned(),
+        _ => host.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "cf-routing-{name}-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d.join("routes")
+    }
+
+    #[test]
+    fn routes_survive_reopen_and_torn_tail_is_cut() {
+        let p = tmp("reopen");
+        let mut db = RoutingDb::open(&p).unwrap();
+        assert!(db.set(b"c", b"example.com", b"n1"));
+        assert!(!db.set(b"c", b"example.com", b"n1"));
+        assert!(db.set(b"c", b"example.org", b"n2"));
+        assert!(db.set(b"d", b"example.org", b"n1"));
+        db.sync().unwrap();
+        drop(db);
+        // A torn record at the end (a crash in the middle of a write) is cut on open.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(&[9, 0, 0, 0, 1, 2]).unwrap();
+        drop(f);
+        let mut db = RoutingDb::open(&p).unwrap();
+        assert_eq!(db.get(b"c", b"example.com"), Some(&b"n1"[..]));
+        assert_eq!(db.get(b"c", b"example.org"), Some(&b"n2"[..]));
+        assert_eq!(db.load(b"n1"), 2);
+        assert_eq!(db.count(b"c"), 2);
+        db.drop_collection(b"c");
+        assert!(db.set(b"d", b"x.org", b"n2"));
+        db.sync().unwrap();
+        drop(db);
+        let db = RoutingDb::open(&p).unwrap();
+        assert_eq!(db.count(b"c"), 0);
+        let d: Vec<_> = db.routes(b"d").collect();
+        assert_eq!(
+            d,
+            vec![(&b"example.org"[..], &b"n1"[..]), (&b"x.org"[..], &b"n2"[..])]
+        );
+        assert_eq!(db.load(b"n1"), 1);
+    }
+
+    #[test]
+    fn compaction_keeps_live_routes() {
+        let p = tmp("compact");
+        let mut db = RoutingDb::open(&p).unwrap();
+        for i in 0..50 {
+            db.set(b"c", b"a.com", format!("n{i}").as_bytes());
+        }
+        db.sync().unwrap();
+        db.compact().unwrap();
+        db.set(b"c", b"b.com", b"n1");
+        db.sync().unwrap();
+        let db = RoutingDb::open(&p).unwrap();
+        assert_eq!(db.get(b"c", b"a.com"), Some(&b"n49"[..]));
+        assert_eq!(db.get(b"c", b"b.com"), Some(&b"n1"[..]));
+    }
+
+    #[test]
+    fn sites_and_routing_attributes() {
+        assert_eq!(
+            crawl_site(b"http://WWW.Example.com/a").as_deref(),
+            Some("www.example.com")
+        );
+        assert_eq!(
+            crawl_site(b"http://example.com:80/").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(
+            crawl_site(b"http://127.0.0.2:8080/x").as_deref(),
+            Some("127.0.0.2:8080")
+        );
+        assert_eq!(crawl_site(b"mailto:a@b.c"), None);
+        assert_eq!(crawl_site(b"not a uri"), None);
+        assert_eq!(routing_attribute("www.example.co.uk"), "example.co.uk");
+        assert_eq!(routing_attribute("news.example.com:8080"), "example.com");
+        assert_eq!(routing_attribute("127.0.0.2:8080"), "127.0.0.2");
+        assert_eq!(routing_attribute("[::1]:8080"), "::1");
+        assert_eq!(routing_attribute("localhost"), "localhost");
+    }
+}

@@ -1,0 +1,117 @@
+//! What the two scheduler roles share: the persisted collection registry, the DNS cache, the
+//! outbox a state machine fills for its shell, and small helpers.
+
+pub mod collections;
+pub mod dns;
+pub mod multinode;
+pub mod node;
+
+use std::borrow::Cow;
+
+use crate::frame::{self, Priority};
+use crate::marshal::Value;
+use crate::msg::types::{uri_flags};
+use crate::msg::{CrawlQueueEntry, Message, UriStructure};
+use crate::queue;
+
+/// A connection, as the role shell numbers them.
+pub type PeerId = u64;
+
+/// What a state machine asks its shell to do after a batch of events.
+#[derive(Debug, Default)]
+pub struct Outbox<D> {
+    /// Frames to send, in order.
+    pub sends: Vec<(D, Priority, Vec<u8>)>,
+    /// Connections to close (after sending what is queued for them).
+    pub closes: Vec<PeerId>,
+    /// Host names to resolve (the multinode scheduler; answers come back through
+    /// `dns_resolved`).
+    pub lookups: Vec<String>,
+}
+
+impl<D> Outbox<D> {
+    fn new() -> Self {
+        Outbox {
+            sends: Vec::new(),
+            closes: Vec::new(),
+            lookups: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, to: D, priority: Priority, m: &Message<'_>) {
+        let mut out = Vec::with_capacity(96);
+        frame::encode_message(m, priority, &mut out);
+        self.sends.push((to, priority, out));
+    }
+
+    /// True when there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.sends.is_empty() && self.closes.is_empty() && self.lookups.is_empty()
+    }
+}
+
+/// Queue records carry one byte before the marshalled crawl queue entry: whether the entry came
+/// urgent (CMD_UM_URI_URG), so that the multinode scheduler forwards it urgent too.
+const RECORD_NORMAL: u8 = 0;
+const RECORD_URGENT: u8 = 1;
+
+/// A queue record for `entry`.
+pub fn record(entry: &CrawlQueueEntry<'_>, urgent: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(160);
+    out.push(if urgent { RECORD_URGENT } else { RECORD_NORMAL });
+    queue::encode_entry(entry, &mut out);
+    out
+}
+
+/// The entry of a queue record, and whether it was urgent.
+pub fn parse_record(rec: &[u8]) -> Result<(CrawlQueueEntry<'_>, bool), queue::QueueError> {
+    match rec.split_first() {
+        Some((&m, body)) if m == RECORD_NORMAL || m == RECORD_URGENT => {
+            Ok((queue::decode_entry(body)?, m == RECORD_URGENT))
+        }
+        _ => queue::decode_entry(b"").map(|e| (e, false)),
+    }
+}
+
+/// A crawl queue entry for a start URI (URIF_STARTURI).
+pub fn start_uri_entry(uri: &[u8]) -> CrawlQueueEntry<'static> {
+    let mut e = CrawlQueueEntry::new(UriStructure::unparsed(Cow::Owned(uri.to_vec())));
+    e.uri_flags |= uri_flags::URIF_STARTURI;
+    e
+}
+
+/// The start URIs of a collection's configuration dict (`start_uris`, a list of strings).
+pub fn start_uris(dict: &Value<'_>) -> Vec<Vec<u8>> {
+    let Some(v) = dict.get(b"start_uris") else {
+        return Vec::new();
+    };
+    let items = v.as_list().or_else(|| v.as_tuple()).unwrap_or(&[]);
+    items
+        .iter()
+        .filter_map(|i| i.as_bytes().map(<[u8]>::to_vec))
+        .collect()
+}
+
+/// A name safe to use as a file name: itself when made of `[A-Za-z0-9._-]` (and not starting
+/// with a dot), else `x-` and its hex.
+pub fn file_name(name: &[u8]) -> String {
+    let safe = !name.is_empty()
+        && name[0] != b'.'
+        && name
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if safe && !name.starts_with(b"x-") {
+        String::from_utf8_lossy(name).into_owned()
+    } else {
+        let mut s = String::from("x-");
+        for b in name {
+            s.push_str(&format!("{b:02x}"));
+        }
+        s
+    }
+}
+
+/// The name of a collection for log lines.
+pub fn show(name: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(name)
+}

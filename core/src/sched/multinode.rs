@@ -1,0 +1,1120 @@
+//! The multinode scheduler as a state machine (MS-FSCMT 3.2), free of sockets: the role shell
+//! feeds it frames from node schedulers, timer ticks and DNS answers, and sends what it returns.
+//!
+//! Durability: every collection's crawl queue and the routing database are files in the data
+//! directory, synced on [`Multinode::sync`] (the shell's sync timer, 100 ms by default). A
+//! restart resumes the queues where the last sync left them and keeps every routing decision.
+//!
+//! Decisions where the spec is silent:
+//! - The crawl routing attribute is the registrable domain of the site's host
+//!   ([`crate::routing::routing_attribute`]); a new attribute goes to the connected node with the
+//!   fewest routes (ties: the smallest node id), so sites spread evenly.
+//! - CMD_UM_ADD_ROUTE carries the addresses from the DNS cache when the multinode scheduler has
+//!   resolved the site; otherwise None with a TTL of 0, and the node asks with
+//!   CMD_UM_DNS_REQUEST when it needs them. A lookup is started at routing time so the cache is
+//!   warm by then.
+//! - An entry whose node is not connected waits in the collection's persistent `deferred` queue
+//!   and goes back to the crawl queue when a node registers.
+//! - The first time a node id registers after the multinode scheduler started, it is asked for
+//!   its routes (CMD_UM_ASK_ROUTE, 2.2.3.9) for every collection; new routing decisions for a
+//!   collection wait until every node asked has answered CMD_UM_LAST_ROUTE (3.2.5.10), so a
+//!   multinode scheduler that lost its routing database never routes a site twice.
+//! - Routes a node reports (2.2.4.9) fill gaps in the routing database; an existing route of a
+//!   different node is kept (first decision wins) and the conflict is logged.
+//! - CMD_ADM_CONF_REMOVE: the collection enters state 3 (removing) and is deleted once every node
+//!   it was sent to answered CMD_UM_DELETE_OK, or closed its connection (3.2.5.14).
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use log::{debug, info, warn};
+
+use super::collections::{meta, CollectionDirs, StoreError};
+use super::dns::{DnsCache, DnsEntry};
+use super::{file_name, parse_record, record, show, start_uri_entry, start_uris, Outbox, PeerId};
+use crate::frame::{self, Priority};
+use crate::marshal::{Limits, Value};
+use crate::msg::types::{conf_state};
+use crate::msg::{
+    AddRoute, AddrInfo, Bytes, CollectionOnly, ConfRefresh, ConfSpec, ConfState,
+    ConfSuspend, CrawlQueueEntry, DeleteSite, DeleteUris, DnsReply, FeedingSuspend, Message,
+    PreemptSite, Quarantine, ReprocessSite, StartCrawlIpReply, UriMsg,
+};
+use crate::queue::{CrawlQueue, QueueError, QueueOptions, SyncPolicy};
+use crate::routing::{crawl_site, routing_attribute, RoutingDb, RoutingError};
+
+/// Settings of the multinode scheduler.
+#[derive(Clone, Debug)]
+pub struct MultinodeOptions {
+    /// Seconds a successful lookup is cached (the system resolver does not tell the record TTL).
+    pub dns_ttl: i64,
+    /// Seconds a failed lookup is cached.
+    pub dns_negative_ttl: i64,
+    /// Hosts kept in the DNS cache.
+    pub dns_cache_size: usize,
+    /// Entries routed per collection per [`Multinode::pump`] call (fairness between collections).
+    pub pump_budget: usize,
+    /// Segment size of the crawl queues.
+    pub queue_segment_bytes: u64,
+}
+
+impl Default for MultinodeOptions {
+    fn default() -> Self {
+        MultinodeOptions {
+            dns_ttl: 3600,
+            dns_negative_ttl: 60,
+            dns_cache_size: 1 << 20,
+            pump_budget: 4096,
+            queue_segment_bytes: 64 << 20,
+        }
+    }
+}
+
+/// An error that stops the role: its data directory cannot be used.
+#[derive(Debug)]
+pub enum SchedError {
+    /// A crawl queue file.
+    Queue(QueueError),
+    /// The routing database.
+    Routing(RoutingError),
+    /// A collection directory or log file.
+    Store(StoreError),
+}
+
+impl std::fmt::Display for SchedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SchedError::Queue(e) => write!(f, "crawl queue: {e}"),
+            SchedError::Routing(e) => e.fmt(f),
+            SchedError::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SchedError {}
+
+impl From<QueueError> for SchedError {
+    fn from(e: QueueError) -> Self {
+        SchedError::Queue(e)
+    }
+}
+impl From<RoutingError> for SchedError {
+    fn from(e: RoutingError) -> Self {
+        SchedError::Routing(e)
+    }
+}
+impl From<StoreError> for SchedError {
+    fn from(e: StoreError) -> Self {
+        SchedError::Store(e)
+    }
+}
+
+/// A collection as the multinode scheduler keeps it.
+struct Collection {
+    dict: Value<'static>,
+    state: i64,
+    queue: CrawlQueue,
+    /// Entries whose node is not connected.
+    deferred: CrawlQueue,
+    /// Nodes asked for their routes that have not answered CMD_UM_LAST_ROUTE yet.
+    awaiting_routes: BTreeSet<Vec<u8>>,
+    /// While removing: the nodes that have not answered CMD_UM_DELETE_OK yet.
+    removing: Option<BTreeSet<Vec<u8>>>,
+    /// The statistics deltas of CMD_UM_STAT merged (3.2.5.6).
+    stats: Value<'static>,
+    /// Per node: the deltas merged, for per-node views.
+    node_stats: BTreeMap<Vec<u8>, Value<'static>>,
+}
+
+/// A connection from a node scheduler.
+#[derive(Default)]
+struct Peer {
+    node: Option<Vec<u8>>,
+    xmlrpc: Option<(Vec<u8>, i64)>,
+    keepalive_pending: bool,
+}
+
+/// Statistics of the multinode scheduler itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MultinodeCounters {
+    /// CMD_UM_URI / _URG received.
+    pub uris_received: u64,
+    /// Entries forwarded to nodes.
+    pub uris_forwarded: u64,
+    /// Entries that could not be routed (no host, undecodable) and were dropped with a log line.
+    pub uris_unroutable: u64,
+    /// Routing decisions made.
+    pub routes_made: u64,
+    /// Frames that could not be decoded.
+    pub bad_frames: u64,
+}
+
+/// The multinode scheduler.
+pub struct Multinode {
+    opts: MultinodeOptions,
+    data_dir: PathBuf,
+    dirs: CollectionDirs,
+    routing: RoutingDb,
+    collections: BTreeMap<Vec<u8>, Collection>,
+    peers: HashMap<PeerId, Peer>,
+    /// Registered node ids and their connections (3.2.1 node scheduler list).
+    nodes: BTreeMap<Vec<u8>, PeerId>,
+    /// Node ids that registered since this process started (asked for routes once).
+    seen_nodes: BTreeSet<Vec<u8>>,
+    dns: DnsCache,
+    /// Hosts being resolved and who asked.
+    dns_waiting: HashMap<String, Vec<PeerId>>,
+    /// Crawl site IP addresses (3.2.1): IP -> the node crawling it.
+    ip_locks: HashMap<Vec<u8>, Vec<u8>>,
+    logs: HashMap<(Vec<u8>, &'static str), BufWriter<File>>,
+    counters: MultinodeCounters,
+    out: Outbox<PeerId>,
+}
+
+fn queue_opts(segment: u64) -> QueueOptions {
+    QueueOptions {
+        segment_bytes: segment,
+        // The shell syncs every queue on its own timer, together with the routing database.
+        sync: SyncPolicy::Manual,
+    }
+}
+
+fn owned(b: &[u8]) -> Bytes<'static> {
+    Cow::Owned(b.to_vec())
+}
+
+/// The log file names of CMD_UM_LOG (2.2.4.8).
+fn log_file(code: &[u8]) -> Option<&'static str> {
+    Some(match code {
+        b"si" => "site.log",
+        b"ur" => "screened.log",
+        b"sc" => "schedule.log",
+        b"dk" => "fetch.log",
+        _ => return None,
+    })
+}
+
+/// Adds a statistics delta into an accumulated structure: numbers add, dicts merge key by key,
+/// lists and tuples add element-wise when their lengths agree, anything else is replaced.
+pub fn merge_stats(acc: &mut Value<'static>, delta: &Value<'_>) {
+    match (&mut *acc, delta) {
+        (Value::Int(a, _), Value::Int(b, _)) => *a = a.saturating_add(*b),
+        (Value::Float(a), d) if d.as_f64().is_some() => *a += d.as_f64().unwrap_or(0.0),
+        (Value::Int(a, _), Value::Float(b)) => *acc = Value::Float(*a as f64 + b),
+        (Value::Dict(pairs), Value::Dict(dp)) => {
+            for (k, v) in dp {
+                match pairs.iter_mut().find(|(pk, _)| pk == k) {
+                    Some((_, pv)) => merge_stats(pv, v),
+                    None => pairs.push((k.clone().into_owned(), v.clone().into_owned())),
+                }
+            }
+        }
+        (Value::List(a), Value::List(b)) | (Value::Tuple(a), Value::Tuple(b))
+            if a.len() == b.len() =>
+        {
+            for (x, y) in a.iter_mut().zip(b) {
+                merge_stats(x, y);
+            }
+        }
+        (a, d) => *a = d.clone().into_owned(),
+    }
+}
+
+impl Multinode {
+    /// Opens the data directory: collections, their queues and the routing database.
+    pub fn open(data_dir: &Path, opts: MultinodeOptions) -> Result<Multinode, SchedError> {
+        fs::create_dir_all(data_dir).map_err(|e| StoreError {
+            path: data_dir.to_path_buf(),
+            error: e.to_string(),
+        })?;
+        let dirs = CollectionDirs::open(&data_dir.join("collections"))?;
+        let routing = RoutingDb::open(&data_dir.join("routes"))?;
+        let mut m = Multinode {
+            dns: DnsCache::new(opts.dns_cache_size),
+            opts,
+            data_dir: data_dir.to_path_buf(),
+            dirs,
+            routing,
+            collections: BTreeMap::new(),
+            peers: HashMap::new(),
+            nodes: BTreeMap::new(),
+            seen_nodes: BTreeSet::new(),
+            dns_waiting: HashMap::new(),
+            ip_locks: HashMap::new(),
+            logs: HashMap::new(),
+            counters: MultinodeCounters::default(),
+            out: Outbox::new(),
+        };
+        for meta in m.dirs.load_all()? {
+            let Some(name) = meta.get(b"name").and_then(Value::as_bytes).map(<[u8]>::to_vec)
+            else {
+                continue;
+            };
+            let dict = meta.get(b"dspec").cloned().unwrap_or(Value::Dict(Vec::new()));
+            let state = meta
+                .get(b"state")
+                .and_then(Value::as_i64)
+                .unwrap_or(conf_state::ACTIVE);
+            let c = m.open_collection(&name, dict, state)?;
+            info!(
+                "collection {}: state {state}, {} queued, {} deferred, {} routes",
+                show(&name),
+                c.queue.len(),
+                c.deferred.len(),
+                m.routing.count(&name)
+            );
+            m.collections.insert(name, c);
+        }
+        Ok(m)
+    }
+
+    fn open_collection(
+        &self,
+        name: &[u8],
+        dict: Value<'static>,
+        state: i64,
+    ) -> Result<Collection, SchedError> {
+        let dir = self.dirs.dir(name)?;
+        let seg = self.opts.queue_segment_bytes;
+        Ok(Collection {
+            dict,
+            state,
+            queue: CrawlQueue::open(&dir.join("queue"), queue_opts(seg))?,
+            deferred: CrawlQueue::open(&dir.join("deferred"), queue_opts(seg))?,
+            awaiting_routes: BTreeSet::new(),
+            removing: None,
+            stats: Value::Dict(Vec::new()),
+            node_stats: BTreeMap::new(),
+        })
+    }
+
+    fn save(&self, name: &[u8]) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get(name) else {
+            return Ok(());
+        };
+        let m = meta(vec![
+            ("name", Value::owned_bytes(name.to_vec())),
+            ("dspec", c.dict.clone()),
+            ("state", Value::int(c.state)),
+        ]);
+        Ok(self.dirs.save(name, &m)?)
+    }
+
+    /// What the shell must do now (frames, closes, lookups); empties the outbox.
+    pub fn take_output(&mut self) -> Outbox<PeerId> {
+        std::mem::replace(&mut self.out, Outbox::new())
+    }
+
+    /// Counters of the scheduler itself.
+    pub fn counters(&self) -> MultinodeCounters {
+        self.counters
+    }
+
+    /// The registered node ids and the XML-RPC (host, port) each reported in CMD_UM_INIT.
+    pub fn nodes(&self) -> Vec<(Vec<u8>, Option<(Vec<u8>, i64)>)> {
+        self.nodes
+            .iter()
+            .map(|(n, p)| (n.clone(), self.peers.get(p).and_then(|p| p.xmlrpc.clone())))
+            .collect()
+    }
+
+    /// The routing database.
+    pub fn routing(&self) -> &RoutingDb {
+        &self.routing
+    }
+
+    /// The collections and their states.
+    pub fn collections(&self) -> Vec<(Vec<u8>, i64)> {
+        self.collections
+            .iter()
+            .map(|(n, c)| (n.clone(), c.state))
+            .collect()
+    }
+
+    /// A collection's configuration dict.
+    pub fn collection_config(&self, name: &[u8]) -> Option<&Value<'static>> {
+        self.collections.get(name).map(|c| &c.dict)
+    }
+
+    /// Entries waiting in a collection's crawl queue and deferred queue.
+    pub fn queued(&self, name: &[u8]) -> Option<(u64, u64)> {
+        self.collections
+            .get(name)
+            .map(|c| (c.queue.len(), c.deferred.len()))
+    }
+
+    /// The merged statistics of a collection (3.2.5.6).
+    pub fn statistics(&self, name: &[u8]) -> Option<&Value<'static>> {
+        self.collections.get(name).map(|c| &c.stats)
+    }
+
+    /// The merged statistics of a collection from one node.
+    pub fn node_statistics(&self, name: &[u8], node: &[u8]) -> Option<&Value<'static>> {
+        self.collections
+            .get(name)
+            .and_then(|c| c.node_stats.get(node))
+    }
+
+    /// Which node crawls IP `ip` now.
+    pub fn ip_owner(&self, ip: &[u8]) -> Option<&[u8]> {
+        self.ip_locks.get(ip).map(Vec::as_slice)
+    }
+
+    fn send(&mut self, peer: PeerId, m: &Message<'_>) {
+        self.out.send(peer, Priority::Normal, m);
+    }
+
+    fn broadcast(&mut self, m: &Message<'_>) {
+        let mut bytes = Vec::with_capacity(128);
+        frame::encode_message(m, Priority::Normal, &mut bytes);
+        for &p in self.nodes.values() {
+            self.out.sends.push((p, Priority::Normal, bytes.clone()));
+        }
+    }
+
+    // ---- the internal API the administration interface drives --------------------------------
+
+    /// Adds a collection, or updates it when it exists (CollectionAdd). New collections go to
+    /// every node as CMD_ADM_CONF_ADD and their start URIs are queued; existing ones are updated
+    /// (CMD_ADM_CONF_UPDATE).
+    pub fn add_collection(&mut self, name: &[u8], dict: Value<'static>) -> Result<(), SchedError> {
+        if let Some(c) = self.collections.get(name) {
+            if c.removing.is_none() {
+                return self.update_collection(name, dict);
+            }
+            warn!(
+                "collection {} is being removed; it can be added again once removal completes",
+                show(name)
+            );
+            return Ok(());
+        }
+        let c = self.open_collection(name, dict, conf_state::ACTIVE)?;
+        self.collections.insert(name.to_vec(), c);
+        self.save(name)?;
+        let c = &self.collections[name];
+        let m = Message::CmdAdmConfAdd(ConfSpec {
+            collection: owned(name),
+            config: c.dict.clone(),
+            epoch: None,
+        });
+        self.broadcast(&m);
+        self.queue_start_uris(name)?;
+        info!("collection {} added", show(name));
+        Ok(())
+    }
+
+    /// Replaces a collection's configuration and sends CMD_ADM_CONF_UPDATE to every node.
+    pub fn update_collection(
+        &mut self,
+        name: &[u8],
+        dict: Value<'static>,
+    ) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            warn!("update of unknown collection {} ignored", show(name));
+            return Ok(());
+        };
+        c.dict = dict;
+        self.save(name)?;
+        let m = Message::CmdAdmConfUpdate(ConfSpec {
+            collection: owned(name),
+            config: self.collections[name].dict.clone(),
+            epoch: None,
+        });
+        self.broadcast(&m);
+        info!("collection {} updated", show(name));
+        Ok(())
+    }
+
+    fn queue_start_uris(&mut self, name: &[u8]) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(());
+        };
+        for uri in start_uris(&c.dict) {
+            c.queue.push_back(&record(&start_uri_entry(&uri), false))?;
+        }
+        Ok(())
+    }
+
+    /// Starts removing a collection (CollectionDelete): state 3, CMD_ADM_CONF_REMOVE to every
+    /// node, deleted when they all answered CMD_UM_DELETE_OK.
+    pub fn remove_collection(&mut self, name: &[u8]) -> Result<bool, SchedError> {
+        let nodes: BTreeSet<Vec<u8>> = self.nodes.keys().cloned().collect();
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(false);
+        };
+        if c.removing.is_some() {
+            return Ok(true);
+        }
+        c.state = conf_state::REMOVING;
+        c.removing = Some(nodes);
+        self.save(name)?;
+        self.broadcast(&Message::CmdAdmConfRemove(CollectionOnly {
+            collection: owned(name),
+        }));
+        self.finish_removal(name)?;
+        Ok(true)
+    }
+
+    fn finish_removal(&mut self, name: &[u8]) -> Result<(), SchedError> {
+        let done = self
+            .collections
+            .get(name)
+            .and_then(|c| c.removing.as_ref())
+            .is_some_and(BTreeSet::is_empty);
+        if done {
+            if let Some(mut c) = self.collections.remove(name) {
+                c.queue.clear()?;
+                c.deferred.clear()?;
+            }
+            self.routing.drop_collection(name);
+            self.routing.sync()?;
+            self.logs.retain(|(c, _), _| c != name);
+            self.dirs.remove(name)?;
+            info!("collection {} removed", show(name));
+        }
+        Ok(())
+    }
+
+    /// Sets the state of a collection on every node (CollectionSuspend: CMD_ADM_CONF_SUSPEND
+    /// with 4, 5 or 8; CollectionResume: CMD_ADM_CONF_RESUME).
+    pub fn set_suspended(&mut self, name: &[u8], state: Option<i64>) -> Result<bool, SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(false);
+        };
+        if c.removing.is_some() {
+            return Ok(false);
+        }
+        c.state = state.unwrap_or(conf_state::ACTIVE);
+        self.save(name)?;
+        let m = match state {
+            Some(s) => Message::CmdAdmConfSuspend(ConfSuspend {
+                collection: owned(name),
+                state: s,
+            }),
+            None => Message::CmdAdmConfResume(CollectionOnly {
+                collection: owned(name),
+            }),
+        };
+        self.broadcast(&m);
+        Ok(true)
+    }
+
+    /// Relays a collection operation to the nodes: to the node the site is routed to when the
+    /// message names a site, otherwise to every node. False if the collection is unknown.
+    pub fn relay(&mut self, m: &Message<'_>) -> bool {
+        let (collection, site): (&[u8], Option<&[u8]>) = match m {
+            Message::CmdAdmConfRefresh(ConfRefresh { collection, .. })
+            | Message::CmdAdmConfFeedingSuspend(FeedingSuspend { collection, .. })
+            | Message::CmdUmDeleteUris(DeleteUris { collection, .. }) => (collection, None),
+            Message::CmdAdmPreemptSite(PreemptSite {
+                collection, site, ..
+            })
+            | Message::CmdUmReprocessSite(ReprocessSite {
+                collection, site, ..
+            })
+            | Message::CmdUmDeleteSite(DeleteSite { collection, site })
+            | Message::CmdUmQuarantineSite(Quarantine {
+                collection, site, ..
+            })
+            | Message::CmdUmQuarantineSiteRequeue(Quarantine {
+                collection, site, ..
+            }) => (collection, Some(site)),
+            _ => {
+                warn!("{} is not relayed to nodes", m.command().name());
+                return false;
+            }
+        };
+        if !self.collections.contains_key(collection.as_ref()) {
+            return false;
+        }
+        let target = site
+            .and_then(|s| std::str::from_utf8(s).ok())
+            .and_then(|s| self.routing.get(collection, routing_attribute(s).as_bytes()))
+            .and_then(|n| self.nodes.get(n).copied());
+        match target {
+            Some(p) => self.send(p, m),
+            None => self.broadcast(m),
+        }
+        true
+    }
+
+    /// Queues a crawl queue entry (AddURIs: back, or front when urgent).
+    pub fn add_uri(
+        &mut self,
+        name: &[u8],
+        entry: &CrawlQueueEntry<'_>,
+        urgent: bool,
+    ) -> Result<bool, SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(false);
+        };
+        let rec = record(entry, urgent);
+        if urgent {
+            c.queue.push_front(&rec)?;
+        } else {
+            c.queue.push_back(&rec)?;
+        }
+        self.counters.uris_received += 1;
+        Ok(true)
+    }
+
+    // ---- connections ----------------------------------------------------------------------------
+
+    /// A connection was accepted.
+    pub fn peer_connected(&mut self, peer: PeerId) {
+        self.peers.insert(peer, Peer::default());
+    }
+
+    /// A connection is gone: its node is unregistered and its IP addresses released.
+    pub fn peer_closed(&mut self, peer: PeerId) -> Result<(), SchedError> {
+        let Some(p) = self.peers.remove(&peer) else {
+            return Ok(());
+        };
+        for w in self.dns_waiting.values_mut() {
+            w.retain(|&q| q != peer);
+        }
+        let Some(node) = p.node else {
+            return Ok(());
+        };
+        if self.nodes.get(&node) == Some(&peer) {
+            self.nodes.remove(&node);
+        }
+        info!("node {} disconnected", show(&node));
+        self.ip_locks.retain(|_, n| *n != node);
+        let names: Vec<Vec<u8>> = self.collections.keys().cloned().collect();
+        for name in names {
+            if let Some(c) = self.collections.get_mut(&name) {
+                c.awaiting_routes.remove(&node);
+                if let Some(r) = c.removing.as_mut() {
+                    r.remove(&node);
+                }
+            }
+            self.finish_removal(&name)?;
+        }
+        Ok(())
+    }
+
+    /// One frame from `peer`.
+    pub fn handle_frame(&mut self, peer: PeerId, body: &[u8], now: i64) -> Result<(), SchedError> {
+        let m = match frame::decode_message(body, &Limits::default()) {
+            Ok((_, m)) => m,
+            Err(e) => {
+                self.counters.bad_frames += 1;
+                let registered = self.peers.get(&peer).is_some_and(|p| p.node.is_some());
+                if registered {
+                    warn!("connection {peer}: undecodable frame ignored: {e}");
+                } else {
+                    // 3.2.5.1: the first frame must be a CMD_UM_INIT.
+                    warn!("connection {peer}: first frame is not a CMD_UM_INIT ({e}); closing");
+                    self.out.closes.push(peer);
+                }
+                return Ok(());
+            }
+        };
+        self.handle_message(peer, m, now)
+    }
+
+    /// One message from `peer`.
+    pub fn handle_message(
+        &mut self,
+        peer: PeerId,
+        m: Message<'_>,
+        now: i64,
+    ) -> Result<(), SchedError> {
+        let Some(p) = self.peers.get(&peer) else {
+            return Ok(());
+        };
+        let registered = p.node.clone();
+        let node = match (registered, m) {
+            (None, Message::CmdUmInit(init)) => return self.on_init(peer, init),
+            (None, m) => {
+                warn!(
+                    "connection {peer}: first frame is {}, not CMD_UM_INIT; closing (3.2.5.1)",
+                    m.command().name()
+                );
+                self.out.closes.push(peer);
+                return Ok(());
+            }
+            (Some(n), m) => (n, m),
+        };
+        let (node, m) = node;
+        match m {
+            Message::CmdUmInit(_) => {
+                warn!("node {}: second CMD_UM_INIT ignored", show(&node));
+            }
+            Message::CmdUmKeepalive => self.send(peer, &Message::CmdUmKeepaliveAck),
+            Message::CmdUmKeepaliveAck => {
+                if let Some(p) = self.peers.get_mut(&peer) {
+                    p.keepalive_pending = false;
+                }
+            }
+            Message::CmdUmDnsRequest(r) => self.on_dns_request(peer, &r.host, now),
+            Message::CmdUmUri(u) => self.on_uri(&u, false)?,
+            Message::CmdUmUriUrg(u) => self.on_uri(&u, true)?,
+            Message::CmdUmStat(s) => {
+                if let Some(c) = self.collections.get_mut(s.collection.as_ref()) {
+                    merge_stats(&mut c.stats, &s.stats);
+                    let n = c
+                        .node_stats
+                        .entry(node.clone())
+                        .or_insert_with(|| Value::Dict(Vec::new()));
+                    merge_stats(n, &s.stats);
+                } else {
+                    debug!("statistics of unknown collection {}", show(&s.collection));
+                }
+            }
+            Message::CmdUmLog(l) => self.on_log(&node, &l.collection, &l.logfile, &l.message)?,
+            Message::CmdUmAddRoutes(r) => {
+                for (attr, n) in &r.routes {
+                    match self.routing.get(&r.collection, attr) {
+                        None => {
+                            self.routing.set(&r.collection, attr, n);
+                        }
+                        Some(have) if have != n.as_ref() => warn!(
+                            "collection {}: node {} reports {} routed to {}, kept at {}",
+                            show(&r.collection),
+                            show(&node),
+                            show(attr),
+                            show(n),
+                            show(have)
+                        ),
+                        Some(_) => {}
+                    }
+                }
+            }
+            Message::CmdUmAddRoute(r) => {
+                // A node speaking the node-side shape (2.2.3.8): one route.
+                if self.routing.get(&r.collection, &r.routing_attr).is_none() {
+                    self.routing.set(&r.collection, &r.routing_attr, &r.node_id);
+                }
+            }
+            Message::CmdUmLastRoute(c) => {
+                if let Some(col) = self.collections.get_mut(c.collection.as_ref()) {
+                    col.awaiting_routes.remove(&node);
+                    if col.awaiting_routes.is_empty() {
+                        info!(
+                            "collection {}: routes rebuilt ({} routes); routing resumes",
+                            show(&c.collection),
+                            self.routing.count(&c.collection)
+                        );
+                    }
+                }
+            }
+            Message::CmdUmStartCrawlIp(s) => {
+                // 3.2.5.11: one node per IP address.
+                let allowed = match self.ip_locks.get(s.ip.as_ref()) {
+                    Some(owner) => *owner == node,
+                    None => {
+                        self.ip_locks.insert(s.ip.to_vec(), node.clone());
+                        true
+                    }
+                };
+                let reply = Message::CmdUmStartCrawlIpReply(StartCrawlIpReply {
+                    collection: s.collection,
+                    ip: s.ip,
+                    site: s.site,
+                    store_id: s.store_id,
+                    allowed,
+                });
+                self.send(peer, &reply);
+            }
+            Message::CmdUmStopCrawlIp(s) => {
+                if self.ip_locks.get(s.ip.as_ref()) == Some(&node) {
+                    self.ip_locks.remove(s.ip.as_ref());
+                }
+            }
+            Message::CmdUmConfStateRequest(c) => match self.collections.get(c.collection.as_ref())
+            {
+                Some(col) => {
+                    let reply = Message::CmdUmConfState(ConfState {
+                        collection: c.collection,
+                        state: col.state,
+                    });
+                    self.send(peer, &reply);
+                }
+                None => warn!(
+                    "node {}: CMD_UM_CONF_STATE for unknown collection {}",
+                    show(&node),
+                    show(&c.collection)
+                ),
+            },
+            Message::CmdUmDeleteOk(c) => {
+                if let Some(col) = self.collections.get_mut(c.collection.as_ref()) {
+                    if let Some(r) = col.removing.as_mut() {
+                        r.remove(&node);
+                    }
+                }
+                self.finish_removal(&c.collection)?;
+            }
+            other => warn!(
+                "node {}: {} is not a multinode scheduler message; ignored",
+                show(&node),
+                other.command().name()
+            ),
+        }
+        Ok(())
+    }
+
+    /// 3.2.5.1.
+    fn on_init(&mut self, peer: PeerId, init: crate::msg::Init<'_>) -> Result<(), SchedError> {
+        let node = init.node_id.to_vec();
+        if self.nodes.contains_key(&node) {
+            warn!(
+                "connection {peer}: node id {} is already registered; closing (3.2.5.1)",
+                show(&node)
+            );
+            self.out.closes.push(peer);
+            return Ok(());
+        }
+        info!(
+            "node {} registered (admin at {}:{})",
+            show(&node),
+            show(&init.xmlrpc_host),
+            init.xmlrpc_port
+        );
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.node = Some(node.clone());
+            p.xmlrpc = Some((init.xmlrpc_host.to_vec(), init.xmlrpc_port));
+        }
+        self.nodes.insert(node.clone(), peer);
+        let first_time = self.seen_nodes.insert(node.clone());
+        let names: Vec<Vec<u8>> = self.collections.keys().cloned().collect();
+        for name in names {
+            let c = self.collections.get_mut(&name).expect("listed above");
+            if c.removing.is_some() {
+                continue;
+            }
+            let m = Message::CmdAdmConfAdd(ConfSpec {
+                collection: owned(&name),
+                config: c.dict.clone(),
+                epoch: None,
+            });
+            let state = c.state;
+            self.send(peer, &m);
+            if state != conf_state::ACTIVE {
+                let m = if matches!(
+                    state,
+                    conf_state::SUSPENDED_USER
+                        | conf_state::SUSPENDED_DISK
+                        | conf_state::SUSPENDED_VARIABLE_DELAY
+                ) {
+                    Message::CmdAdmConfSuspend(ConfSuspend {
+                        collection: owned(&name),
+                        state,
+                    })
+                } else {
+                    Message::CmdUmConfState(ConfState {
+                        collection: owned(&name),
+                        state,
+                    })
+                };
+                self.send(peer, &m);
+            }
+            if first_time {
+                let c = self.collections.get_mut(&name).expect("listed above");
+                c.awaiting_routes.insert(node.clone());
+                self.send(
+                    peer,
+                    &Message::CmdUmAskRoute(CollectionOnly {
+                        collection: owned(&name),
+                    }),
+                );
+            }
+            // Entries that waited for a node go back to the crawl queue.
+            let c = self.collections.get_mut(&name).expect("listed above");
+            while let Some(rec) = c.deferred.pop_front()? {
+                c.queue.push_back(&rec)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// 3.2.5.5 step 1 and 3.2.5.7.
+    fn on_uri(&mut self, u: &UriMsg<'_>, urgent: bool) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(u.collection.as_ref()) else {
+            warn!(
+                "CMD_UM_URI for unknown collection {} dropped",
+                show(&u.collection)
+            );
+            return Ok(());
+        };
+        if c.removing.is_some() {
+            return Ok(());
+        }
+        let rec = record(&u.entry, urgent);
+        if urgent {
+            c.queue.push_front(&rec)?;
+        } else {
+            c.queue.push_back(&rec)?;
+        }
+        self.counters.uris_received += 1;
+        Ok(())
+    }
+
+    /// 3.2.5.4.
+    fn on_dns_request(&mut self, peer: PeerId, host: &[u8], now: i64) {
+        if let Some(e) = self.dns.get(host, now) {
+            let reply = dns_reply(host, e);
+            self.send(peer, &reply);
+            return;
+        }
+        let Ok(h) = std::str::from_utf8(host) else {
+            let e = DnsEntry {
+                addrinfo: None,
+                resolved_at: now,
+                ttl: self.opts.dns_negative_ttl,
+            };
+            self.send(peer, &dns_reply(host, &e));
+            return;
+        };
+        let waiting = self.dns_waiting.entry(h.to_string()).or_default();
+        if waiting.is_empty() {
+            self.out.lookups.push(h.to_string());
+        }
+        waiting.push(peer);
+    }
+
+    /// The answer of a lookup the shell made (None: it failed).
+    pub fn dns_resolved(&mut self, host: &str, addrs: Option<Vec<AddrInfo<'static>>>, now: i64) {
+        let ttl = if addrs.is_some() {
+            self.opts.dns_ttl
+        } else {
+            self.opts.dns_negative_ttl
+        };
+        let e = DnsEntry {
+            addrinfo: addrs,
+            resolved_at: now,
+            ttl,
+        };
+        let reply = dns_reply(host.as_bytes(), &e);
+        self.dns.insert(host.as_bytes(), e, now);
+        for peer in self.dns_waiting.remove(host).unwrap_or_default() {
+            self.send(peer, &reply);
+        }
+    }
+
+    fn on_log(
+        &mut self,
+        node: &[u8],
+        collection: &[u8],
+        code: &[u8],
+        message: &[u8],
+    ) -> Result<(), SchedError> {
+        let Some(file) = log_file(code) else {
+            warn!(
+                "node {}: CMD_UM_LOG to unknown log file {:?} ignored",
+                show(node),
+                show(code)
+            );
+            return Ok(());
+        };
+        if !self.collections.contains_key(collection) {
+            debug!("log line for unknown collection {}", show(collection));
+            return Ok(());
+        }
+        let key = (collection.to_vec(), file);
+        if !self.logs.contains_key(&key) {
+            let dir = self.data_dir.join("logs").join(file_name(collection));
+            let path = dir.join(file);
+            let f = fs::create_dir_all(&dir)
+                .and_then(|()| OpenOptions::new().create(true).append(true).open(&path))
+                .map_err(|e| StoreError {
+                    path: path.clone(),
+                    error: e.to_string(),
+                })?;
+            self.logs.insert(key.clone(), BufWriter::new(f));
+        }
+        let w = self.logs.get_mut(&key).expect("inserted above");
+        let r = w.write_all(message).and_then(|()| {
+            if message.ends_with(b"\n") {
+                Ok(())
+            } else {
+                w.write_all(b"\n")
+            }
+        });
+        if let Err(e) = r {
+            warn!("log file {file} of {}: {e}", show(collection));
+        }
+        Ok(())
+    }
+
+    /// The path of a collection's log file ("si", "ur", "sc" or "dk").
+    pub fn log_path(&self, collection: &[u8], code: &[u8]) -> Option<PathBuf> {
+        log_file(code).map(|f| {
+            self.data_dir
+                .join("logs")
+                .join(file_name(collection))
+                .join(f)
+        })
+    }
+
+    // ---- routing ----------------------------------------------------------------------------------
+
+    /// Takes entries from the crawl queues and routes them (3.2.5.5 step 2): a routing decision
+    /// for a new site (persisted, CMD_UM_ADD_ROUTE to every node), then CMD_UM_URI to the node.
+    /// Returns how many entries were taken.
+    pub fn pump(&mut self, now: i64) -> Result<usize, SchedError> {
+        if self.nodes.is_empty() {
+            return Ok(0);
+        }
+        let names: Vec<Vec<u8>> = self
+            .collections
+            .iter()
+            .filter(|(_, c)| {
+                c.removing.is_none() && c.awaiting_routes.is_empty() && !c.queue.is_empty()
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut taken = 0;
+        let routes_before = self.counters.routes_made;
+        for name in names {
+            for _ in 0..self.opts.pump_budget {
+                let c = self.collections.get_mut(&name).expect("listed above");
+                let Some(rec) = c.queue.pop_front()? else {
+                    break;
+                };
+                taken += 1;
+                self.route(&name, &rec, now)?;
+            }
+        }
+        if self.counters.routes_made != routes_before {
+            // 3.2.5.5 step 2.1: a routing decision persists before anyone hears of it (the frames
+            // of this batch are sent after this returns).
+            self.routing.sync()?;
+        }
+        Ok(taken)
+    }
+
+    fn route(&mut self, name: &[u8], rec: &[u8], now: i64) -> Result<(), SchedError> {
+        let (entry, urgent) = match parse_record(rec) {
+            Ok(x) => x,
+            Err(e) => {
+                self.counters.uris_unroutable += 1;
+                warn!("collection {}: unreadable queue record: {e}", show(name));
+                return Ok(());
+            }
+        };
+        let Some(site) = crawl_site(&entry.uri.uri) else {
+            self.counters.uris_unroutable += 1;
+            warn!(
+                "collection {}: no crawl site in {:?}; dropped",
+                show(name),
+                show(&entry.uri.uri)
+            );
+            return Ok(());
+        };
+        let attr = routing_attribute(&site);
+        let node = match self.routing.get(name, attr.as_bytes()) {
+            Some(n) => n.to_vec(),
+            None => {
+                let n = self.choose_node();
+                self.routing.set(name, attr.as_bytes(), &n);
+                self.counters.routes_made += 1;
+                let host = site
+                    .rsplit_once(':')
+                    .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
+                    .map_or(site.as_str(), |(h, _)| h)
+                    .to_string();
+                let (addrinfo, ttl) = match self.dns.get(host.as_bytes(), now) {
+                    Some(e) => (e.addrinfo.clone(), e.ttl_left(now)),
+                    None => {
+                        if !self.dns_waiting.contains_key(&host) {
+                            self.dns_waiting.insert(host.clone(), Vec::new());
+                            self.out.lookups.push(host.clone());
+                        }
+                        (None, 0)
+                    }
+                };
+                let m = Message::CmdUmAddRoute(AddRoute {
+                    collection: owned(name),
+                    node_id: owned(&n),
+                    routing_attr: owned(attr.as_bytes()),
+                    site: owned(site.as_bytes()),
+                    addrinfo,
+                    ttl,
+                });
+                self.broadcast(&m);
+                n
+            }
+        };
+        match self.nodes.get(&node) {
+            Some(&peer) => {
+                let u = UriMsg {
+                    collection: Cow::Borrowed(name),
+                    entry,
+                };
+                let m = if urgent {
+                    Message::CmdUmUriUrg(u)
+                } else {
+                    Message::CmdUmUri(u)
+                };
+                self.send(peer, &m);
+                self.counters.uris_forwarded += 1;
+            }
+            None => {
+                let c = self.collections.get_mut(name).expect("routing a known one");
+                c.deferred.push_back(rec)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The connected node with the fewest routes (ties: the smallest id). Called with at least
+    /// one node registered.
+    fn choose_node(&self) -> Vec<u8> {
+        self.nodes
+            .keys()
+            .min_by_key(|n| (self.routing.load(n), (*n).clone()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    // ---- timers -----------------------------------------------------------------------------------
+
+    /// The Node Scheduler Keep-Alive timer (3.2.6): logs nodes that did not answer the previous
+    /// keep-alive and sends a new one to every node.
+    pub fn keepalive_tick(&mut self) {
+        let peers: Vec<PeerId> = self.nodes.values().copied().collect();
+        for peer in peers {
+            if let Some(p) = self.peers.get_mut(&peer) {
+                if p.keepalive_pending {
+                    warn!(
+                        "node {} did not answer the last CMD_UM_KEEPALIVE",
+                        show(p.node.as_deref().unwrap_or_default())
+                    );
+                }
+                p.keepalive_pending = true;
+            }
+            self.send(peer, &Message::CmdUmKeepalive);
+        }
+    }
+
+    /// Makes queues, routes and log lines durable (the shell's sync timer).
+    pub fn sync(&mut self) -> Result<(), SchedError> {
+        self.routing.sync()?;
+        for c in self.collections.values_mut() {
+            c.queue.sync()?;
+            c.deferred.sync()?;
+        }
+        for ((c, f), w) in self.logs.iter_mut() {
+            if let Err(e) = w.flush() {
+                warn!("log file {f} of {}: {e}", show(c));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn dns_reply(host: &[u8], e: &DnsEntry) -> Message<'static> {
+    Message::CmdUmDnsReply(DnsReply {
+        // 2.2.3.20: PKT_DSPECNAME must be the empty string.
+        collection: Cow::Borrowed(b""),
+        host: owned(host),
+        addrinfo: e.addrinfo.clone(),
+        resolved_at: e.resolved_at,
+        ttl: e.ttl,
+    })
+}

@@ -1,0 +1,214 @@
+//! `crawlfleet multinode`: the multinode scheduler (MS-FSCMT 3.2), wiring
+//! `core::sched::multinode` to the event loop and the resolver threads.
+//!
+//! One thread takes the events the loop has ready, feeds them to the state machine, routes what
+//! the crawl queues hold (`pump`) and sends the resulting frames. A sync timer makes queues,
+//! routes and logs durable every `--sync-ms`.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crawlfleet_core::marshal::Value;
+use crawlfleet_core::sched::multinode::{Multinode, MultinodeOptions};
+use crawlfleet_core::sched::{Outbox, PeerId};
+use crawlfleet_net::{ConnId, Event, EventLoop, Handle, Priority, TimerId};
+use crossbeam_channel::select;
+use log::{error, info, warn};
+
+use crate::cli::MultinodeArgs;
+use crate::resolver::Resolver;
+
+const KEEPALIVE_TIMER: TimerId = TimerId(1);
+const SYNC_TIMER: TimerId = TimerId(2);
+/// Events handled before routing and sending.
+const MAX_BATCH_EVENTS: usize = 1024;
+
+/// Unix seconds now.
+pub fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Reads collection configuration files: (name, dict) of every DomainSpecification.
+pub fn read_configs(files: &[std::path::PathBuf]) -> Result<Vec<(String, Value<'static>)>, String> {
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| format!("cannot read configuration {}: {e}", f.display()))?;
+        let parsed = crawlfleet_core::config::parse_xml(&text)
+            .map_err(|e| format!("configuration {}: {e}", f.display()))?;
+        out.extend(parsed);
+    }
+    Ok(out)
+}
+
+/// Checks a data directory can be created and written.
+pub fn check_data_dir(dir: &Path) -> Result<(), String> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!("data dir {} is not a directory", dir.display()));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("data dir {} is unusable: {e}", dir.display()))?;
+    let probe = dir.join(".probe");
+    std::fs::write(&probe, b"ok")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| format!("data dir {} is unusable: {e}", dir.display()))
+}
+
+/// Sends an outbox's frames (grouped per connection and priority) and closes what it asks.
+pub fn deliver(
+    handle: &Handle,
+    conns: &HashMap<PeerId, ConnId>,
+    out: Outbox<PeerId>,
+) -> Result<(), String> {
+    let mut grouped: HashMap<(PeerId, bool), Vec<u8>> = HashMap::new();
+    for (peer, prio, bytes) in out.sends {
+        grouped
+            .entry((peer, prio == Priority::High))
+            .or_default()
+            .extend_from_slice(&bytes);
+    }
+    // High-priority frames first, so they overtake what is queued (MS-FSCMT 2.2.1).
+    let mut keys: Vec<_> = grouped.keys().copied().collect();
+    keys.sort_by_key(|&(p, high)| (!high, p));
+    for key in keys {
+        let bytes = grouped.remove(&key).unwrap_or_default();
+        let prio = if key.1 {
+            Priority::High
+        } else {
+            Priority::Normal
+        };
+        match conns.get(&key.0) {
+            Some(&c) => handle
+                .send(c, prio, bytes)
+                .map_err(|_| "the event loop stopped".to_string())?,
+            None => warn!("dropping frames to closed connection {}", key.0),
+        }
+    }
+    for peer in out.closes {
+        if let Some(&c) = conns.get(&peer) {
+            handle
+                .close(c)
+                .map_err(|_| "the event loop stopped".to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the multinode scheduler until killed.
+pub fn run(args: &MultinodeArgs) -> Result<(), String> {
+    check_data_dir(&args.data_dir)?;
+    let configs = read_configs(&args.config)?;
+    let mut sm = Multinode::open(&args.data_dir, MultinodeOptions::default())
+        .map_err(|e| format!("data dir {} is unusable: {e}", args.data_dir.display()))?;
+    for (name, dict) in configs {
+        sm.add_collection(name.as_bytes(), dict)
+            .map_err(|e| format!("collection {name}: {e}"))?;
+    }
+    let spawned = EventLoop::builder()
+        .listen(args.listen)
+        .thread_name("multinode-loop")
+        .spawn()
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let handle = spawned.handle;
+    println!(
+        "crawlfleet multinode listening on {}",
+        spawned.local_addrs[0]
+    );
+    let _ = std::io::stdout().flush();
+    let stopped = |_| "the event loop stopped".to_string();
+    let keepalive = Duration::from_secs_f64(args.timers.keepalive.max(1.0));
+    handle
+        .set_timer(KEEPALIVE_TIMER, keepalive, Some(keepalive))
+        .map_err(stopped)?;
+    let sync = Duration::from_millis(args.timers.sync_ms.max(1));
+    handle
+        .set_timer(SYNC_TIMER, sync, Some(sync))
+        .map_err(stopped)?;
+    let resolver = Resolver::new(4);
+    let mut conns: HashMap<PeerId, ConnId> = HashMap::new();
+    let mut more = false;
+    loop {
+        let mut first = None;
+        if more {
+            // Routing has work left: take what is ready, without waiting.
+            if let Ok(ev) = spawned.events.try_recv() {
+                first = Some(ev);
+            }
+        } else {
+            select! {
+                recv(spawned.events) -> ev => match ev {
+                    Ok(ev) => first = Some(ev),
+                    Err(_) => return Err("the event loop stopped".into()),
+                },
+                recv(resolver.answers) -> a => {
+                    if let Ok((host, addrs)) = a {
+                        sm.dns_resolved(&host, addrs, now_secs());
+                    }
+                }
+            }
+        }
+        while let Ok((host, addrs)) = resolver.answers.try_recv() {
+            sm.dns_resolved(&host, addrs, now_secs());
+        }
+        let now = now_secs();
+        let mut event = first;
+        let mut handled = 0;
+        while let Some(ev) = event.take() {
+            let r = match ev {
+                Event::Accepted { conn, peer, .. } => {
+                    info!("{conn} accepted from {peer}");
+                    conns.insert(conn.as_u64(), conn);
+                    sm.peer_connected(conn.as_u64());
+                    Ok(())
+                }
+                Event::Frames(batch) => {
+                    let peer = batch.conn().as_u64();
+                    let mut r = Ok(());
+                    for (_, body) in batch.iter() {
+                        r = sm.handle_frame(peer, body, now);
+                        if r.is_err() {
+                            break;
+                        }
+                    }
+                    r
+                }
+                Event::Closed { conn, reason, .. } => {
+                    info!("{conn} closed: {reason}");
+                    conns.remove(&conn.as_u64());
+                    sm.peer_closed(conn.as_u64())
+                }
+                Event::Timer(KEEPALIVE_TIMER) => {
+                    sm.keepalive_tick();
+                    Ok(())
+                }
+                Event::Timer(SYNC_TIMER) => sm.sync(),
+                Event::Timer(_) | Event::Connected { .. } | Event::ConnectFailed { .. } => Ok(()),
+            };
+            if let Err(e) = r {
+                // The data directory failed: stop rather than lose entries.
+                error!("{e}; stopping");
+                let _ = handle.shutdown();
+                return Err(e.to_string());
+            }
+            handled += 1;
+            if handled < MAX_BATCH_EVENTS {
+                event = spawned.events.try_recv().ok();
+            }
+        }
+        let taken = sm.pump(now).map_err(|e| {
+            error!("{e}; stopping");
+            let _ = handle.shutdown();
+            e.to_string()
+        })?;
+        more = taken > 0;
+        let out = sm.take_output();
+        for host in &out.lookups {
+            resolver.lookup(host.clone());
+        }
+        deliver(&handle, &conns, out)?;
+    }
+}

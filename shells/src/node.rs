@@ -1,0 +1,266 @@
+//! `crawlfleet node`: a node scheduler (MS-FSCMT 3.1), wiring `core::sched::node` to the event
+//! loop: one link to the multinode scheduler (re-registering with CMD_UM_INIT on every
+//! reconnect), one link per duplicate server the collections name, the four timers of 3.1.2 and
+//! the sync timer of the crawl queues.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use crawlfleet_core::sched::dns::DnsEntry;
+use crawlfleet_core::sched::node::{Dest, NodeOptions, NodeScheduler};
+use crawlfleet_net::{ConnId, Event, EventLoop, LinkId, Priority, TimerId};
+use crossbeam_channel::select;
+use log::{error, info, warn};
+
+use crate::cli::NodeArgs;
+use crate::multinode::{check_data_dir, now_secs, read_configs};
+use crate::resolver::Resolver;
+
+const MN_KEEPALIVE_TIMER: TimerId = TimerId(1);
+const DUP_KEEPALIVE_TIMER: TimerId = TimerId(2);
+const QUARANTINE_TIMER: TimerId = TimerId(3);
+const STATS_TIMER: TimerId = TimerId(4);
+const SYNC_TIMER: TimerId = TimerId(5);
+const MAX_BATCH_EVENTS: usize = 1024;
+/// Frames for the multinode scheduler kept while it is unreachable.
+const MAX_HELD_FRAMES: usize = 1 << 20;
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.001))
+}
+
+/// Runs a node scheduler until killed.
+pub fn run(args: &NodeArgs) -> Result<(), String> {
+    check_data_dir(&args.data_dir)?;
+    let node_id = match (&args.node_id, args.standalone) {
+        (Some(id), _) => id.clone(),
+        (None, true) => "standalone".to_string(),
+        (None, false) => return Err("--node-id is required".into()),
+    };
+    let mut opts = NodeOptions::new(node_id.as_bytes());
+    opts.standalone = args.standalone;
+    opts.xmlrpc = (
+        args.admin.ip().to_string().into_bytes(),
+        i64::from(args.admin.port()),
+    );
+    opts.block_seconds = args.block_seconds;
+    let configs = read_configs(&args.config)?;
+    let mut sm = NodeScheduler::open(&args.data_dir, opts)
+        .map_err(|e| format!("data dir {} is unusable: {e}", args.data_dir.display()))?;
+    for (name, dict) in configs {
+        sm.conf_add(name.as_bytes(), dict)
+            .map_err(|e| format!("collection {name}: {e}"))?;
+    }
+    let spawned = EventLoop::builder()
+        .thread_name("node-loop")
+        .spawn()
+        .map_err(|e| format!("cannot start the event loop: {e}"))?;
+    let handle = spawned.handle;
+    let stopped = |_| "the event loop stopped".to_string();
+    let mn_link: Option<LinkId> = match args.multinode {
+        Some(addr) => Some(handle.connect(addr).map_err(stopped)?),
+        None => None,
+    };
+    println!("crawlfleet node {node_id} started");
+    let _ = std::io::stdout().flush();
+    for (id, every) in [
+        (MN_KEEPALIVE_TIMER, secs(args.timers.keepalive.max(1.0))),
+        (DUP_KEEPALIVE_TIMER, secs(args.dup_keepalive.max(1.0))),
+        (QUARANTINE_TIMER, secs(args.quarantine_interval)),
+        (STATS_TIMER, secs(args.stats_interval)),
+        (
+            SYNC_TIMER,
+            Duration::from_millis(args.timers.sync_ms.max(1)),
+        ),
+    ] {
+        handle.set_timer(id, every, Some(every)).map_err(stopped)?;
+    }
+    let resolver = Resolver::new(2);
+    let mut mn_conn: Option<ConnId> = None;
+    let mut held: VecDeque<(Priority, Vec<u8>)> = VecDeque::new();
+    let mut dup_links: HashMap<LinkId, String> = HashMap::new();
+    let mut unresolvable: std::collections::HashSet<String> = Default::default();
+    let mut dup_conns: HashMap<String, ConnId> = HashMap::new();
+    let mut conn_dest: HashMap<ConnId, Dest> = HashMap::new();
+    loop {
+        // Connect to duplicate servers the collections name.
+        for addr in sm.dup_servers() {
+            if unresolvable.contains(&addr) || dup_links.values().any(|a| *a == addr) {
+                continue;
+            }
+            match addr.to_socket_addrs().ok().and_then(|mut a| a.next()) {
+                Some(sa) => {
+                    let link = handle.connect(sa).map_err(stopped)?;
+                    dup_links.insert(link, addr);
+                }
+                None => {
+                    warn!("duplicate server address {addr:?} does not resolve");
+                    unresolvable.insert(addr);
+                }
+            }
+        }
+        let mut first = None;
+        select! {
+            recv(spawned.events) -> ev => match ev {
+                Ok(ev) => first = Some(ev),
+                Err(_) => return Err("the event loop stopped".into()),
+            },
+            recv(resolver.answers) -> a => {
+                if let Ok((host, addrs)) = a {
+                    let now = now_secs();
+                    let e = DnsEntry { addrinfo: addrs, resolved_at: now, ttl: 3600 };
+                    sm.dns_answer(&host, e, now).map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        let now = now_secs();
+        let mut event = first;
+        let mut handled = 0;
+        while let Some(ev) = event.take() {
+            let r = match ev {
+                Event::Connected { conn, link, peer } => {
+                    if Some(link) == mn_link {
+                        info!("connected to the multinode scheduler at {peer}");
+                        mn_conn = Some(conn);
+                        conn_dest.insert(conn, Dest::Multinode);
+                        sm.multinode_connected();
+                        // CMD_UM_INIT first on the new connection (3.2.5.1).
+                        handle
+                            .send(conn, Priority::Normal, sm.init_frame())
+                            .map_err(stopped)?;
+                    } else if let Some(addr) = dup_links.get(&link) {
+                        info!("connected to duplicate server {addr}");
+                        dup_conns.insert(addr.clone(), conn);
+                        conn_dest.insert(conn, Dest::Dup(addr.clone()));
+                        sm.dup_connected(addr);
+                    }
+                    Ok(())
+                }
+                Event::ConnectFailed {
+                    addr,
+                    error,
+                    retry_in,
+                    ..
+                } => {
+                    warn!("{addr} unreachable ({error}); retrying in {retry_in:?}");
+                    Ok(())
+                }
+                Event::Frames(batch) => {
+                    let from = conn_dest.get(&batch.conn()).cloned();
+                    let mut r = Ok(());
+                    if let Some(from) = from {
+                        for (_, body) in batch.iter() {
+                            r = sm.handle_frame(&from, body, now);
+                            if r.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    r
+                }
+                Event::Closed { conn, reason, .. } => {
+                    match conn_dest.remove(&conn) {
+                        Some(Dest::Multinode) => {
+                            warn!("multinode scheduler connection closed: {reason}");
+                            mn_conn = None;
+                            sm.multinode_closed();
+                        }
+                        Some(Dest::Dup(addr)) => {
+                            warn!("duplicate server {addr} connection closed: {reason}");
+                            dup_conns.remove(&addr);
+                            sm.dup_closed(&addr);
+                        }
+                        None => {}
+                    }
+                    Ok(())
+                }
+                Event::Timer(MN_KEEPALIVE_TIMER) => {
+                    sm.multinode_keepalive_tick();
+                    Ok(())
+                }
+                Event::Timer(DUP_KEEPALIVE_TIMER) => {
+                    sm.dup_keepalive_tick();
+                    Ok(())
+                }
+                Event::Timer(QUARANTINE_TIMER) => sm.quarantine_tick(now),
+                Event::Timer(STATS_TIMER) => {
+                    sm.stats_tick();
+                    Ok(())
+                }
+                Event::Timer(SYNC_TIMER) => sm.sync(),
+                Event::Timer(_) | Event::Accepted { .. } => Ok(()),
+            };
+            if let Err(e) = r {
+                error!("{e}; stopping");
+                let _ = handle.shutdown();
+                return Err(e.to_string());
+            }
+            handled += 1;
+            if handled < MAX_BATCH_EVENTS {
+                event = spawned.events.try_recv().ok();
+            }
+        }
+        let out = sm.take_output();
+        for host in &out.lookups {
+            resolver.lookup(host.clone());
+        }
+        let mut to_mn: Vec<(Priority, Vec<u8>)> = Vec::new();
+        let mut to_dup: HashMap<(String, bool), Vec<u8>> = HashMap::new();
+        for (dest, prio, bytes) in out.sends {
+            match dest {
+                Dest::Multinode => to_mn.push((prio, bytes)),
+                Dest::Dup(a) => to_dup
+                    .entry((a, prio == Priority::High))
+                    .or_default()
+                    .extend_from_slice(&bytes),
+            }
+        }
+        match mn_conn {
+            Some(c) => {
+                let mut normal = Vec::new();
+                for (prio, bytes) in held.drain(..).chain(to_mn) {
+                    if prio == Priority::High {
+                        handle.send(c, prio, bytes).map_err(stopped)?;
+                    } else {
+                        normal.extend_from_slice(&bytes);
+                    }
+                }
+                if !normal.is_empty() {
+                    handle.send(c, Priority::Normal, normal).map_err(stopped)?;
+                }
+            }
+            None if args.multinode.is_some() => {
+                // Kept until the multinode scheduler is back (CMD_UM_INIT goes first then).
+                for f in to_mn {
+                    if held.len() >= MAX_HELD_FRAMES {
+                        warn!("multinode scheduler unreachable: dropping a frame");
+                        break;
+                    }
+                    held.push_back(f);
+                }
+            }
+            None => {}
+        }
+        let mut keys: Vec<_> = to_dup.keys().cloned().collect();
+        keys.sort_by_key(|(a, high)| (!*high, a.clone()));
+        for key in keys {
+            let bytes = to_dup.remove(&key).unwrap_or_default();
+            let prio = if key.1 {
+                Priority::High
+            } else {
+                Priority::Normal
+            };
+            match dup_conns.get(&key.0) {
+                Some(&c) => handle.send(c, prio, bytes).map_err(stopped)?,
+                None => warn!("duplicate server {} not connected: frames dropped", key.0),
+            }
+        }
+    }
+}
+
+/// The address a duplicate server string names, for tests and tools.
+pub fn dup_addr(s: &str) -> Option<SocketAddr> {
+    s.to_socket_addrs().ok().and_then(|mut a| a.next())
+}
