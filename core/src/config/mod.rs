@@ -28,6 +28,7 @@
 
 mod collection;
 mod params;
+mod parts;
 mod rules;
 mod xml;
 
@@ -40,10 +41,8 @@ use std::fmt;
 
 use crate::marshal::Value;
 
-pub use collection::{
-    default_dict, CollectionConfig, Login, Node, RefreshMode, SubDomain, VariableDelay,
-    KNOWN_ATTRIBS,
-};
+pub use collection::{default_dict, CollectionConfig, Node, RefreshMode, KNOWN_ATTRIBS};
+pub use parts::{Login, SubDomain, VariableDelay};
 pub use rules::{RuleError, RuleKind, RuleSet, RuleTarget};
 pub use xml::{parse_xml, to_xml};
 

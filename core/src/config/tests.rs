@@ -391,6 +391,14 @@ fn elements_and_text_out_of_place_are_refused() {
     assert!(matches!(e, ConfigError::UnexpectedElement { .. }), "{e:?}");
     let e = err(&spec("text between elements"));
     assert!(matches!(e, ConfigError::UnexpectedText { .. }), "{e:?}");
+    // The link_extraction section holds attribs only.
+    let e = err(&spec(
+        r#"<section name="link_extraction"><section name="a"/></section>"#,
+    ));
+    assert!(
+        matches!(e, ConfigError::UnexpectedElement { ref element, .. } if element == "section"),
+        "{e:?}"
+    );
     // Two root elements.
     let e = err("<DomainSpecification name=\"a\"/><DomainSpecification name=\"b\"/>");
     assert!(matches!(e, ConfigError::UnexpectedElement { .. }), "{e:?}");

@@ -240,6 +240,10 @@ impl<'a> Parser<'a> {
             };
             let tag = e.name().as_ref().to_string();
             let name = match tag.as_str() {
+                // FSCMT 2.2.2.3.3 maps the link_extraction section's attribs only.
+                "section" if matches!(ctx, Ctx::Inner { link: true, .. }) => {
+                    return Err(self.unexpected(at, &e, element))
+                }
                 "attrib" | "section" => self.required_attr(at, &e, "name")?,
                 "SubDomain" | "Login" | "Node" if ctx == Ctx::Top => {
                     self.required_attr(at, &e, "name")?
