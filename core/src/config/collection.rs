@@ -9,7 +9,7 @@ use log::debug;
 use super::params::Params;
 use super::parts::{host_of, login, subdomain, variable_delay, Login, SubDomain, VariableDelay};
 use super::rules::{RuleSet, RuleTarget};
-use super::{link_extraction_key, merge, ConfigError, LINK_EXTRACTION};
+use super::{link_extraction_key, link_extraction_name, merge, ConfigError, LINK_EXTRACTION};
 use crate::marshal::Value;
 
 /// Every parameter name [`CollectionConfig::from_dict`] reads, dotted inside sections;
@@ -584,10 +584,7 @@ pub(crate) fn crawl_mode(m: &Params<'_, '_>) -> Result<Option<Option<u32>>, Conf
 fn link_extraction(le: &Params<'_, '_>, mut mask: u32) -> Result<u32, ConfigError> {
     for (k, v) in le.pairs {
         let bit = match (k.as_i64(), k.as_bytes()) {
-            (Some(i), _) => LINK_EXTRACTION
-                .iter()
-                .map(|(_, b)| *b)
-                .find(|b| i64::from(*b) == i),
+            (Some(i), _) => link_extraction_name(i).and_then(link_extraction_key),
             (None, Some(name)) => std::str::from_utf8(name).ok().and_then(link_extraction_key),
             _ => None,
         };

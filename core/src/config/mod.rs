@@ -140,7 +140,7 @@ pub enum ConfigError {
     UnexpectedText {
         /// Where the text starts.
         pos: Position,
-        /// The element it stands in.
+        /// The element it stands in (empty outside the root element).
         parent: String,
     },
     /// An element without an XML attribute it needs (`name`, or `type` on `attrib`).
@@ -229,6 +229,9 @@ impl fmt::Display for ConfigError {
                 element,
                 parent,
             } => write!(f, "{pos}: unexpected element <{element}> in <{parent}>"),
+            ConfigError::UnexpectedText { pos, parent } if parent.is_empty() => {
+                write!(f, "{pos}: unexpected text outside the root element")
+            }
             ConfigError::UnexpectedText { pos, parent } => {
                 write!(f, "{pos}: unexpected text in <{parent}>")
             }

@@ -151,11 +151,8 @@ impl<'d, 'a> Params<'d, 'a> {
     pub fn rules(&self, key: &str, target: RuleTarget) -> Result<RuleSet, ConfigError> {
         let built = match self.get(key) {
             None => return Ok(RuleSet::empty(target)),
-            Some(Value::Dict(_)) => {
-                let sec = self.section(key)?.unwrap_or_else(|| Params {
-                    pairs: &[],
-                    path: String::new(),
-                });
+            Some(v @ Value::Dict(_)) => {
+                let sec = Params::of(v, self.key_path(key))?;
                 for (k, _) in sec.pairs {
                     let name = k.as_bytes().and_then(|b| std::str::from_utf8(b).ok());
                     if name.and_then(RuleKind::from_name).is_none() {

@@ -607,3 +607,30 @@ fn position_counts_lines_and_characters() {
     assert_eq!(Position::of_offset(t, 6), at(2, 3)); // inside é: its start
     assert_eq!(Position::of_offset(t, 99), at(3, 2));
 }
+
+/// Configurations arrive over XML-RPC: no input makes the parser panic. Every truncation of the
+/// example and random single-character damage to it gives a value or a refusal with a position.
+#[test]
+fn damaged_documents_are_refused_not_panicked_on() {
+    let mut cut = 0;
+    while cut < EXAMPLE.len() {
+        if EXAMPLE.is_char_boundary(cut) {
+            if let Err(e) = parse_xml(&EXAMPLE[..cut]) {
+                assert!(e.position().is_some(), "{e}");
+            }
+        }
+        cut += 7;
+    }
+    fastrand::seed(0xc0f1);
+    let chars: Vec<char> = EXAMPLE.chars().collect();
+    let noise = ['<', '>', '/', '"', '&', ';', '=', ' ', 'x', '\u{0}'];
+    for _ in 0..800 {
+        let mut damaged = chars.clone();
+        let i = fastrand::usize(..damaged.len());
+        damaged[i] = noise[fastrand::usize(..noise.len())];
+        let text: String = damaged.into_iter().collect();
+        if let Err(e) = parse_xml(&text) {
+            assert!(e.position().is_some(), "{e}");
+        }
+    }
+}

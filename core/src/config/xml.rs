@@ -37,43 +37,32 @@ pub fn parse_xml(xml: &str) -> Result<Vec<(String, Value<'static>)>, ConfigError
     let mut seen_root = false;
     loop {
         let (at, ev) = p.next()?;
-        match ev {
-            Event::Start(e) | Event::Empty(e) if seen_root => {
-                return Err(p.unexpected(at, &e, ""));
-            }
-            Event::Start(e) => {
-                seen_root = true;
-                match e.name().as_ref() {
-                    "CrawlerConfig" => p.crawler_config(&mut out)?,
-                    "DomainSpecification" => out.push(p.domain_spec(at, &e, false)?),
-                    _ => return Err(p.unexpected(at, &e, "")),
-                }
-            }
-            Event::Empty(e) => {
-                seen_root = true;
-                match e.name().as_ref() {
-                    "CrawlerConfig" => {}
-                    "DomainSpecification" => out.push(p.domain_spec(at, &e, true)?),
-                    _ => return Err(p.unexpected(at, &e, "")),
-                }
-            }
-            Event::Text(t) if is_blank(t.as_ref()) => {}
-            Event::Text(_) | Event::CData(_) | Event::GeneralRef(_) => {
-                return Err(ConfigError::UnexpectedText {
-                    pos: p.pos(at),
-                    parent: String::new(),
-                });
-            }
-            Event::Eof if !seen_root => {
+        let (e, empty) = match ev {
+            Event::Start(e) => (e, false),
+            Event::Empty(e) => (e, true),
+            Event::Eof if seen_root => return Ok(out),
+            Event::Eof => {
                 return Err(ConfigError::Syntax {
                     pos: p.pos(at),
                     message: "the document has no root element".into(),
-                });
+                })
             }
-            Event::Eof => return Ok(out),
-            // Declarations, comments, processing instructions, DOCTYPE; an unmatched end tag
-            // is a syntax error raised by the reader.
-            _ => {}
+            // Declarations, comments, processing instructions, DOCTYPE, white space; an
+            // unmatched end tag is a syntax error raised by the reader.
+            ev => {
+                p.between_elements(at, ev, "")?;
+                continue;
+            }
+        };
+        if seen_root {
+            return Err(p.unexpected(at, &e, ""));
+        }
+        seen_root = true;
+        match (e.name().as_ref(), empty) {
+            ("CrawlerConfig", false) => p.crawler_config(&mut out)?,
+            ("CrawlerConfig", true) => {}
+            ("DomainSpecification", _) => out.push(p.domain_spec(at, &e, empty)?),
+            _ => return Err(p.unexpected(at, &e, "")),
         }
     }
 }
@@ -171,19 +160,19 @@ impl<'a> Parser<'a> {
     ) -> Result<(), ConfigError> {
         loop {
             let (at, ev) = self.next()?;
-            match ev {
-                Event::Start(e) if e.name().as_ref() == "DomainSpecification" => {
-                    out.push(self.domain_spec(at, &e, false)?)
-                }
-                Event::Empty(e) if e.name().as_ref() == "DomainSpecification" => {
-                    out.push(self.domain_spec(at, &e, true)?)
-                }
-                Event::Start(e) | Event::Empty(e) => {
-                    return Err(self.unexpected(at, &e, "CrawlerConfig"))
-                }
+            let (e, empty) = match ev {
+                Event::Start(e) => (e, false),
+                Event::Empty(e) => (e, true),
                 Event::End(_) => return Ok(()),
-                ev => self.between_elements(at, ev, "CrawlerConfig")?,
+                ev => {
+                    self.between_elements(at, ev, "CrawlerConfig")?;
+                    continue;
+                }
+            };
+            if e.name().as_ref() != "DomainSpecification" {
+                return Err(self.unexpected(at, &e, "CrawlerConfig"));
             }
+            out.push(self.domain_spec(at, &e, empty)?);
         }
     }
 
