@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod checksum;
+pub mod config;
 pub mod dupserver;
 pub mod frame;
 pub mod marshal;
