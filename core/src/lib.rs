@@ -20,3 +20,4 @@ pub mod dupserver;
 pub mod frame;
 pub mod marshal;
 pub mod msg;
+pub mod queue;
