@@ -227,7 +227,8 @@ fn the_failover_client_loses_no_acknowledged_add_when_the_server_is_killed_under
     let lp = EventLoop::builder().spawn().unwrap();
     let tick = Duration::from_millis(200);
     lp.handle.set_timer(TimerId(1), tick, Some(tick)).unwrap();
-    let mut client = DupClient::new(lp.handle.clone(), server.addr(), Some(replica.addr()), 2).unwrap();
+    let mut client =
+        DupClient::new(lp.handle.clone(), server.addr(), Some(replica.addr()), 2).unwrap();
     client.send(&set_config("c")).unwrap();
 
     let total = 30_000u32;

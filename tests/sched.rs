@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use crawlfleet_core::marshal::Value;
 use crawlfleet_core::msg::{
-    AddRoute, CollectionOnly, ConfSpec, CrawlQueueEntry, DnsRequest, Init, Log, Message, Quarantine,
-    StartCrawlIp, StopCrawlIp, UriMsg, UriStructure,
+    AddRoute, CollectionOnly, ConfSpec, CrawlQueueEntry, DnsRequest, Init, Log, Message,
+    Quarantine, StartCrawlIp, StopCrawlIp, UriMsg, UriStructure,
 };
 use crawlfleet_core::queue::{CrawlQueue, QueueOptions};
 use crawlfleet_core::sched::{node::collection_dir, parse_record};
@@ -76,11 +76,17 @@ fn init(node: &str) -> Message<'static> {
 }
 
 /// Reads messages until `want` matches one (answering keep-alives); panics after 20 s.
-fn wait_for(c: &mut Client, what: &str, mut want: impl FnMut(&Message<'static>) -> bool) -> Message<'static> {
+fn wait_for(
+    c: &mut Client,
+    what: &str,
+    mut want: impl FnMut(&Message<'static>) -> bool,
+) -> Message<'static> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        let m = c.recv().unwrap_or_else(|| panic!("connection closed waiting for {what}"));
+        let m = c
+            .recv()
+            .unwrap_or_else(|| panic!("connection closed waiting for {what}"));
         if m == Message::CmdUmKeepalive {
             c.send(&Message::CmdUmKeepaliveAck);
             continue;
@@ -122,25 +128,48 @@ fn the_first_frame_must_be_init_and_node_ids_are_unique() {
     // 3.2.5.1: any other first frame closes the connection.
     let mut rogue = Client::connect(mn.addr());
     rogue.send(&Message::CmdUmKeepalive);
-    assert_eq!(rogue.recv(), None, "a non-INIT first frame closes the connection");
+    assert_eq!(
+        rogue.recv(),
+        None,
+        "a non-INIT first frame closes the connection"
+    );
     let mut garbage = Client::connect(mn.addr());
     garbage.stream.write_all(b"\x00\x00\x00\x03abc").unwrap();
-    assert_eq!(garbage.recv(), None, "an undecodable first frame closes the connection");
+    assert_eq!(
+        garbage.recv(),
+        None,
+        "an undecodable first frame closes the connection"
+    );
     // A node registers and gets CMD_ADM_CONF_ADD for every collection, then CMD_UM_ASK_ROUTE.
     let (mut n1, _) = register(mn.addr(), "n1");
-    let add = wait_for(&mut n1, "CONF_ADD", |m| matches!(m, Message::CmdAdmConfAdd(_)));
-    let Message::CmdAdmConfAdd(ConfSpec { collection, config, .. }) = add else { unreachable!() };
+    let add = wait_for(&mut n1, "CONF_ADD", |m| {
+        matches!(m, Message::CmdAdmConfAdd(_))
+    });
+    let Message::CmdAdmConfAdd(ConfSpec {
+        collection, config, ..
+    }) = add
+    else {
+        unreachable!()
+    };
     assert_eq!(&collection[..], b"web");
     let uris = config.get(b"start_uris").and_then(Value::as_list).unwrap();
     assert_eq!(uris.len(), 3);
-    wait_for(&mut n1, "ASK_ROUTE", |m| matches!(m, Message::CmdUmAskRoute(_)));
+    wait_for(&mut n1, "ASK_ROUTE", |m| {
+        matches!(m, Message::CmdUmAskRoute(_))
+    });
     // 3.2.5.1 step 1: a second connection with the same node id is closed.
     let mut dup = Client::connect(mn.addr());
     dup.send(&init("n1"));
-    assert_eq!(dup.recv(), None, "a duplicate node id closes the connection");
+    assert_eq!(
+        dup.recv(),
+        None,
+        "a duplicate node id closes the connection"
+    );
     // The registered node is unaffected: keep-alives are answered (3.2.5.2).
     n1.send(&Message::CmdUmKeepalive);
-    wait_for(&mut n1, "KEEPALIVE_ACK", |m| *m == Message::CmdUmKeepaliveAck);
+    wait_for(&mut n1, "KEEPALIVE_ACK", |m| {
+        *m == Message::CmdUmKeepaliveAck
+    });
 }
 
 use std::io::Write;
@@ -156,22 +185,40 @@ struct Seen {
 fn observe(c: &mut Client, seen: &mut Seen, until: impl Fn(&Seen) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !until(seen) {
-        assert!(Instant::now() < deadline, "timed out: {} routes, {} uris", seen.routes.len(), seen.uris.len());
+        assert!(
+            Instant::now() < deadline,
+            "timed out: {} routes, {} uris",
+            seen.routes.len(),
+            seen.uris.len()
+        );
         match c.recv().expect("the multinode scheduler stays connected") {
             Message::CmdUmKeepalive => c.send(&Message::CmdUmKeepaliveAck),
-            Message::CmdUmAskRoute(col) => {
-                c.send(&Message::CmdUmLastRoute(CollectionOnly { collection: col.collection }))
-            }
-            Message::CmdUmAddRoute(AddRoute { node_id, routing_attr, .. }) => {
+            Message::CmdUmAskRoute(col) => c.send(&Message::CmdUmLastRoute(CollectionOnly {
+                collection: col.collection,
+            })),
+            Message::CmdUmAddRoute(AddRoute {
+                node_id,
+                routing_attr,
+                ..
+            }) => {
                 seen.route_msgs += 1;
                 let prev = seen.routes.insert(
                     String::from_utf8_lossy(&routing_attr).into_owned(),
                     String::from_utf8_lossy(&node_id).into_owned(),
                 );
-                assert!(prev.is_none(), "{} routed twice", String::from_utf8_lossy(&routing_attr));
+                assert!(
+                    prev.is_none(),
+                    "{} routed twice",
+                    String::from_utf8_lossy(&routing_attr)
+                );
             }
-            Message::CmdUmUri(u) => seen.uris.push((String::from_utf8_lossy(&u.entry.uri.uri).into_owned(), false)),
-            Message::CmdUmUriUrg(u) => seen.uris.push((String::from_utf8_lossy(&u.entry.uri.uri).into_owned(), true)),
+            Message::CmdUmUri(u) => seen.uris.push((
+                String::from_utf8_lossy(&u.entry.uri.uri).into_owned(),
+                false,
+            )),
+            Message::CmdUmUriUrg(u) => seen
+                .uris
+                .push((String::from_utf8_lossy(&u.entry.uri.uri).into_owned(), true)),
             _ => {}
         }
     }
@@ -217,7 +264,10 @@ fn every_site_is_routed_to_exactly_one_node_and_routes_survive_a_restart() {
     }
     // A node sends a link to a new site, urgent: routed once, forwarded urgent (3.2.5.7).
     let (_, c1, _) = &mut nodes[0];
-    c1.send(&Message::CmdUmUriUrg(UriMsg { collection: b("web"), entry: entry("http://news.fresh.org/a") }));
+    c1.send(&Message::CmdUmUriUrg(UriMsg {
+        collection: b("web"),
+        entry: entry("http://news.fresh.org/a"),
+    }));
     let mut route_to = String::new();
     for (_, c, seen) in nodes.iter_mut() {
         observe(c, seen, |s| s.routes.contains_key("fresh.org"));
@@ -225,7 +275,10 @@ fn every_site_is_routed_to_exactly_one_node_and_routes_survive_a_restart() {
     }
     let target = nodes.iter_mut().find(|(n, _, _)| *n == route_to).unwrap();
     observe(&mut target.1, &mut target.2, |s| s.uris.len() == 11);
-    assert_eq!(target.2.uris.last().unwrap(), &("http://news.fresh.org/a".to_string(), true));
+    assert_eq!(
+        target.2.uris.last().unwrap(),
+        &("http://news.fresh.org/a".to_string(), true)
+    );
 
     // SIGKILL the multinode scheduler; a new one on the same data dir keeps every route: a URI
     // for a known site goes to the same node without a new routing decision.
@@ -239,11 +292,19 @@ fn every_site_is_routed_to_exactly_one_node_and_routes_survive_a_restart() {
         answer_ask(c);
     }
     let site7_node = table["site7.com"].clone();
-    again[1].1.send(&Message::CmdUmUri(UriMsg { collection: b("web"), entry: entry("http://www.site7.com/page") }));
+    again[1].1.send(&Message::CmdUmUri(UriMsg {
+        collection: b("web"),
+        entry: entry("http://www.site7.com/page"),
+    }));
     let t = again.iter_mut().find(|(n, _, _)| *n == site7_node).unwrap();
-    observe(&mut t.1, &mut t.2, |s| s.uris.iter().any(|(u, _)| u == "http://www.site7.com/page"));
+    observe(&mut t.1, &mut t.2, |s| {
+        s.uris.iter().any(|(u, _)| u == "http://www.site7.com/page")
+    });
     for (_, _, s) in &again {
-        assert!(!s.routes.contains_key("site7.com"), "no new decision for a known site");
+        assert!(
+            !s.routes.contains_key("site7.com"),
+            "no new decision for a known site"
+        );
     }
 }
 
@@ -263,18 +324,33 @@ fn routes_are_rebuilt_from_the_nodes_when_the_routing_database_is_lost() {
     let (mut n1, _) = register(mn.addr(), "n1");
     let (mut n2, _) = register(mn.addr(), "n2");
     // n2 reports that it crawls example.org (2.2.4.9), then LAST_ROUTE; n1 has nothing.
-    wait_for(&mut n2, "ASK_ROUTE", |m| matches!(m, Message::CmdUmAskRoute(_)));
+    wait_for(&mut n2, "ASK_ROUTE", |m| {
+        matches!(m, Message::CmdUmAskRoute(_))
+    });
     n2.send(&Message::CmdUmAddRoutes(crawlfleet_core::msg::RouteList {
         collection: b("web"),
         routes: vec![(b("example.org"), b("n2"))],
     }));
     // A URI arriving before every node answered waits (3.2.5.10).
-    n1.send(&Message::CmdUmUri(UriMsg { collection: b("web"), entry: entry("http://www.example.org/x") }));
-    n2.send(&Message::CmdUmLastRoute(CollectionOnly { collection: b("web") }));
-    wait_for(&mut n1, "ASK_ROUTE", |m| matches!(m, Message::CmdUmAskRoute(_)));
-    n1.send(&Message::CmdUmLastRoute(CollectionOnly { collection: b("web") }));
-    let m = wait_for(&mut n2, "the URI at n2", |m| matches!(m, Message::CmdUmUri(_)));
-    let Message::CmdUmUri(u) = m else { unreachable!() };
+    n1.send(&Message::CmdUmUri(UriMsg {
+        collection: b("web"),
+        entry: entry("http://www.example.org/x"),
+    }));
+    n2.send(&Message::CmdUmLastRoute(CollectionOnly {
+        collection: b("web"),
+    }));
+    wait_for(&mut n1, "ASK_ROUTE", |m| {
+        matches!(m, Message::CmdUmAskRoute(_))
+    });
+    n1.send(&Message::CmdUmLastRoute(CollectionOnly {
+        collection: b("web"),
+    }));
+    let m = wait_for(&mut n2, "the URI at n2", |m| {
+        matches!(m, Message::CmdUmUri(_))
+    });
+    let Message::CmdUmUri(u) = m else {
+        unreachable!()
+    };
     assert_eq!(&u.entry.uri.uri[..], b"http://www.example.org/x");
 }
 
@@ -287,25 +363,50 @@ fn dns_crawl_ip_locks_conf_state_and_logs() {
     let (mut n1, _) = register(mn.addr(), "n1");
     let (mut n2, _) = register(mn.addr(), "n2");
     // 3.2.5.4: resolved names get an addrinfo, failures None; PKT_DSPECNAME is "".
-    n1.send(&Message::CmdUmDnsRequest(DnsRequest { collection: b("web"), host: b("localhost") }));
-    let r = wait_for(&mut n1, "DNS_REPLY", |m| matches!(m, Message::CmdUmDnsReply(_)));
-    let Message::CmdUmDnsReply(r) = r else { unreachable!() };
+    n1.send(&Message::CmdUmDnsRequest(DnsRequest {
+        collection: b("web"),
+        host: b("localhost"),
+    }));
+    let r = wait_for(&mut n1, "DNS_REPLY", |m| {
+        matches!(m, Message::CmdUmDnsReply(_))
+    });
+    let Message::CmdUmDnsReply(r) = r else {
+        unreachable!()
+    };
     assert_eq!(&r.collection[..], b"");
     assert_eq!(&r.host[..], b"localhost");
     let addrs = r.addrinfo.expect("localhost resolves");
-    assert!(addrs.iter().any(|a| &a.address[..] == b"127.0.0.1" || &a.address[..] == b"::1"));
+    assert!(addrs
+        .iter()
+        .any(|a| &a.address[..] == b"127.0.0.1" || &a.address[..] == b"::1"));
     assert!(r.ttl > 0);
-    n1.send(&Message::CmdUmDnsRequest(DnsRequest { collection: b("web"), host: b("no-such-host.invalid") }));
-    let r = wait_for(&mut n1, "DNS_REPLY", |m| matches!(m, Message::CmdUmDnsReply(_)));
-    let Message::CmdUmDnsReply(r) = r else { unreachable!() };
+    n1.send(&Message::CmdUmDnsRequest(DnsRequest {
+        collection: b("web"),
+        host: b("no-such-host.invalid"),
+    }));
+    let r = wait_for(&mut n1, "DNS_REPLY", |m| {
+        matches!(m, Message::CmdUmDnsReply(_))
+    });
+    let Message::CmdUmDnsReply(r) = r else {
+        unreachable!()
+    };
     assert_eq!(r.addrinfo, None);
     // 3.2.5.11 / 3.2.5.12: one node per IP address.
     let ask = |ip: &str, site: &str| {
-        Message::CmdUmStartCrawlIp(StartCrawlIp { collection: b("web"), ip: b(ip), site: b(site), store_id: 0 })
+        Message::CmdUmStartCrawlIp(StartCrawlIp {
+            collection: b("web"),
+            ip: b(ip),
+            site: b(site),
+            store_id: 0,
+        })
     };
     let answer = |c: &mut Client| {
-        let m = wait_for(c, "START_CRAWL_IP", |m| matches!(m, Message::CmdUmStartCrawlIpReply(_)));
-        let Message::CmdUmStartCrawlIpReply(r) = m else { unreachable!() };
+        let m = wait_for(c, "START_CRAWL_IP", |m| {
+            matches!(m, Message::CmdUmStartCrawlIpReply(_))
+        });
+        let Message::CmdUmStartCrawlIpReply(r) = m else {
+            unreachable!()
+        };
         r.allowed
     };
     n1.send(&ask("10.0.0.1", "a.com"));
@@ -314,7 +415,11 @@ fn dns_crawl_ip_locks_conf_state_and_logs() {
     assert!(!answer(&mut n2), "the IP is crawled by n1");
     n1.send(&ask("10.0.0.1", "c.com"));
     assert!(answer(&mut n1), "n1 may crawl more sites on its own IP");
-    n1.send(&Message::CmdUmStopCrawlIp(StopCrawlIp { collection: b("web"), ip: b("10.0.0.1"), site: b("a.com") }));
+    n1.send(&Message::CmdUmStopCrawlIp(StopCrawlIp {
+        collection: b("web"),
+        ip: b("10.0.0.1"),
+        site: b("a.com"),
+    }));
     n2.send(&ask("10.0.0.1", "b.com"));
     assert!(answer(&mut n2), "released by STOP_CRAWL_IP");
     // A node that disconnects releases its IP addresses.
@@ -325,32 +430,61 @@ fn dns_crawl_ip_locks_conf_state_and_logs() {
     n1.send(&ask("10.0.0.2", "d.com"));
     assert!(answer(&mut n1));
     // 3.2.5.13: the collection's state.
-    n1.send(&Message::CmdUmConfStateRequest(CollectionOnly { collection: b("web") }));
-    let m = wait_for(&mut n1, "CONF_STATE", |m| matches!(m, Message::CmdUmConfState(_)));
-    let Message::CmdUmConfState(s) = m else { unreachable!() };
+    n1.send(&Message::CmdUmConfStateRequest(CollectionOnly {
+        collection: b("web"),
+    }));
+    let m = wait_for(&mut n1, "CONF_STATE", |m| {
+        matches!(m, Message::CmdUmConfState(_))
+    });
+    let Message::CmdUmConfState(s) = m else {
+        unreachable!()
+    };
     assert_eq!(s.state, 1);
     // 3.2.6: keep-alives arrive every second (wait_for answers them); one is seen here.
     let mut raw = Client::connect(mn.addr());
     raw.send(&init("n9"));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        assert!(Instant::now() < deadline, "no keep-alive from the multinode scheduler");
+        assert!(
+            Instant::now() < deadline,
+            "no keep-alive from the multinode scheduler"
+        );
         if raw.recv() == Some(Message::CmdUmKeepalive) {
             break;
         }
     }
     // 3.2.5.8: log lines go to the collection's log files.
-    for (file, line) in [("si", "site line"), ("dk", "fetch line\n"), ("zz", "unknown file")] {
-        n1.send(&Message::CmdUmLog(Log { collection: b("web"), logfile: b(file), message: b(line) }));
+    for (file, line) in [
+        ("si", "site line"),
+        ("dk", "fetch line\n"),
+        ("zz", "unknown file"),
+    ] {
+        n1.send(&Message::CmdUmLog(Log {
+            collection: b("web"),
+            logfile: b(file),
+            message: b(line),
+        }));
     }
     // The sync timer flushes them; the keep-alive round trip shows they were handled.
     n1.send(&Message::CmdUmKeepalive);
-    wait_for(&mut n1, "KEEPALIVE_ACK", |m| *m == Message::CmdUmKeepaliveAck);
+    wait_for(&mut n1, "KEEPALIVE_ACK", |m| {
+        *m == Message::CmdUmKeepaliveAck
+    });
     std::thread::sleep(Duration::from_millis(500));
     let logs = data.join("logs").join("web");
-    assert_eq!(std::fs::read_to_string(logs.join("site.log")).unwrap(), "site line\n");
-    assert_eq!(std::fs::read_to_string(logs.join("fetch.log")).unwrap(), "fetch line\n");
-    assert_eq!(std::fs::read_dir(&logs).unwrap().count(), 2, "unknown log files are refused");
+    assert_eq!(
+        std::fs::read_to_string(logs.join("site.log")).unwrap(),
+        "site line\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(logs.join("fetch.log")).unwrap(),
+        "fetch line\n"
+    );
+    assert_eq!(
+        std::fs::read_dir(&logs).unwrap().count(),
+        2,
+        "unknown log files are refused"
+    );
 }
 
 // ---- the node scheduler, with the test as its multinode scheduler and duplicate server ----------
@@ -361,7 +495,9 @@ struct FakePeer {
 
 impl FakePeer {
     fn new() -> FakePeer {
-        FakePeer { listener: TcpListener::bind("127.0.0.1:0").unwrap() }
+        FakePeer {
+            listener: TcpListener::bind("127.0.0.1:0").unwrap(),
+        }
     }
     fn addr(&self) -> SocketAddr {
         self.listener.local_addr().unwrap()
@@ -392,7 +528,11 @@ fn node(data: &Path, mn: SocketAddr, id: &str) -> Role {
 }
 
 fn conf(name: &str, dict: Value<'static>) -> Message<'static> {
-    Message::CmdAdmConfAdd(ConfSpec { collection: b(name), config: dict, epoch: None })
+    Message::CmdAdmConfAdd(ConfSpec {
+        collection: b(name),
+        config: dict,
+        epoch: None,
+    })
 }
 
 fn dict_with(sites: &[&str], dup: Option<SocketAddr>) -> Value<'static> {
@@ -404,15 +544,25 @@ fn dict_with(sites: &[&str], dup: Option<SocketAddr>) -> Value<'static> {
         .1;
     if let Value::Dict(pairs) = &mut d {
         pairs.retain(|(k, _)| k.as_bytes() != Some(b"start_uris"));
-        let list = sites.iter().map(|s| Value::owned_bytes(s.as_bytes().to_vec())).collect();
-        pairs.push((Value::owned_bytes(b"start_uris".to_vec()), Value::list(list)));
+        let list = sites
+            .iter()
+            .map(|s| Value::owned_bytes(s.as_bytes().to_vec()))
+            .collect();
+        pairs.push((
+            Value::owned_bytes(b"start_uris".to_vec()),
+            Value::list(list),
+        ));
     }
     d
 }
 
 /// The entries in a node's crawl queue for `coll` (read after the node was killed).
 fn queued(data: &Path, coll: &str) -> Vec<(String, bool)> {
-    let mut q = CrawlQueue::open(&collection_dir(data, coll.as_bytes()).join("queue"), QueueOptions::default()).unwrap();
+    let mut q = CrawlQueue::open(
+        &collection_dir(data, coll.as_bytes()).join("queue"),
+        QueueOptions::default(),
+    )
+    .unwrap();
     let mut out = Vec::new();
     while let Some(rec) = q.pop_front().unwrap() {
         let (e, urgent) = parse_record(&rec).unwrap();
@@ -436,48 +586,105 @@ fn a_node_registers_answers_routes_and_its_queue_survives_sigkill() {
     // 3.1.5.11 via CONF_ADD: the duplicate server gets PPDUP_SET_CONFIG with vector clock 1.
     let mut dup = fake_dup.accept();
     let m = wait_dup(&mut dup, |m| matches!(m, Message::PpdupSetConfig(_)));
-    let Message::PpdupSetConfig(sc) = m else { unreachable!() };
+    let Message::PpdupSetConfig(sc) = m else {
+        unreachable!()
+    };
     assert_eq!(sc.vclock, 1);
     assert_eq!(sc.collection.as_deref(), Some(&b"web"[..]));
-    assert!(sc.config.get(b"web").and_then(|s| s.get(b"dupservers")).is_some(), "only the ppdup section: {sc:?}");
+    assert!(
+        sc.config
+            .get(b"web")
+            .and_then(|s| s.get(b"dupservers"))
+            .is_some(),
+        "only the ppdup section: {sc:?}"
+    );
     // Routes: one to us, one elsewhere (3.1.5.7); ASK_ROUTE lists both, then LAST_ROUTE (3.1.5.8).
     for (node_id, attr) in [("n1", "mine.com"), ("n2", "theirs.com")] {
         mn.send(&Message::CmdUmAddRoute(AddRoute {
-            collection: b("web"), node_id: b(node_id), routing_attr: b(attr),
-            site: b(&format!("www.{attr}")), addrinfo: None, ttl: 0,
+            collection: b("web"),
+            node_id: b(node_id),
+            routing_attr: b(attr),
+            site: b(&format!("www.{attr}")),
+            addrinfo: None,
+            ttl: 0,
         }));
     }
-    mn.send(&Message::CmdUmAskRoute(CollectionOnly { collection: b("web") }));
-    let m = wait_for(&mut mn, "ADD_ROUTE list", |m| matches!(m, Message::CmdUmAddRoutes(_)));
-    let Message::CmdUmAddRoutes(r) = m else { unreachable!() };
-    let got: BTreeSet<(Vec<u8>, Vec<u8>)> = r.routes.iter().map(|(a, n)| (a.to_vec(), n.to_vec())).collect();
-    assert_eq!(got, BTreeSet::from([(b"mine.com".to_vec(), b"n1".to_vec()), (b"theirs.com".to_vec(), b"n2".to_vec())]));
-    wait_for(&mut mn, "LAST_ROUTE", |m| matches!(m, Message::CmdUmLastRoute(_)));
+    mn.send(&Message::CmdUmAskRoute(CollectionOnly {
+        collection: b("web"),
+    }));
+    let m = wait_for(&mut mn, "ADD_ROUTE list", |m| {
+        matches!(m, Message::CmdUmAddRoutes(_))
+    });
+    let Message::CmdUmAddRoutes(r) = m else {
+        unreachable!()
+    };
+    let got: BTreeSet<(Vec<u8>, Vec<u8>)> = r
+        .routes
+        .iter()
+        .map(|(a, n)| (a.to_vec(), n.to_vec()))
+        .collect();
+    assert_eq!(
+        got,
+        BTreeSet::from([
+            (b"mine.com".to_vec(), b"n1".to_vec()),
+            (b"theirs.com".to_vec(), b"n2".to_vec())
+        ])
+    );
+    wait_for(&mut mn, "LAST_ROUTE", |m| {
+        matches!(m, Message::CmdUmLastRoute(_))
+    });
     // CONF_UPDATE: SET_CONFIG with the next clock; start URIs requeued: ours stay local, the
     // others go to the multinode scheduler (3.1.5.11, 3.1 forward links).
     mn.send(&Message::CmdAdmConfUpdate(ConfSpec {
         collection: b("web"),
-        config: dict_with(&["http://www.mine.com/", "http://www.theirs.com/", "http://new.net/"], Some(fake_dup.addr())),
+        config: dict_with(
+            &[
+                "http://www.mine.com/",
+                "http://www.theirs.com/",
+                "http://new.net/",
+            ],
+            Some(fake_dup.addr()),
+        ),
         epoch: None,
     }));
     let m = wait_dup(&mut dup, |m| matches!(m, Message::PpdupSetConfig(_)));
-    let Message::PpdupSetConfig(sc) = m else { unreachable!() };
+    let Message::PpdupSetConfig(sc) = m else {
+        unreachable!()
+    };
     assert_eq!(sc.vclock, 2);
     let mut forwarded = BTreeSet::new();
     while forwarded.len() < 2 {
-        let m = wait_for(&mut mn, "forwarded start URIs", |m| matches!(m, Message::CmdUmUri(_)));
-        let Message::CmdUmUri(u) = m else { unreachable!() };
+        let m = wait_for(&mut mn, "forwarded start URIs", |m| {
+            matches!(m, Message::CmdUmUri(_))
+        });
+        let Message::CmdUmUri(u) = m else {
+            unreachable!()
+        };
         forwarded.insert(String::from_utf8_lossy(&u.entry.uri.uri).into_owned());
     }
-    assert_eq!(forwarded, BTreeSet::from(["http://new.net/".to_string(), "http://www.theirs.com/".to_string()]));
+    assert_eq!(
+        forwarded,
+        BTreeSet::from([
+            "http://new.net/".to_string(),
+            "http://www.theirs.com/".to_string()
+        ])
+    );
     // 3.1.5.2 / 3.1.5.3: URIs to the back, URGs to the front.
     for i in 0..500 {
-        mn.send(&Message::CmdUmUri(UriMsg { collection: b("web"), entry: entry(&format!("http://www.mine.com/{i}")) }));
+        mn.send(&Message::CmdUmUri(UriMsg {
+            collection: b("web"),
+            entry: entry(&format!("http://www.mine.com/{i}")),
+        }));
     }
-    mn.send(&Message::CmdUmUriUrg(UriMsg { collection: b("web"), entry: entry("http://www.mine.com/urgent") }));
+    mn.send(&Message::CmdUmUriUrg(UriMsg {
+        collection: b("web"),
+        entry: entry("http://www.mine.com/urgent"),
+    }));
     // The keep-alive round trip shows every frame before it was handled (3.1.5.1).
     mn.send(&Message::CmdUmKeepalive);
-    wait_for(&mut mn, "KEEPALIVE_ACK", |m| *m == Message::CmdUmKeepaliveAck);
+    wait_for(&mut mn, "KEEPALIVE_ACK", |m| {
+        *m == Message::CmdUmKeepaliveAck
+    });
     // PPDUP_KEEPALIVE from the duplicate server is answered (3.1.5.27).
     dup.send(&Message::PpdupKeepalive);
     wait_dup(&mut dup, |m| *m == Message::PpdupKeepaliveAck);
@@ -494,31 +701,52 @@ fn a_node_registers_answers_routes_and_its_queue_survives_sigkill() {
     let _n = node(&data, fake_mn.addr(), "n1");
     let mut mn = fake_mn.accept();
     assert_eq!(mn.recv().unwrap(), init_of("n1", 15111));
-    mn.send(&Message::CmdUmAskRoute(CollectionOnly { collection: b("web") }));
-    let m = wait_for(&mut mn, "ADD_ROUTE list", |m| matches!(m, Message::CmdUmAddRoutes(_)));
-    let Message::CmdUmAddRoutes(r) = m else { unreachable!() };
+    mn.send(&Message::CmdUmAskRoute(CollectionOnly {
+        collection: b("web"),
+    }));
+    let m = wait_for(&mut mn, "ADD_ROUTE list", |m| {
+        matches!(m, Message::CmdUmAddRoutes(_))
+    });
+    let Message::CmdUmAddRoutes(r) = m else {
+        unreachable!()
+    };
     assert_eq!(r.routes.len(), 2);
     // 3.1.5.12: CONF_REMOVE: PPDUP_CONF_REMOVE and CONF_REMOVE2 to the duplicate server, then
     // DELETE_OK, and the collection's files are gone.
     let mut dup = fake_dup.accept();
     wait_dup(&mut dup, |m| matches!(m, Message::PpdupSetConfig(_)));
-    mn.send(&Message::CmdAdmConfRemove(CollectionOnly { collection: b("web") }));
+    mn.send(&Message::CmdAdmConfRemove(CollectionOnly {
+        collection: b("web"),
+    }));
     wait_dup(&mut dup, |m| matches!(m, Message::PpdupConfRemove(_)));
     wait_dup(&mut dup, |m| matches!(m, Message::PpdupConfRemove2(_)));
-    let m = wait_for(&mut mn, "DELETE_OK", |m| matches!(m, Message::CmdUmDeleteOk(_)));
-    assert_eq!(m, Message::CmdUmDeleteOk(CollectionOnly { collection: b("web") }));
+    let m = wait_for(&mut mn, "DELETE_OK", |m| {
+        matches!(m, Message::CmdUmDeleteOk(_))
+    });
+    assert_eq!(
+        m,
+        Message::CmdUmDeleteOk(CollectionOnly {
+            collection: b("web")
+        })
+    );
     assert!(!collection_dir(&data, b"web").exists());
 }
 
 fn init_of(node: &str, port: i64) -> Message<'static> {
-    Message::CmdUmInit(Init { node_id: b(node), xmlrpc_host: b("127.0.0.1"), xmlrpc_port: port })
+    Message::CmdUmInit(Init {
+        node_id: b(node),
+        xmlrpc_host: b("127.0.0.1"),
+        xmlrpc_port: port,
+    })
 }
 
 fn wait_dup(c: &mut Client, want: impl Fn(&Message<'static>) -> bool) -> Message<'static> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         assert!(Instant::now() < deadline);
-        let m = c.recv().expect("the node stays connected to the duplicate server");
+        let m = c
+            .recv()
+            .expect("the node stays connected to the duplicate server");
         if want(&m) {
             return m;
         }
@@ -536,25 +764,58 @@ fn a_node_suspends_quarantines_and_deletes_over_the_wire() {
     mn.send(&conf("web", dict_with(&[], None)));
     for i in 0..10 {
         let site = if i % 2 == 0 { "a.com" } else { "b.com" };
-        mn.send(&Message::CmdUmUri(UriMsg { collection: b("web"), entry: entry(&format!("http://{site}/{i}")) }));
+        mn.send(&Message::CmdUmUri(UriMsg {
+            collection: b("web"),
+            entry: entry(&format!("http://{site}/{i}")),
+        }));
     }
     // 3.1.5.16: delete two URIs; 3.1.5.15: delete a whole site.
-    mn.send(&Message::CmdUmDeleteUris(crawlfleet_core::msg::DeleteUris {
-        collection: b("web"),
-        uris: vec![(b("a.com"), vec![b("http://a.com/0"), b("http://a.com/2")])],
-        info: vec![(Value::owned_bytes(b"errcode".to_vec()), Value::owned_bytes(b"USR".to_vec()))],
-    }));
-    mn.send(&Message::CmdUmDeleteSite(crawlfleet_core::msg::DeleteSite { collection: b("web"), site: b("b.com") }));
+    mn.send(&Message::CmdUmDeleteUris(
+        crawlfleet_core::msg::DeleteUris {
+            collection: b("web"),
+            uris: vec![(b("a.com"), vec![b("http://a.com/0"), b("http://a.com/2")])],
+            info: vec![(
+                Value::owned_bytes(b"errcode".to_vec()),
+                Value::owned_bytes(b"USR".to_vec()),
+            )],
+        },
+    ));
+    mn.send(&Message::CmdUmDeleteSite(
+        crawlfleet_core::msg::DeleteSite {
+            collection: b("web"),
+            site: b("b.com"),
+        },
+    ));
     // 3.1.5.18: quarantine with requeue puts the site at the front.
-    mn.send(&Message::CmdUmQuarantineSiteRequeue(Quarantine { collection: b("web"), site: b("c.com"), seconds: 60 }));
+    mn.send(&Message::CmdUmQuarantineSiteRequeue(Quarantine {
+        collection: b("web"),
+        site: b("c.com"),
+        seconds: 60,
+    }));
     // 3.1.5.4: suspend (state 4), persisted.
-    mn.send(&Message::CmdAdmConfSuspend(crawlfleet_core::msg::ConfSuspend { collection: b("web"), state: 4 }));
+    mn.send(&Message::CmdAdmConfSuspend(
+        crawlfleet_core::msg::ConfSuspend {
+            collection: b("web"),
+            state: 4,
+        },
+    ));
     mn.send(&Message::CmdUmKeepalive);
-    wait_for(&mut mn, "KEEPALIVE_ACK", |m| *m == Message::CmdUmKeepaliveAck);
+    wait_for(&mut mn, "KEEPALIVE_ACK", |m| {
+        *m == Message::CmdUmKeepaliveAck
+    });
     std::thread::sleep(Duration::from_millis(300));
     n.kill();
     let q: Vec<String> = queued(&data, "web").into_iter().map(|(u, _)| u).collect();
-    assert_eq!(q, vec!["http://c.com/", "http://a.com/4", "http://a.com/6", "http://a.com/8"]);
-    let meta = crawlfleet_core::sched::node::read_meta(&collection_dir(&data, b"web").join("meta")).unwrap();
+    assert_eq!(
+        q,
+        vec![
+            "http://c.com/",
+            "http://a.com/4",
+            "http://a.com/6",
+            "http://a.com/8"
+        ]
+    );
+    let meta = crawlfleet_core::sched::node::read_meta(&collection_dir(&data, b"web").join("meta"))
+        .unwrap();
     assert_eq!(meta.get(b"state").and_then(Value::as_i64), Some(4));
 }

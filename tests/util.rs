@@ -158,7 +158,10 @@ impl Role {
     pub fn start(args: &[&str]) -> Role {
         let mut child = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
             .args(args)
-            .env("RUST_LOG", std::env::var("CF_TEST_LOG").unwrap_or_else(|_| "warn".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("CF_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -198,7 +201,6 @@ pub fn temp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     d
 }
-
 
 /// A peer speaking FSCMT frames over one connection.
 pub struct Client {
@@ -266,4 +268,3 @@ impl Client {
         }
     }
 }
-

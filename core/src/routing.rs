@@ -32,7 +32,12 @@ pub struct RoutingError {
 
 impl fmt::Display for RoutingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "routing database {}: {}", self.path.display(), self.error)
+        write!(
+            f,
+            "routing database {}: {}",
+            self.path.display(),
+            self.error
+        )
     }
 }
 
@@ -94,7 +99,10 @@ impl RoutingDb {
                     break;
                 }
                 let Some(op) = Op::parse(&payload) else {
-                    warn!("{}: unreadable record at byte {good_len}: cut", path.display());
+                    warn!(
+                        "{}: unreadable record at byte {good_len}: cut",
+                        path.display()
+                    );
                     break;
                 };
                 match op {
@@ -374,7 +382,10 @@ mod tests {
         let d: Vec<_> = db.routes(b"d").collect();
         assert_eq!(
             d,
-            vec![(&b"example.org"[..], &b"n1"[..]), (&b"x.org"[..], &b"n2"[..])]
+            vec![
+                (&b"example.org"[..], &b"n1"[..]),
+                (&b"x.org"[..], &b"n2"[..])
+            ]
         );
         assert_eq!(db.load(b"n1"), 1);
     }

@@ -78,7 +78,11 @@ pub struct NodeArgs {
     #[arg(long, required_unless_present = "standalone")]
     pub node_id: Option<String>,
     /// The multinode scheduler to register with; required unless --standalone.
-    #[arg(long, required_unless_present = "standalone", conflicts_with = "standalone")]
+    #[arg(
+        long,
+        required_unless_present = "standalone",
+        conflicts_with = "standalone"
+    )]
     pub multinode: Option<SocketAddr>,
     /// Run without a multinode scheduler (FSCADM IsDistributed = 0).
     #[arg(long)]

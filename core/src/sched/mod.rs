@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use crate::frame::{self, Priority};
 use crate::marshal::Value;
-use crate::msg::types::{uri_flags};
+use crate::msg::types::uri_flags;
 use crate::msg::{CrawlQueueEntry, Message, UriStructure};
 use crate::queue;
 

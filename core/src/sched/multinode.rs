@@ -37,14 +37,17 @@ use super::dns::{DnsCache, DnsEntry};
 use super::{file_name, parse_record, record, show, start_uri_entry, start_uris, Outbox, PeerId};
 use crate::frame::{self, Priority};
 use crate::marshal::{Limits, Value};
-use crate::msg::types::{conf_state};
+use crate::msg::types::conf_state;
 use crate::msg::{
-    AddRoute, AddrInfo, Bytes, CollectionOnly, ConfRefresh, ConfSpec, ConfState,
-    ConfSuspend, CrawlQueueEntry, DeleteSite, DeleteUris, DnsReply, FeedingSuspend, Message,
-    PreemptSite, Quarantine, ReprocessSite, StartCrawlIpReply, UriMsg,
+    AddRoute, AddrInfo, Bytes, CollectionOnly, ConfRefresh, ConfSpec, ConfState, ConfSuspend,
+    CrawlQueueEntry, DeleteSite, DeleteUris, DnsReply, FeedingSuspend, Message, PreemptSite,
+    Quarantine, ReprocessSite, StartCrawlIpReply, UriMsg,
 };
 use crate::queue::{CrawlQueue, QueueError, QueueOptions, SyncPolicy};
 use crate::routing::{crawl_site, routing_attribute, RoutingDb, RoutingError};
+
+/// The XML-RPC (host, port) a node reported in CMD_UM_INIT.
+pub type XmlRpcAddr = (Vec<u8>, i64);
 
 /// Settings of the multinode scheduler.
 #[derive(Clone, Debug)]
@@ -249,11 +252,17 @@ impl Multinode {
             out: Outbox::new(),
         };
         for meta in m.dirs.load_all()? {
-            let Some(name) = meta.get(b"name").and_then(Value::as_bytes).map(<[u8]>::to_vec)
+            let Some(name) = meta
+                .get(b"name")
+                .and_then(Value::as_bytes)
+                .map(<[u8]>::to_vec)
             else {
                 continue;
             };
-            let dict = meta.get(b"dspec").cloned().unwrap_or(Value::Dict(Vec::new()));
+            let dict = meta
+                .get(b"dspec")
+                .cloned()
+                .unwrap_or(Value::Dict(Vec::new()));
             let state = meta
                 .get(b"state")
                 .and_then(Value::as_i64)
@@ -314,7 +323,7 @@ impl Multinode {
     }
 
     /// The registered node ids and the XML-RPC (host, port) each reported in CMD_UM_INIT.
-    pub fn nodes(&self) -> Vec<(Vec<u8>, Option<(Vec<u8>, i64)>)> {
+    pub fn nodes(&self) -> Vec<(Vec<u8>, Option<XmlRpcAddr>)> {
         self.nodes
             .iter()
             .map(|(n, p)| (n.clone(), self.peers.get(p).and_then(|p| p.xmlrpc.clone())))
@@ -532,7 +541,10 @@ impl Multinode {
         }
         let target = site
             .and_then(|s| std::str::from_utf8(s).ok())
-            .and_then(|s| self.routing.get(collection, routing_attribute(s).as_bytes()))
+            .and_then(|s| {
+                self.routing
+                    .get(collection, routing_attribute(s).as_bytes())
+            })
             .and_then(|n| self.nodes.get(n).copied());
         match target {
             Some(p) => self.send(p, m),
@@ -726,21 +738,22 @@ impl Multinode {
                     self.ip_locks.remove(s.ip.as_ref());
                 }
             }
-            Message::CmdUmConfStateRequest(c) => match self.collections.get(c.collection.as_ref())
-            {
-                Some(col) => {
-                    let reply = Message::CmdUmConfState(ConfState {
-                        collection: c.collection,
-                        state: col.state,
-                    });
-                    self.send(peer, &reply);
+            Message::CmdUmConfStateRequest(c) => {
+                match self.collections.get(c.collection.as_ref()) {
+                    Some(col) => {
+                        let reply = Message::CmdUmConfState(ConfState {
+                            collection: c.collection,
+                            state: col.state,
+                        });
+                        self.send(peer, &reply);
+                    }
+                    None => warn!(
+                        "node {}: CMD_UM_CONF_STATE for unknown collection {}",
+                        show(&node),
+                        show(&c.collection)
+                    ),
                 }
-                None => warn!(
-                    "node {}: CMD_UM_CONF_STATE for unknown collection {}",
-                    show(&node),
-                    show(&c.collection)
-                ),
-            },
+            }
             Message::CmdUmDeleteOk(c) => {
                 if let Some(col) = self.collections.get_mut(c.collection.as_ref()) {
                     if let Some(r) = col.removing.as_mut() {

@@ -34,13 +34,12 @@ use super::multinode::SchedError;
 use super::{parse_record, record, show, start_uri_entry, start_uris, Outbox};
 use crate::frame::Priority;
 use crate::marshal::{self, Limits, Value};
-use crate::msg::types::{conf_state};
-use crate::msg::types::{refresh_options};
-use crate::msg::types::{uri_flags};
+use crate::msg::types::conf_state;
+use crate::msg::types::refresh_options;
+use crate::msg::types::uri_flags;
 use crate::msg::{
-    AddRoute, Bytes, Checksum, CollectionOnly,
-    CrawlQueueEntry, Init, Log, Message, PpdupChecksum, PpdupConfRemove, PpdupSetConfig,
-    RouteList, StartCrawlIp, Stat, StopCrawlIp, UriMsg,
+    AddRoute, Bytes, Checksum, CollectionOnly, CrawlQueueEntry, Init, Log, Message, PpdupChecksum,
+    PpdupConfRemove, PpdupSetConfig, RouteList, StartCrawlIp, Stat, StopCrawlIp, UriMsg,
 };
 use crate::queue::{CrawlQueue, QueueOptions, SyncPolicy};
 use crate::routing::{crawl_site, routing_attribute, RoutingDb};
@@ -258,7 +257,11 @@ impl NodeScheduler {
             c.refresh_cycle = m.get(b"cycle").and_then(Value::as_i64).unwrap_or(0);
             c.feeding_all_suspended = m.get(b"feeding_all").and_then(Value::as_i64) == Some(1);
             if let Some(l) = m.get(b"feeding").and_then(Value::as_list) {
-                c.feeding_suspended = l.iter().filter_map(|v| v.as_bytes()).map(<[u8]>::to_vec).collect();
+                c.feeding_suspended = l
+                    .iter()
+                    .filter_map(|v| v.as_bytes())
+                    .map(<[u8]>::to_vec)
+                    .collect();
             }
             info!(
                 "collection {}: state {}, {} queued, {} quarantined",
@@ -316,7 +319,10 @@ impl NodeScheduler {
             ("dspec", c.dict.clone()),
             ("state", Value::int(c.state)),
             ("cycle", Value::int(c.refresh_cycle)),
-            ("feeding_all", Value::int(i64::from(c.feeding_all_suspended))),
+            (
+                "feeding_all",
+                Value::int(i64::from(c.feeding_all_suspended)),
+            ),
             ("feeding", Value::list(feeding)),
         ]);
         Ok(self.dirs.save(name, &m)?)
@@ -334,7 +340,10 @@ impl NodeScheduler {
 
     /// Collections and their states.
     pub fn collections(&self) -> Vec<(Vec<u8>, i64)> {
-        self.collections.iter().map(|(n, c)| (n.clone(), c.state)).collect()
+        self.collections
+            .iter()
+            .map(|(n, c)| (n.clone(), c.state))
+            .collect()
     }
 
     /// A collection's configuration dict.
@@ -387,7 +396,12 @@ impl NodeScheduler {
         let mut v: Vec<_> = self
             .collections
             .get(collection)
-            .map(|c| c.active.iter().map(|(s, i)| (s.clone(), i.clone())).collect())
+            .map(|c| {
+                c.active
+                    .iter()
+                    .map(|(s, i)| (s.clone(), i.clone()))
+                    .collect()
+            })
             .unwrap_or_default();
         v.sort();
         v
@@ -415,14 +429,14 @@ impl NodeScheduler {
             .collect()
     }
 
-    fn to_multinode(&mut self, priority: Priority, m: &Message<'_>) {
+    fn send_multinode(&mut self, priority: Priority, m: &Message<'_>) {
         if self.opts.standalone {
             return;
         }
         self.out.send(Dest::Multinode, priority, m);
     }
 
-    fn to_dups(&mut self, servers: &[String], priority: Priority, m: &Message<'_>) {
+    fn send_dups(&mut self, servers: &[String], priority: Priority, m: &Message<'_>) {
         for s in servers {
             self.out.send(Dest::Dup(s.clone()), priority, m);
         }
@@ -532,7 +546,7 @@ impl NodeScheduler {
     ) -> Result<(), SchedError> {
         match m {
             Message::CmdUmKeepalive => {
-                self.to_multinode(Priority::Normal, &Message::CmdUmKeepaliveAck)
+                self.send_multinode(Priority::Normal, &Message::CmdUmKeepaliveAck)
             }
             Message::CmdUmKeepaliveAck => self.multinode_keepalive_pending = false,
             Message::CmdUmUri(u) => self.on_uri(&u, false)?,
@@ -544,7 +558,10 @@ impl NodeScheduler {
                         | conf_state::SUSPENDED_DISK
                         | conf_state::SUSPENDED_VARIABLE_DELAY
                 ) {
-                    warn!("CMD_ADM_CONF_SUSPEND with state {}: not 4, 5 or 8; ignored", s.state);
+                    warn!(
+                        "CMD_ADM_CONF_SUSPEND with state {}: not 4, 5 or 8; ignored",
+                        s.state
+                    );
                 } else if self.set_state(&s.collection, s.state)? {
                     // 3.1.5.4: stop crawling every site of the collection.
                     self.stop_sites(&s.collection, |_| true, true)?;
@@ -587,9 +604,10 @@ impl NodeScheduler {
             Message::CmdAdmConfRemove(c) => self.conf_remove(&c.collection)?,
             Message::CmdAdmPreemptSite(p) => {
                 let site = String::from_utf8_lossy(&p.site).into_owned();
-                let active = self.collections.get(p.collection.as_ref()).is_some_and(|c| {
-                    c.active.contains_key(&site) || c.waiting.contains_key(&site)
-                });
+                let active = self
+                    .collections
+                    .get(p.collection.as_ref())
+                    .is_some_and(|c| c.active.contains_key(&site) || c.waiting.contains_key(&site));
                 // 3.1.5.13: ignored unless the site is being crawled.
                 if active {
                     self.stop_sites(&p.collection, |s| s == site, p.requeue)?;
@@ -615,13 +633,17 @@ impl NodeScheduler {
                     .collect();
                 self.delete_matching(&d.collection, |_, u| uris.contains(u))?;
             }
-            Message::CmdUmQuarantineSite(q) => self.quarantine(&q.collection, &q.site, q.seconds, false, now)?,
+            Message::CmdUmQuarantineSite(q) => {
+                self.quarantine(&q.collection, &q.site, q.seconds, false, now)?
+            }
             Message::CmdUmQuarantineSiteRequeue(q) => {
                 self.quarantine(&q.collection, &q.site, q.seconds, true, now)?
             }
             Message::CmdUmDnsReply(r) => {
                 let e = DnsEntry {
-                    addrinfo: r.addrinfo.map(|v| v.into_iter().map(|a| a.into_owned()).collect()),
+                    addrinfo: r
+                        .addrinfo
+                        .map(|v| v.into_iter().map(|a| a.into_owned()).collect()),
                     resolved_at: r.resolved_at,
                     ttl: r.ttl,
                 };
@@ -644,7 +666,10 @@ impl NodeScheduler {
                             d.updated = true;
                         } else {
                             // 3.1.5.22: not the reply to the latest SET_CONFIG.
-                            debug!("{addr}: stale PPDUP_CONFIG_ACK ({} != {})", a.vclock, d.vclock);
+                            debug!(
+                                "{addr}: stale PPDUP_CONFIG_ACK ({} != {})",
+                                a.vclock, d.vclock
+                            );
                         }
                     }
                 }
@@ -683,7 +708,11 @@ impl NodeScheduler {
             ),
             Message::PpdupKeepalive => {
                 if let Dest::Dup(a) = from {
-                    self.out.send(Dest::Dup(a.clone()), Priority::Normal, &Message::PpdupKeepaliveAck);
+                    self.out.send(
+                        Dest::Dup(a.clone()),
+                        Priority::Normal,
+                        &Message::PpdupKeepaliveAck,
+                    );
                 }
             }
             Message::PpdupKeepaliveAck => {
@@ -714,7 +743,10 @@ impl NodeScheduler {
     /// 3.1.5.2 / 3.1.5.3.
     fn on_uri(&mut self, u: &UriMsg<'_>, urgent: bool) -> Result<(), SchedError> {
         let Some(c) = self.collections.get_mut(u.collection.as_ref()) else {
-            warn!("CMD_UM_URI for unknown collection {} dropped", show(&u.collection));
+            warn!(
+                "CMD_UM_URI for unknown collection {} dropped",
+                show(&u.collection)
+            );
             return Ok(());
         };
         let rec = record(&u.entry, urgent);
@@ -764,7 +796,7 @@ impl NodeScheduler {
             } else {
                 Message::CmdUmUri(u)
             };
-            self.to_multinode(Priority::Normal, &m);
+            self.send_multinode(Priority::Normal, &m);
         }
         Ok(true)
     }
@@ -798,9 +830,9 @@ impl NodeScheduler {
                 collection: owned(name),
                 routes: chunk.to_vec(),
             });
-            self.to_multinode(Priority::Normal, &m);
+            self.send_multinode(Priority::Normal, &m);
         }
-        self.to_multinode(
+        self.send_multinode(
             Priority::Normal,
             &Message::CmdUmLastRoute(CollectionOnly {
                 collection: owned(name),
@@ -836,7 +868,10 @@ impl NodeScheduler {
     /// 3.1.5.11.
     pub fn conf_update(&mut self, name: &[u8], dict: Value<'static>) -> Result<(), SchedError> {
         let Some(c) = self.collections.get_mut(name) else {
-            warn!("CMD_ADM_CONF_UPDATE for unknown collection {} ignored", show(name));
+            warn!(
+                "CMD_ADM_CONF_UPDATE for unknown collection {} ignored",
+                show(name)
+            );
             return Ok(());
         };
         c.dict = dict;
@@ -867,9 +902,11 @@ impl NodeScheduler {
     fn conf_remove(&mut self, name: &[u8]) -> Result<(), SchedError> {
         if !self.collections.contains_key(name) {
             warn!("CMD_ADM_CONF_REMOVE for unknown collection {}", show(name));
-            self.to_multinode(
+            self.send_multinode(
                 Priority::Normal,
-                &Message::CmdUmDeleteOk(CollectionOnly { collection: owned(name) }),
+                &Message::CmdUmDeleteOk(CollectionOnly {
+                    collection: owned(name),
+                }),
             );
             return Ok(());
         }
@@ -890,14 +927,18 @@ impl NodeScheduler {
             collection: owned(name),
             ppdup_id: None,
         });
-        self.to_dups(&servers, Priority::High, &m);
+        self.send_dups(&servers, Priority::High, &m);
         // 4. PPDUP_CONF_REMOVE2 at the back.
-        let m = Message::PpdupConfRemove2(CollectionOnly { collection: owned(name) });
-        self.to_dups(&servers, Priority::Normal, &m);
+        let m = Message::PpdupConfRemove2(CollectionOnly {
+            collection: owned(name),
+        });
+        self.send_dups(&servers, Priority::Normal, &m);
         // 5. CMD_UM_DELETE_OK.
-        self.to_multinode(
+        self.send_multinode(
             Priority::Normal,
-            &Message::CmdUmDeleteOk(CollectionOnly { collection: owned(name) }),
+            &Message::CmdUmDeleteOk(CollectionOnly {
+                collection: owned(name),
+            }),
         );
         info!("collection {} removed", show(name));
         Ok(())
@@ -1018,7 +1059,7 @@ impl NodeScheduler {
                     ip: owned(ip.as_bytes()),
                     site: owned(site.as_bytes()),
                 });
-                self.to_multinode(Priority::Normal, &m);
+                self.send_multinode(Priority::Normal, &m);
             }
         }
     }
@@ -1092,9 +1133,12 @@ impl NodeScheduler {
                 ppdup_id: None,
                 dbname: None,
             });
-            self.to_dups(&servers, Priority::Normal, &m);
+            self.send_dups(&servers, Priority::Normal, &m);
         }
-        info!("collection {}: {dropped} queued entries deleted", show(name));
+        info!(
+            "collection {}: {dropped} queued entries deleted",
+            show(name)
+        );
         Ok(())
     }
 
@@ -1116,7 +1160,8 @@ impl NodeScheduler {
         self.stop_sites(name, |s| s == site, true)?;
         let c = self.collections.get_mut(name).expect("checked above");
         // 2. On the quarantine list until the period ends.
-        c.quarantine.insert(site.clone(), now.saturating_add(seconds.max(0)));
+        c.quarantine
+            .insert(site.clone(), now.saturating_add(seconds.max(0)));
         if requeue {
             // 3.1.5.18: the site goes to the front of the crawl queue (it waits in the
             // quarantine queue until the quarantine ends, then comes back first).
@@ -1124,7 +1169,10 @@ impl NodeScheduler {
             e.uri_flags = uri_flags::URIF_SITEURI;
             c.queue.push_front(&record(&e, true))?;
         }
-        info!("collection {}: site {site} quarantined for {seconds} s", show(name));
+        info!(
+            "collection {}: site {site} quarantined for {seconds} s",
+            show(name)
+        );
         Ok(())
     }
 
@@ -1155,7 +1203,10 @@ impl NodeScheduler {
                     .and_then(|(e, _)| crawl_site(&e.uri.uri));
                 let Some(site) = site else {
                     c.counters.uris_dropped += 1;
-                    warn!("collection {}: entry without a crawl site dropped", show(&name));
+                    warn!(
+                        "collection {}: entry without a crawl site dropped",
+                        show(&name)
+                    );
                     continue;
                 };
                 if c.quarantine.get(&site).is_some_and(|&t| t > now)
@@ -1208,7 +1259,13 @@ impl NodeScheduler {
         out
     }
 
-    fn resolve_site(&mut self, name: &[u8], site: &str, host: &str, now: i64) -> Result<(), SchedError> {
+    fn resolve_site(
+        &mut self,
+        name: &[u8],
+        site: &str,
+        host: &str,
+        now: i64,
+    ) -> Result<(), SchedError> {
         if host.parse::<std::net::IpAddr>().is_ok() {
             return self.ask_permission(name, site, host);
         }
@@ -1233,7 +1290,7 @@ impl NodeScheduler {
                             collection: owned(name),
                             host: owned(host.as_bytes()),
                         });
-                        self.to_multinode(Priority::Normal, &m);
+                        self.send_multinode(Priority::Normal, &m);
                     }
                 }
                 Ok(())
@@ -1284,7 +1341,11 @@ impl NodeScheduler {
     }
 
     fn ask_permission(&mut self, name: &[u8], site: &str, ip: &str) -> Result<(), SchedError> {
-        if let Some(w) = self.collections.get_mut(name).and_then(|c| c.waiting.get_mut(site)) {
+        if let Some(w) = self
+            .collections
+            .get_mut(name)
+            .and_then(|c| c.waiting.get_mut(site))
+        {
             w.ip = Some(ip.to_string());
         }
         if self.opts.standalone {
@@ -1303,7 +1364,7 @@ impl NodeScheduler {
             site: owned(site.as_bytes()),
             store_id: 0,
         });
-        self.to_multinode(Priority::Normal, &m);
+        self.send_multinode(Priority::Normal, &m);
         Ok(())
     }
 
@@ -1337,7 +1398,8 @@ impl NodeScheduler {
                 }
             }
             // Blocked for 30 minutes, its entries at the front of the crawl queue.
-            c.blocked.insert(site.to_string(), now.saturating_add(block));
+            c.blocked
+                .insert(site.to_string(), now.saturating_add(block));
             c.counters.sites_blocked += 1;
             for r in w.records.iter().rev() {
                 c.queue.push_front(r)?;
@@ -1345,7 +1407,11 @@ impl NodeScheduler {
             info!(
                 "collection {}: site {site} ({ip}) blocked for {block} s ({})",
                 show(name),
-                if over { "too many sites on the IP" } else { "IP crawled by another node" }
+                if over {
+                    "too many sites on the IP"
+                } else {
+                    "IP crawled by another node"
+                }
             );
             return Ok(());
         }
@@ -1382,7 +1448,7 @@ impl NodeScheduler {
             ppdup_id: None,
             dbname: None,
         });
-        self.to_dups(&servers, Priority::Normal, &m);
+        self.send_dups(&servers, Priority::Normal, &m);
         true
     }
 
@@ -1397,7 +1463,7 @@ impl NodeScheduler {
             warn!("the multinode scheduler did not answer the last CMD_UM_KEEPALIVE");
         }
         self.multinode_keepalive_pending = true;
-        self.to_multinode(Priority::Normal, &Message::CmdUmKeepalive);
+        self.send_multinode(Priority::Normal, &Message::CmdUmKeepalive);
     }
 
     /// Duplicate Server Keep-Alive timer (3.1.6).
@@ -1414,7 +1480,8 @@ impl NodeScheduler {
                 warn!("duplicate server {a} did not answer the last PPDUP_KEEPALIVE");
             }
             d.keepalive_pending = true;
-            self.out.send(Dest::Dup(a), Priority::Normal, &Message::PpdupKeepalive);
+            self.out
+                .send(Dest::Dup(a), Priority::Normal, &Message::PpdupKeepalive);
         }
     }
 
@@ -1432,7 +1499,9 @@ impl NodeScheduler {
             let n = c.quarantine_queue.len();
             let mut free = Vec::new();
             for _ in 0..n {
-                let Some(rec) = c.quarantine_queue.pop_front()? else { break };
+                let Some(rec) = c.quarantine_queue.pop_front()? else {
+                    break;
+                };
                 let site = parse_record(&rec)
                     .ok()
                     .and_then(|(e, _)| crawl_site(&e.uri.uri))
@@ -1446,7 +1515,11 @@ impl NodeScheduler {
             for r in free.iter().rev() {
                 c.queue.push_front(r)?;
             }
-            debug!("collection {}: {} entries back from quarantine", show(name), free.len());
+            debug!(
+                "collection {}: {} entries back from quarantine",
+                show(name),
+                free.len()
+            );
         }
         Ok(())
     }
@@ -1472,7 +1545,7 @@ impl NodeScheduler {
             }));
         }
         for m in msgs {
-            self.to_multinode(Priority::Normal, &m);
+            self.send_multinode(Priority::Normal, &m);
         }
     }
 
@@ -1484,7 +1557,7 @@ impl NodeScheduler {
             logfile: owned(logfile),
             message: owned(message),
         });
-        self.to_multinode(Priority::Normal, &m);
+        self.send_multinode(Priority::Normal, &m);
     }
 
     /// Makes queues and routes durable (the shell's sync timer).
