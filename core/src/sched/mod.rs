@@ -115,3 +115,6 @@ pub fn file_name(name: &[u8]) -> String {
 pub fn show(name: &[u8]) -> Cow<'_, str> {
     String::from_utf8_lossy(name)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,658 @@
+//! The scheduler state machines driven message by message: the node scheduler's site manager
+//! (3.1.5.21 START_CRAWL_IP with the 30-minute block and the 10-sites-per-IP rule), quarantine
+//! (3.1.5.17-18), suspend (3.1.5.4), feeding (3.1.5.6), refresh (3.1.5.9), the duplicate-server
+//! messages (3.1.5.22-27) and statistics (3.1.6); the multinode scheduler's collection removal
+//! with DELETE_OK (3.2.5.14), relays, and statistics aggregation (3.2.5.6).
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+use super::dns::DnsEntry;
+use super::multinode::{merge_stats, Multinode, MultinodeOptions};
+use super::node::{Dest, NodeOptions, NodeScheduler};
+use super::{parse_record, Outbox};
+use crate::frame::{self, Priority};
+use crate::marshal::{Limits, Value};
+use crate::msg::types::conf_state;
+use crate::msg::{
+    AddrInfo, Checksum, CollectionOnly, ConfRefresh, ConfSpec, ConfState, ConfSuspend,
+    CrawlQueueEntry, FeedingSuspend, Init, Message, PpdupAddOk, PpdupConfigAck, PpdupPromoteReq,
+    PreemptSite, Quarantine, StartCrawlIpReply, Stat, UriMsg, UriStructure,
+};
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "cf-sched-{name}-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ))
+}
+
+fn b(s: &str) -> Cow<'static, [u8]> {
+    Cow::Owned(s.as_bytes().to_vec())
+}
+
+fn dict(pairs: Vec<(&str, Value<'static>)>) -> Value<'static> {
+    super::collections::meta(pairs)
+}
+
+fn config(start: &[&str], dup: Option<&str>) -> Value<'static> {
+    let mut p = vec![(
+        "start_uris",
+        Value::list(
+            start
+                .iter()
+                .map(|s| Value::owned_bytes(s.as_bytes().to_vec()))
+                .collect(),
+        ),
+    )];
+    if let Some(d) = dup {
+        p.push((
+            "ppdup",
+            dict(vec![(
+                "dupservers",
+                Value::list(vec![Value::owned_bytes(d.as_bytes().to_vec())]),
+            )]),
+        ));
+    }
+    dict(p)
+}
+
+fn entry(uri: &str) -> CrawlQueueEntry<'static> {
+    CrawlQueueEntry::new(UriStructure::unparsed(b(uri)))
+}
+
+fn uri(coll: &str, u: &str) -> Message<'static> {
+    Message::CmdUmUri(UriMsg {
+        collection: b(coll),
+        entry: entry(u),
+    })
+}
+
+/// The messages of an outbox, decoded, with their destinations.
+fn decoded<D: Clone>(out: Outbox<D>) -> Vec<(D, Priority, Message<'static>)> {
+    out.sends
+        .into_iter()
+        .map(|(d, p, bytes)| {
+            let (body, _) = frame::split(&bytes, &Limits::default()).unwrap().unwrap();
+            let (_, m) = frame::decode_message(body, &Limits::default()).unwrap();
+            (d, p, m.into_owned())
+        })
+        .collect()
+}
+
+fn node(name: &str) -> (NodeScheduler, PathBuf) {
+    let dir = tmp(name);
+    let n = NodeScheduler::open(&dir, NodeOptions::new(b"n1")).unwrap();
+    (n, dir)
+}
+
+const MN: Dest = Dest::Multinode;
+
+fn start_reply(coll: &str, ip: &str, site: &str, allowed: bool) -> Message<'static> {
+    Message::CmdUmStartCrawlIpReply(StartCrawlIpReply {
+        collection: b(coll),
+        ip: b(ip),
+        site: b(site),
+        store_id: 0,
+        allowed,
+    })
+}
+
+#[test]
+fn sites_start_only_with_permission_and_at_most_ten_per_ip() {
+    let (mut n, _) = node("permission");
+    n.handle_message(
+        &MN,
+        Message::CmdAdmConfAdd(ConfSpec {
+            collection: b("c"),
+            config: config(&[], None),
+            epoch: None,
+        }),
+        0,
+    )
+    .unwrap();
+    for i in 0..12 {
+        n.handle_message(&MN, uri("c", &format!("http://10.0.0.1:{}/x", 8000 + i)), 0)
+            .unwrap();
+    }
+    n.handle_message(&MN, uri("c", "http://10.0.0.2/y"), 0)
+        .unwrap();
+    n.take_output();
+    n.dispatch(100, 1000).unwrap();
+    // An IP-literal site needs no DNS: one START_CRAWL_IP request per site.
+    let asks: Vec<_> = decoded(n.take_output())
+        .into_iter()
+        .filter_map(|(_, _, m)| match m {
+            Message::CmdUmStartCrawlIp(s) => Some((s.ip.to_vec(), s.site.to_vec())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asks.len(), 13);
+    assert!(
+        n.take_ready(100).is_empty(),
+        "nothing is fetched before permission"
+    );
+    // Refused: blocked 30 minutes, entries back at the front of the queue.
+    n.handle_message(&MN, start_reply("c", "10.0.0.2", "10.0.0.2", false), 1000)
+        .unwrap();
+    assert!(n.is_held(b"c", "10.0.0.2", 1000));
+    assert!(n.is_held(b"c", "10.0.0.2", 1000 + 1799));
+    assert!(!n.is_held(b"c", "10.0.0.2", 1000 + 1800));
+    // Allowed: ten sites on 10.0.0.1 start, the eleventh and twelfth are blocked.
+    for i in 0..12 {
+        let site = format!("10.0.0.1:{}", 8000 + i);
+        n.handle_message(&MN, start_reply("c", "10.0.0.1", &site, true), 1000)
+            .unwrap();
+    }
+    assert_eq!(n.active_sites(b"c").len(), 10);
+    assert!(n.is_held(b"c", "10.0.0.1:8010", 1000) && n.is_held(b"c", "10.0.0.1:8011", 1000));
+    let ready = n.take_ready(100);
+    assert_eq!(ready.len(), 10);
+    assert!(ready.iter().all(|r| r.ip == "10.0.0.1"));
+    // Blocked sites' entries wait in the quarantine queue when dispatched again...
+    n.dispatch(100, 1001).unwrap();
+    assert_eq!(n.queued(b"c"), Some((0, 3)));
+    // ... and come back when the block ends (Quarantine timer).
+    n.quarantine_tick(1000 + 1800).unwrap();
+    assert_eq!(n.queued(b"c"), Some((3, 0)));
+    // A site that ends releases its IP only when it was the last one on it.
+    n.take_output();
+    for i in 0..10 {
+        n.site_done(b"c", &format!("10.0.0.1:{}", 8000 + i));
+    }
+    let stops: Vec<_> = decoded(n.take_output())
+        .into_iter()
+        .filter(|(_, _, m)| matches!(m, Message::CmdUmStopCrawlIp(_)))
+        .collect();
+    assert_eq!(
+        stops.len(),
+        1,
+        "one STOP_CRAWL_IP when the IP's last site ends"
+    );
+}
+
+#[test]
+fn names_are_resolved_through_the_multinode_scheduler() {
+    let (mut n, _) = node("dns");
+    n.conf_add(b"c", config(&[], None)).unwrap();
+    n.handle_message(&MN, uri("c", "http://www.example.com/a"), 0)
+        .unwrap();
+    n.handle_message(&MN, uri("c", "http://www.example.com/b"), 0)
+        .unwrap();
+    n.handle_message(&MN, uri("c", "http://gone.example.net/"), 0)
+        .unwrap();
+    n.take_output();
+    n.dispatch(100, 10).unwrap();
+    let reqs: Vec<_> = decoded(n.take_output())
+        .into_iter()
+        .filter_map(|(_, _, m)| match m {
+            Message::CmdUmDnsRequest(r) => Some(r.host.to_vec()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reqs,
+        vec![b"www.example.com".to_vec(), b"gone.example.net".to_vec()]
+    );
+    // 3.1.5.19: the answer goes to the DNS database, and the site asks for its IP.
+    let addr = AddrInfo {
+        family: 2,
+        socktype: 1,
+        protocol: 6,
+        canonname: b(""),
+        address: b("93.184.216.34"),
+        port: 0,
+    };
+    let reply = Message::CmdUmDnsReply(crate::msg::DnsReply {
+        collection: b(""),
+        host: b("www.example.com"),
+        addrinfo: Some(vec![addr]),
+        resolved_at: 10,
+        ttl: 300,
+    });
+    n.handle_message(&MN, reply, 10).unwrap();
+    assert!(n.dns(b"www.example.com", 309).is_some());
+    assert!(n.dns(b"www.example.com", 310).is_none());
+    let asks: Vec<_> = decoded(n.take_output())
+        .into_iter()
+        .filter_map(|(_, _, m)| match m {
+            Message::CmdUmStartCrawlIp(s) => Some((s.ip.to_vec(), s.site.to_vec())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asks,
+        vec![(b"93.184.216.34".to_vec(), b"www.example.com".to_vec())]
+    );
+    // A failed lookup drops the site's entries (counted).
+    n.dns_answer(
+        "gone.example.net",
+        DnsEntry {
+            addrinfo: None,
+            resolved_at: 10,
+            ttl: 60,
+        },
+        10,
+    )
+    .unwrap();
+    assert_eq!(n.counters(b"c").unwrap().uris_dropped, 1);
+    n.handle_message(
+        &MN,
+        start_reply("c", "93.184.216.34", "www.example.com", true),
+        11,
+    )
+    .unwrap();
+    assert_eq!(n.take_ready(10).len(), 2);
+}
+
+#[test]
+fn quarantine_suspend_preempt_and_feeding() {
+    let (mut n, dir) = node("quarantine");
+    n.conf_add(b"c", config(&[], None)).unwrap();
+    n.handle_message(&MN, uri("c", "http://10.1.1.1/a"), 0)
+        .unwrap();
+    n.dispatch(10, 0).unwrap();
+    n.handle_message(&MN, start_reply("c", "10.1.1.1", "10.1.1.1", true), 0)
+        .unwrap();
+    assert_eq!(n.active_sites(b"c").len(), 1);
+    // 3.1.5.17: the active site stops, its entry waits; new entries for it are set aside.
+    n.take_output();
+    let q = Quarantine {
+        collection: b("c"),
+        site: b("10.1.1.1"),
+        seconds: 60,
+    };
+    n.handle_message(&MN, Message::CmdUmQuarantineSite(q), 100)
+        .unwrap();
+    assert!(n.active_sites(b"c").is_empty());
+    assert!(decoded(n.take_output())
+        .iter()
+        .any(|(_, _, m)| matches!(m, Message::CmdUmStopCrawlIp(_))));
+    n.handle_message(&MN, uri("c", "http://10.1.1.1/b"), 100)
+        .unwrap();
+    n.dispatch(10, 101).unwrap();
+    assert_eq!(n.queued(b"c"), Some((0, 2)));
+    n.quarantine_tick(159).unwrap();
+    assert_eq!(n.queued(b"c"), Some((0, 2)), "still quarantined");
+    n.quarantine_tick(160).unwrap();
+    assert_eq!(
+        n.queued(b"c"),
+        Some((2, 0)),
+        "released at the end of the period"
+    );
+    // 3.1.5.4: suspended collections are not dispatched; state 4 persists.
+    n.handle_message(
+        &MN,
+        Message::CmdAdmConfSuspend(ConfSuspend {
+            collection: b("c"),
+            state: 4,
+        }),
+        200,
+    )
+    .unwrap();
+    n.dispatch(10, 200).unwrap();
+    assert_eq!(n.queued(b"c"), Some((2, 0)));
+    // A state outside 4, 5, 8 is refused.
+    n.handle_message(
+        &MN,
+        Message::CmdAdmConfSuspend(ConfSuspend {
+            collection: b("c"),
+            state: 2,
+        }),
+        200,
+    )
+    .unwrap();
+    assert_eq!(n.collections(), vec![(b"c".to_vec(), 4)]);
+    // 3.1.5.6: feeding per destination and for all.
+    let f = |suspend, d: Option<Vec<&str>>| {
+        Message::CmdAdmConfFeedingSuspend(FeedingSuspend {
+            collection: b("c"),
+            suspend,
+            destinations: d.map(|v| v.into_iter().map(b).collect()),
+        })
+    };
+    n.handle_message(&MN, f(true, Some(vec!["default: web"])), 0)
+        .unwrap();
+    assert_eq!(
+        n.feeding(b"c"),
+        Some((false, vec![b"default: web".to_vec()]))
+    );
+    n.handle_message(&MN, f(true, None), 0).unwrap();
+    n.handle_message(&MN, f(false, None), 0).unwrap();
+    assert_eq!(n.feeding(b"c"), Some((false, vec![])));
+    n.handle_message(&MN, f(true, Some(vec!["x"])), 0).unwrap();
+    drop(n);
+    // Persisted: state and feeding survive a restart.
+    let mut n = NodeScheduler::open(&dir, NodeOptions::new(b"n1")).unwrap();
+    assert_eq!(n.collections(), vec![(b"c".to_vec(), 4)]);
+    assert_eq!(n.feeding(b"c"), Some((false, vec![b"x".to_vec()])));
+    // Resume, then PREEMPT of an active site puts its entries back (3.1.5.13).
+    n.handle_message(
+        &MN,
+        Message::CmdAdmConfResume(CollectionOnly { collection: b("c") }),
+        300,
+    )
+    .unwrap();
+    n.dispatch(10, 300).unwrap();
+    n.handle_message(&MN, start_reply("c", "10.1.1.1", "10.1.1.1", true), 300)
+        .unwrap();
+    assert_eq!(n.active_sites(b"c").len(), 1);
+    let p = PreemptSite {
+        collection: b("c"),
+        site: b("10.1.1.1"),
+        requeue: true,
+    };
+    n.handle_message(&MN, Message::CmdAdmPreemptSite(p.clone()), 300)
+        .unwrap();
+    assert!(n.active_sites(b"c").is_empty());
+    assert_eq!(n.queued(b"c"), Some((2, 0)));
+    // Ignored when the site is not being crawled.
+    n.handle_message(&MN, Message::CmdAdmPreemptSite(p), 300)
+        .unwrap();
+    assert_eq!(n.queued(b"c"), Some((2, 0)));
+    // 3.1.5.20: CONF_STATE sets the state.
+    n.handle_message(
+        &MN,
+        Message::CmdUmConfState(ConfState {
+            collection: b("c"),
+            state: conf_state::BLOCKED,
+        }),
+        0,
+    )
+    .unwrap();
+    assert_eq!(n.collections(), vec![(b"c".to_vec(), 2)]);
+}
+
+#[test]
+fn refresh_duplicate_server_messages_and_statistics() {
+    let (mut n, _) = node("refresh");
+    let d = Dest::Dup("127.0.0.1:9".into());
+    n.dup_connected("127.0.0.1:9");
+    n.conf_add(
+        b"c",
+        config(&["http://a.com/", "http://b.com/"], Some("127.0.0.1:9")),
+    )
+    .unwrap();
+    let out = decoded(n.take_output());
+    let Some((_, _, Message::PpdupSetConfig(sc))) = out
+        .iter()
+        .find(|(_, _, m)| matches!(m, Message::PpdupSetConfig(_)))
+    else {
+        panic!("SET_CONFIG sent: {out:?}")
+    };
+    assert_eq!(sc.vclock, 1);
+    // 3.1.5.22: a stale CONFIG_ACK is discarded, the matching one marks the server updated.
+    n.handle_message(&d, Message::PpdupConfigAck(PpdupConfigAck { vclock: 0 }), 0)
+        .unwrap();
+    assert_eq!(n.dup_status(), vec![("127.0.0.1:9".into(), true, false)]);
+    n.handle_message(&d, Message::PpdupConfigAck(PpdupConfigAck { vclock: 1 }), 0)
+        .unwrap();
+    assert_eq!(n.dup_status(), vec![("127.0.0.1:9".into(), true, true)]);
+    // 3.1.5.9: a refresh starts a new cycle and requeues the start URIs (not routed here:
+    // forwarded to the multinode scheduler).
+    let r = ConfRefresh {
+        collection: b("c"),
+        subcollection: None,
+        options: 0x2,
+    };
+    n.handle_message(&MN, Message::CmdAdmConfRefresh(r), 0)
+        .unwrap();
+    assert_eq!(n.refresh_cycle(b"c"), Some(1));
+    let fwd: Vec<_> = decoded(n.take_output())
+        .into_iter()
+        .filter_map(|(to, _, m)| match m {
+            Message::CmdUmUri(u) if to == MN => {
+                Some((u.entry.uri.uri.to_vec(), u.entry.refresh_cycle))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        fwd,
+        vec![
+            (b"http://a.com/".to_vec(), 1),
+            (b"http://b.com/".to_vec(), 1)
+        ]
+    );
+    // 3.1.5.23 / 3.1.5.25: an owned add enters the checksum database; PROMOTE_REQ re-crawls it.
+    let cs = Checksum([7; 16]);
+    assert!(n.ppdup_add(b"c", b"http://a.com/x", cs));
+    let ok = PpdupAddOk {
+        collection: b("c"),
+        node_id: b("n1"),
+        uri: b("http://a.com/x"),
+        owner_uri: Some(b("http://a.com/x")),
+        ppdup_id: None,
+        dbname: None,
+    };
+    n.handle_message(&d, Message::PpdupAddOk(ok), 0).unwrap();
+    assert_eq!(
+        n.checksum_owners(b"c", &cs),
+        vec![b"http://a.com/x".to_vec()]
+    );
+    n.take_output();
+    n.handle_message(
+        &d,
+        Message::PpdupPromoteReq(PpdupPromoteReq {
+            collection: b("c"),
+            checksum: cs,
+        }),
+        0,
+    )
+    .unwrap();
+    let urg: Vec<_> = decoded(n.take_output())
+        .into_iter()
+        .filter_map(|(_, _, m)| match m {
+            Message::CmdUmUriUrg(u) => Some(u.entry.uri_flags),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(urg, vec![crate::msg::types::uri_flags::URIF_PROMOTE]);
+    // A duplicate (owned by another URI) does not enter the database.
+    assert!(n.ppdup_add(b"c", b"http://b.com/y", cs));
+    let dup = PpdupAddOk {
+        collection: b("c"),
+        node_id: b("n1"),
+        uri: b("http://b.com/y"),
+        owner_uri: Some(b("http://a.com/x")),
+        ppdup_id: None,
+        dbname: None,
+    };
+    n.handle_message(&d, Message::PpdupAddOk(dup), 0).unwrap();
+    assert_eq!(n.checksum_owners(b"c", &cs).len(), 1);
+    // 3.1.6: CMD_UM_STAT carries deltas: the second tick reports only what happened since.
+    n.take_output();
+    n.stats_tick();
+    let first = decoded(n.take_output());
+    n.stats_tick();
+    let second = decoded(n.take_output());
+    let fwd_of = |v: &[(Dest, Priority, Message<'static>)]| match &v[0].2 {
+        Message::CmdUmStat(Stat { stats, .. }) => {
+            stats.get(b"uris_forwarded").and_then(Value::as_i64)
+        }
+        _ => None,
+    };
+    assert_eq!(
+        fwd_of(&first),
+        Some(3),
+        "two refreshed start URIs and one promoted URI"
+    );
+    assert_eq!(fwd_of(&second), Some(0));
+    // Keep-alives: an unanswered one is logged and a new one sent (3.1.6).
+    n.dup_keepalive_tick();
+    n.dup_keepalive_tick();
+    let kas = decoded(n.take_output());
+    assert_eq!(
+        kas.iter()
+            .filter(|(_, _, m)| *m == Message::PpdupKeepalive)
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn the_multinode_scheduler_removes_a_collection_after_every_delete_ok() {
+    let dir = tmp("mn-remove");
+    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    m.add_collection(b"c", config(&["http://a.com/"], None))
+        .unwrap();
+    for (peer, id) in [(1, "n1"), (2, "n2")] {
+        m.peer_connected(peer);
+        let init = Message::CmdUmInit(Init {
+            node_id: b(id),
+            xmlrpc_host: b("h"),
+            xmlrpc_port: 1,
+        });
+        m.handle_message(peer, init, 0).unwrap();
+        m.handle_message(
+            peer,
+            Message::CmdUmLastRoute(CollectionOnly { collection: b("c") }),
+            0,
+        )
+        .unwrap();
+    }
+    assert_eq!(m.pump(0).unwrap(), 1);
+    m.take_output();
+    assert!(m.remove_collection(b"c").unwrap());
+    let out = decoded(m.take_output());
+    assert_eq!(
+        out.iter()
+            .filter(|(_, _, x)| matches!(x, Message::CmdAdmConfRemove(_)))
+            .count(),
+        2
+    );
+    assert_eq!(m.collections(), vec![(b"c".to_vec(), conf_state::REMOVING)]);
+    // Re-adding while removing is refused (the zombie state).
+    m.add_collection(b"c", config(&[], None)).unwrap();
+    assert_eq!(m.collections(), vec![(b"c".to_vec(), conf_state::REMOVING)]);
+    m.handle_message(
+        1,
+        Message::CmdUmDeleteOk(CollectionOnly { collection: b("c") }),
+        0,
+    )
+    .unwrap();
+    assert_eq!(m.collections().len(), 1, "n2 has not answered");
+    // A node that disconnects no longer holds removal up.
+    m.peer_closed(2).unwrap();
+    assert!(m.collections().is_empty());
+    assert_eq!(m.routing().count(b"c"), 0);
+    drop(m);
+    let m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    assert!(m.collections().is_empty(), "removal persists");
+}
+
+#[test]
+fn relays_statistics_and_suspension() {
+    let dir = tmp("mn-relay");
+    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    m.add_collection(b"c", config(&["http://www.a.com/"], None))
+        .unwrap();
+    for (peer, id) in [(1, "n1"), (2, "n2")] {
+        m.peer_connected(peer);
+        let init = Message::CmdUmInit(Init {
+            node_id: b(id),
+            xmlrpc_host: b("h"),
+            xmlrpc_port: 1,
+        });
+        m.handle_message(peer, init, 0).unwrap();
+        m.handle_message(
+            peer,
+            Message::CmdUmLastRoute(CollectionOnly { collection: b("c") }),
+            0,
+        )
+        .unwrap();
+    }
+    m.pump(0).unwrap();
+    m.take_output();
+    // A site operation goes to the node the site is routed to; a collection one to all.
+    let q = Quarantine {
+        collection: b("c"),
+        site: b("www.a.com"),
+        seconds: 5,
+    };
+    assert!(m.relay(&Message::CmdUmQuarantineSite(q)));
+    let out = m.take_output();
+    assert_eq!(out.sends.len(), 1);
+    assert_eq!(
+        out.sends[0].0, 1,
+        "a.com was routed to n1 (fewest routes, smallest id)"
+    );
+    let r = ConfRefresh {
+        collection: b("c"),
+        subcollection: None,
+        options: 2,
+    };
+    assert!(m.relay(&Message::CmdAdmConfRefresh(r)));
+    assert_eq!(m.take_output().sends.len(), 2);
+    assert!(!m.relay(&Message::CmdAdmConfRefresh(ConfRefresh {
+        collection: b("nope"),
+        subcollection: None,
+        options: 2
+    })));
+    // Suspension reaches every node and a node registering later.
+    assert!(m.set_suspended(b"c", Some(4)).unwrap());
+    assert_eq!(m.take_output().sends.len(), 2);
+    m.peer_connected(3);
+    let init = Message::CmdUmInit(Init {
+        node_id: b("n3"),
+        xmlrpc_host: b("h"),
+        xmlrpc_port: 1,
+    });
+    m.handle_message(3, init, 0).unwrap();
+    let to3: Vec<_> = decoded(m.take_output())
+        .into_iter()
+        .map(|(_, _, x)| x.command())
+        .collect();
+    assert!(
+        to3.contains(&crate::msg::Command::CmdAdmConfSuspend),
+        "{to3:?}"
+    );
+    // 3.2.5.6: deltas add up, per collection and per node.
+    for (peer, n) in [(1, 3), (2, 4), (1, 5)] {
+        let s = Stat {
+            collection: b("c"),
+            stats: dict(vec![
+                ("uris_queued", Value::int(n)),
+                ("rate", Value::Float(0.5)),
+            ]),
+        };
+        m.handle_message(peer, Message::CmdUmStat(s), 0).unwrap();
+    }
+    let st = m.statistics(b"c").unwrap();
+    assert_eq!(st.get(b"uris_queued").and_then(Value::as_i64), Some(12));
+    assert_eq!(st.get(b"rate").and_then(Value::as_f64), Some(1.5));
+    assert_eq!(
+        m.node_statistics(b"c", b"n1")
+            .unwrap()
+            .get(b"uris_queued")
+            .and_then(Value::as_i64),
+        Some(8)
+    );
+    let mut acc = dict(vec![("l", Value::list(vec![Value::int(1), Value::int(2)]))]);
+    merge_stats(
+        &mut acc,
+        &dict(vec![
+            ("l", Value::list(vec![Value::int(10), Value::int(20)])),
+            ("new", Value::int(1)),
+        ]),
+    );
+    assert_eq!(
+        acc,
+        dict(vec![
+            ("l", Value::list(vec![Value::int(11), Value::int(22)])),
+            ("new", Value::int(1))
+        ])
+    );
+}
+
+#[test]
+fn queue_records_keep_the_urgent_mark() {
+    let e = entry("http://a.com/");
+    let r = super::record(&e, true);
+    let (back, urgent) = parse_record(&r).unwrap();
+    assert!(urgent);
+    assert_eq!(back, e);
+    assert!(parse_record(b"").is_err());
+    assert!(parse_record(b"\x07junk").is_err());
+}
