@@ -819,3 +819,103 @@ fn a_node_suspends_quarantines_and_deletes_over_the_wire() {
         .unwrap();
     assert_eq!(meta.get(b"state").and_then(Value::as_i64), Some(4));
 }
+
+fn routes_of(data: &Path, coll: &str) -> BTreeMap<String, String> {
+    // A copy, so the running node's file is never touched.
+    let copy = temp_dir(&format!("routes-copy-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&copy).unwrap();
+    let _ = std::fs::copy(data.join("routes"), copy.join("routes"));
+    let db = crawlfleet_core::routing::RoutingDb::open(&copy.join("routes")).unwrap();
+    db.routes(coll.as_bytes())
+        .map(|(a, n)| {
+            (
+                String::from_utf8_lossy(a).into_owned(),
+                String::from_utf8_lossy(n).into_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn one_multinode_and_three_nodes_route_every_site_once_and_a_killed_node_comes_back() {
+    let dir = temp_dir("cluster");
+    let cfg = config_xml(&dir, "web", 30, None);
+    let mn = multinode(&dir.join("mn"), &[&cfg], &[]);
+    let ids = ["n1", "n2", "n3"];
+    let data: Vec<PathBuf> = ids.iter().map(|i| dir.join(i)).collect();
+    let mut nodes: Vec<Option<Role>> = ids
+        .iter()
+        .zip(&data)
+        .map(|(id, d)| Some(node(d, mn.addr(), id)))
+        .collect();
+    // Every node learns all 30 routes (CMD_UM_ADD_ROUTE to every node, persisted by each).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while data.iter().any(|d| routes_of(d, "web").len() < 30) {
+        assert!(Instant::now() < deadline, "routes did not reach every node");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let table = routes_of(&data[0], "web");
+    for d in &data[1..] {
+        assert_eq!(routes_of(d, "web"), table);
+    }
+    std::thread::sleep(Duration::from_millis(500)); // the nodes' 20 ms sync points
+                                                    // Kill n2 and bring it back on the same data dir: it registers again.
+    nodes[1].take().unwrap().kill();
+    nodes[1] = Some(node(&data[1], mn.addr(), "n2"));
+    // A probe node sends a link to a site of n2; it reaches the new n2.
+    let (mut probe, _) = register(mn.addr(), "probe");
+    answer_ask(&mut probe);
+    let n2_site = table
+        .iter()
+        .find(|(_, n)| *n == "n2")
+        .map(|(a, _)| a.clone())
+        .unwrap();
+    let link = format!("http://www.{n2_site}/after-restart");
+    probe.send(&Message::CmdUmUri(UriMsg {
+        collection: b("web"),
+        entry: entry(&link),
+    }));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut queues: Vec<Vec<String>>;
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        for n in nodes.iter_mut() {
+            n.take().unwrap().kill();
+        }
+        queues = data
+            .iter()
+            .map(|d| queued(d, "web").into_iter().map(|(u, _)| u).collect())
+            .collect();
+        if queues[1].contains(&link) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted n2 never got {link}"
+        );
+        nodes = ids
+            .iter()
+            .zip(&data)
+            .map(|(id, d)| Some(node(d, mn.addr(), id)))
+            .collect();
+    }
+    // Each URI sits only in the queue of the node its site is routed to. (A node that registers
+    // again gets CMD_ADM_CONF_ADD, which for a known collection is an update (3.1.5.10) and
+    // requeues the start URIs (3.1.5.11): those may be queued more than once.)
+    let mut all = BTreeSet::new();
+    for (i, q) in queues.iter().enumerate() {
+        for u in q {
+            let attr = u
+                .trim_start_matches("http://www.")
+                .split('/')
+                .next()
+                .unwrap();
+            assert_eq!(table[attr], ids[i], "{u} queued at {}", ids[i]);
+            all.insert(u.clone());
+        }
+    }
+    assert_eq!(all.len(), 31, "30 start URIs and the link");
+    for id in ids {
+        assert_eq!(table.values().filter(|n| *n == id).count(), 10, "{table:?}");
+    }
+}
