@@ -151,6 +151,32 @@ pub enum BenchCommand {
     /// Pipelined PPDUP_ADD load against a running duplicate server, optionally compared with
     /// redis-server SET NX in the same run.
     Dup(BenchDupArgs),
+    /// CMD_UM_URI throughput through a multinode scheduler to N node-side peers.
+    Route(BenchRouteArgs),
+}
+
+/// Arguments of `crawlfleet bench route`.
+#[derive(Debug, Args)]
+pub struct BenchRouteArgs {
+    /// A running multinode scheduler with a collection named "bench" (default: start one on
+    /// a fresh data dir).
+    #[arg(long)]
+    pub target: Option<SocketAddr>,
+    /// Node connections; each sends its share and counts what is routed to it.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// URIs in all.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub total: u64,
+    /// Distinct sites (registrable domains) the URIs are spread over.
+    #[arg(long, default_value_t = 10_000)]
+    pub sites: u64,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// Print one JSON object (rate, uris, sent, nodes, sites, seconds).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `crawlfleet bench dup`.

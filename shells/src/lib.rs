@@ -50,6 +50,9 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Bench(cli::BenchCommand::Dup(args)) => bench::dup::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
+        cli::Command::Bench(cli::BenchCommand::Route(args)) => bench::route::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string()),
         cli::Command::Bench(cli::BenchCommand::Dupstore(args)) => bench::dupstore::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
