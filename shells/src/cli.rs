@@ -153,6 +153,10 @@ pub enum BenchCommand {
     Dup(BenchDupArgs),
     /// CMD_UM_URI throughput through a multinode scheduler to N node-side peers.
     Route(BenchRouteArgs),
+    /// Push+pop rate of the persistent crawl queue on encoded crawl queue entries, optionally
+    /// compared with redis-server LPUSH/RPOP pipelined in the same run; or, with --fill, a queue
+    /// of N entries on disk.
+    Queue(BenchQueueArgs),
 }
 
 /// Arguments of `crawlfleet bench route`.
@@ -175,6 +179,42 @@ pub struct BenchRouteArgs {
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
     /// Print one JSON object (rate, uris, sent, nodes, sites, seconds).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `crawlfleet bench queue`.
+#[derive(Debug, Args)]
+pub struct BenchQueueArgs {
+    /// Entries to push and pop.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub total: u64,
+    /// Entries pushed before they are popped.
+    #[arg(long, default_value_t = 1000)]
+    pub window: u64,
+    /// A new, empty directory for the queue (default: a temporary one, removed afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Sync policy: always, manual, or an interval in milliseconds.
+    #[arg(long, default_value = "100")]
+    pub sync: String,
+    /// Segment file size in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub segment_bytes: u64,
+    /// Instead of the rate: push N entries, report disk use and resident memory, then pop them
+    /// all checking their order.
+    #[arg(long)]
+    pub fill: Option<u64>,
+    /// A redis-server to run the same number of pipelined LPUSH then RPOP against.
+    #[arg(long)]
+    pub vs_redis: Option<SocketAddr>,
+    /// Redis commands per round trip.
+    #[arg(long, default_value_t = 1000)]
+    pub pipeline: u64,
+    /// Redis connections, one thread and one list each.
+    #[arg(long, default_value_t = 1)]
+    pub connections: usize,
+    /// Print one JSON object (rate, ops_rate; with --vs-redis peer_rate and ratio).
     #[arg(long)]
     pub json: bool,
 }

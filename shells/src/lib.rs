@@ -56,6 +56,9 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Bench(cli::BenchCommand::Dupstore(args)) => bench::dupstore::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
+        cli::Command::Bench(cli::BenchCommand::Queue(args)) => bench::queue::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string()),
     };
     match result {
         Ok(code) => code,

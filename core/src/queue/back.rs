@@ -1,17 +1,17 @@
 //! The back log: a FIFO of records appended to consecutive segments and read from the oldest.
 //!
-//! A record is `[len u32][check u32][bytes]` (little-endian), the check being the low 32 bits of
-//! the xxh3-64 of the bytes seeded with the record's logical position, so a record read at the
-//! wrong place fails its check like a torn one. A record never straddles two segments: when one
+//! A record is `[len u32][check u32][bytes]` (little-endian), the check being the xxh3-64 of
+//! the bytes mixed with the record's logical position and folded to 32 bits, so a record read
+//! at the wrong place fails its check like a torn one. A record never straddles two segments: when one
 //! does not fit in the rest of the tail segment, an end marker (`len` = `u32::MAX`) is written if
 //! at least 8 bytes remain, and the record goes to a new segment that starts where the old one
-//! ends. A segment the head has left is unmapped and deleted at the next sync (once the cursor
-//! that no longer needs it is durable).
+//! ends. A segment the head has left is released at the next sync (once the cursor that no longer
+//! needs it is durable): kept as a spare for reuse as a new segment, or deleted.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use xxhash_rust::xxh3::xxh3_64_with_seed;
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::cursor::State;
 use super::segment::{self, Kind, Segment, HEADER};
@@ -19,12 +19,20 @@ use super::QueueError;
 
 /// Bytes before a record's bytes.
 pub(crate) const RECORD_HEADER: u64 = 8;
+/// Consumed segments kept for reuse: enough for the segments a busy queue goes through between
+/// two syncs; an idle queue deletes them.
+pub(crate) const MAX_SPARES: usize = 4;
+/// Idle syncs before a spare is deleted (about a second under the default policy).
+const IDLE_SYNCS: u32 = 10;
 /// `len` of the end-of-segment marker.
 const END_MARKER: u32 = u32::MAX;
 
 #[inline]
 fn check(bytes: &[u8], pos: u64) -> u32 {
-    xxh3_64_with_seed(bytes, pos) as u32
+    // Mixing the position into the hash rather than seeding it: xxh3 with a seed derives a new
+    // secret for inputs over 240 bytes, which doubled the cost of a typical entry.
+    let h = xxh3_64(bytes) ^ pos.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h ^ (h >> 32)) as u32
 }
 
 /// The back log's segments, oldest (the head's) first, newest (the tail's) last.
@@ -32,8 +40,13 @@ pub(crate) struct BackLog {
     dir: PathBuf,
     /// Never empty once opened: the tail segment always exists.
     pub segs: VecDeque<Segment>,
-    /// Files of segments the head has left, deleted at the next sync.
-    pub released: Vec<PathBuf>,
+    /// Segments the head has left; after the next sync they become spares or are deleted.
+    pub released: Vec<Segment>,
+    /// Consumed segments kept mapped for reuse as new tail segments (at most [`MAX_SPARES`]).
+    pub spares: Vec<Segment>,
+    /// Syncs in a row that neither released a segment nor reused a spare: an idle queue gives
+    /// its spares back, one per [`IDLE_SYNCS`] syncs.
+    idle_syncs: u32,
     /// A segment file was created since the last sync (the directory needs syncing).
     pub dir_changed: bool,
 }
@@ -48,10 +61,13 @@ impl BackLog {
         stale: &mut Vec<PathBuf>,
     ) -> Result<BackLog, QueueError> {
         let files = segment::list(dir, Kind::Back)?;
+        stale.extend(segment::list(dir, Kind::Spare)?.into_iter().map(|(_, p)| p));
         let mut log = BackLog {
             dir: dir.to_owned(),
             segs: VecDeque::new(),
             released: Vec::new(),
+            spares: Vec::new(),
+            idle_syncs: 0,
             dir_changed: false,
         };
         let fresh = files.is_empty() && *state == State::default();
@@ -182,7 +198,18 @@ impl BackLog {
             old.bytes_mut()[off..off + 4].copy_from_slice(&END_MARKER.to_le_bytes());
             old.touch(s.tail_pos);
         }
-        let seg = Segment::create(&self.dir, Kind::Back, end, seg_bytes, s.tail_seq)?;
+        let seg = match self.spares.pop() {
+            Some(spare) if spare.len == seg_bytes => {
+                self.idle_syncs = 0;
+                spare.recycle(&self.dir, Kind::Back, end, s.tail_seq)?
+            }
+            other => {
+                if let Some(spare) = other {
+                    spare.remove()?;
+                }
+                Segment::create(&self.dir, Kind::Back, end, seg_bytes, s.tail_seq)?
+            }
+        };
         self.segs.push_back(seg);
         self.dir_changed = true;
         s.tail_pos = end + HEADER;
@@ -241,9 +268,8 @@ impl BackLog {
         if self.segs.len() < 2 {
             return Err(self.skip_damage(s, "records missing before the tail"));
         }
-        let mut old = self.segs.pop_front().expect("two segments");
-        old.map = None;
-        self.released.push(old.path);
+        let old = self.segs.pop_front().expect("two segments");
+        self.released.push(old);
         let next = self.segs.front_mut().expect("two segments");
         next.map()?;
         s.head_pos = next.start + HEADER;
@@ -281,9 +307,8 @@ impl BackLog {
         };
         log::error!("{err}; dropping the rest of the segment");
         if self.segs.len() > 1 {
-            let mut old = self.segs.pop_front().expect("two segments");
-            old.map = None;
-            self.released.push(old.path);
+            let old = self.segs.pop_front().expect("two segments");
+            self.released.push(old);
             let next = self.segs.front_mut().expect("two segments");
             s.head_pos = next.start + HEADER;
             s.head_seq = next.first_seq.min(s.tail_seq);
@@ -310,12 +335,42 @@ impl BackLog {
         Ok(())
     }
 
+    /// After a sync made the cursor that no longer needs them durable: released segments become
+    /// spares (or are deleted beyond [`MAX_SPARES`]); an idle queue deletes its spares.
+    pub fn after_sync(&mut self) -> Result<(), QueueError> {
+        let released = !self.released.is_empty();
+        for mut seg in std::mem::take(&mut self.released) {
+            if self.spares.len() < MAX_SPARES {
+                let to = segment::path(&self.dir, Kind::Spare, seg.start);
+                std::fs::rename(&seg.path, &to)
+                    .map_err(|e| QueueError::io(&seg.path, "keeping a spare segment", e))?;
+                seg.path = to;
+                seg.dirty_from = u64::MAX;
+                self.spares.push(seg);
+            } else {
+                seg.remove()?;
+            }
+        }
+        if released {
+            self.idle_syncs = 0;
+        } else {
+            self.idle_syncs += 1;
+            if self.idle_syncs >= IDLE_SYNCS {
+                self.idle_syncs = 0;
+                if let Some(spare) = self.spares.pop() {
+                    spare.remove()?;
+                }
+            }
+        }
+        self.dir_changed |= released;
+        Ok(())
+    }
+
     /// Drops every record: the head jumps to the tail.
     pub fn clear(&mut self, s: &mut State) -> Result<(), QueueError> {
         while self.segs.len() > 1 {
-            let mut old = self.segs.pop_front().expect("two segments");
-            old.map = None;
-            self.released.push(old.path);
+            let old = self.segs.pop_front().expect("two segments");
+            self.released.push(old);
         }
         self.segs.front_mut().expect("the tail segment").map()?;
         s.head_pos = s.tail_pos;
@@ -323,8 +378,14 @@ impl BackLog {
         Ok(())
     }
 
-    /// Bytes of the segment files (their apparent size: files are sparse until written).
+    /// Bytes of the segment files, spares included (their apparent size: files are sparse until
+    /// written).
     pub fn file_bytes(&self) -> u64 {
-        self.segs.iter().map(|s| s.len).sum()
+        self.segs
+            .iter()
+            .chain(&self.released)
+            .chain(&self.spares)
+            .map(|s| s.len)
+            .sum()
     }
 }

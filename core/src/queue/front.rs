@@ -3,8 +3,8 @@
 //! A record is `[bytes][prev u64][len u32][check u32]`: the footer sits at its end, and the top
 //! of the stack is the logical position just past the top record's footer, so a pop reads the
 //! footer before the top, serves the bytes before it and sets the top to `prev`, the top before
-//! that record was pushed. The check is the low 32 bits of the xxh3-64 of the bytes seeded with
-//! the record's end and `prev`.
+//! that record was pushed. The check is the xxh3-64 of the bytes mixed with the record's end and
+//! `prev`, folded to 32 bits.
 //!
 //! Records are written at `max(top, synced top)`, never below the top of the last sync: the
 //! records of the synced state are not overwritten before the next sync, so a restart from the
@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use xxhash_rust::xxh3::xxh3_64_with_seed;
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::cursor::State;
 use super::segment::{self, Kind, Segment, HEADER};
@@ -24,7 +24,9 @@ pub(crate) const FOOTER: u64 = 16;
 
 #[inline]
 fn check(bytes: &[u8], end: u64, prev: u64) -> u32 {
-    xxh3_64_with_seed(bytes, end ^ prev.rotate_left(32)) as u32
+    // Not a seeded xxh3: see the back log's check.
+    let h = xxh3_64(bytes) ^ (end ^ prev.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (h ^ (h >> 32)) as u32
 }
 
 /// The front stack's segments, contiguous from logical position 0.

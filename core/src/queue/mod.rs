@@ -29,7 +29,7 @@
 //! # Layout
 //!
 //! - `back-<start>` segments hold the back log, a FIFO (see `back.rs`): records appended at the tail,
-//!   read at the head; a segment the head has left is deleted at the next sync.
+//!   read at the head; a segment the head has left is released at the next sync.
 //! - `front-<start>` segments hold the front stack, a LIFO (see `front.rs`), so a prepend is O(1);
 //!   a pop serves the stack's top while it is not empty, then the back log's head.
 //! - `cursor` holds the head, tail and top (see `cursor.rs`): *live* slots rewritten by every push and
@@ -38,8 +38,11 @@
 //! Records are written straight into memory-mapped segment files: a push or pop is a copy, an
 //! xxh3 check and a 64-byte cursor update. Only a sync makes system calls: an msync of the bytes
 //! written since the last sync that are still queued, the directory's fsync when files were
-//! created, then the synced cursor slot and its msync. Segment files are created sparse and
-//! deleted once consumed, so disk use follows what is queued.
+//! created, then the synced cursor slot and its msync. Segment files are created sparse; a
+//! consumed back segment becomes a `spare-<start>` file that the next new segment reuses (its
+//! pages are allocated and cached: writing into a fresh sparse file costs more than the rest of a
+//! push), at most 4 of them, deleted after about 10 syncs without use. So disk use follows what
+//! is queued, plus at most 4 segments while the queue is busy.
 //!
 //! # What a crash loses
 //!
@@ -380,6 +383,7 @@ impl CrawlQueue {
     pub fn sync(&mut self) -> Result<(), QueueError> {
         let idle = self.state == self.synced
             && self.back.released.is_empty()
+            && self.back.spares.is_empty()
             && self.stale.is_empty()
             && !self.back.dir_changed
             && !self.front.dir_changed;
@@ -401,11 +405,12 @@ impl CrawlQueue {
         self.cursor.write_synced(&self.state)?;
         self.synced = self.state;
         // The durable cursor no longer needs these files.
-        let deleted = !self.back.released.is_empty() || !self.stale.is_empty();
-        for p in self.back.released.drain(..).chain(self.stale.drain(..)) {
+        let deleted = !self.stale.is_empty();
+        for p in self.stale.drain(..) {
             segment::remove_file(&p)?;
         }
         self.back.dir_changed |= deleted;
+        self.back.after_sync()?;
         self.front.after_sync(&self.state)?;
         self.last_sync = Instant::now();
         Ok(())
