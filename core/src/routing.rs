@@ -312,7 +312,14 @@ fn encode(out: &mut Vec<u8>, op: Op<'_>) {
 
 /// The crawl site of a URI: its lower-cased host, with `:port` when the port is not the scheme's
 /// default. None when the URI has no host.
+///
+/// Plain `http://` and `https://` URIs with an ASCII host are read directly (the routing hot
+/// path); anything else (user info, IPv6 literals, percent-escapes, IDNA, other schemes) goes
+/// through the `url` crate's WHATWG parser.
 pub fn crawl_site(uri: &[u8]) -> Option<String> {
+    if let Some(site) = simple_site(uri) {
+        return Some(site);
+    }
     let s = std::str::from_utf8(uri).ok()?;
     let u = url::Url::parse(s).ok()?;
     let host = u.host_str()?.to_ascii_lowercase();
@@ -320,6 +327,51 @@ pub fn crawl_site(uri: &[u8]) -> Option<String> {
         Some(p) => format!("{host}:{p}"),
         None => host,
     })
+}
+
+fn simple_site(uri: &[u8]) -> Option<String> {
+    let (rest, default_port) = if uri.len() > 7 && uri[..7].eq_ignore_ascii_case(b"http://") {
+        (&uri[7..], &b"80"[..])
+    } else if uri.len() > 8 && uri[..8].eq_ignore_ascii_case(b"https://") {
+        (&uri[8..], &b"443"[..])
+    } else {
+        return None;
+    };
+    let end = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let (host, port) = match authority.iter().position(|&b| b == b':') {
+        Some(i) => (&authority[..i], Some(&authority[i + 1..])),
+        None => (authority, None),
+    };
+    let label_ok = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'.';
+    if host.is_empty()
+        || !host.iter().all(label_ok)
+        || host.starts_with(b".")
+        || host.ends_with(b".")
+        || host.windows(2).any(|w| w == b"..")
+        || host.len() > 253
+        || host.iter().all(|b| b.is_ascii_digit() || *b == b'.')
+            && host.split(|&b| b == b'.').count() != 4
+    {
+        return None;
+    }
+    let mut site = String::from_utf8(host.to_ascii_lowercase()).ok()?;
+    match port {
+        None => {}
+        Some(p) if p.is_empty() || p == default_port => {}
+        Some(p) => {
+            let n: u16 = std::str::from_utf8(p).ok()?.parse().ok()?;
+            if n.to_string().as_bytes() != p {
+                return None; // leading zeros: let the URL parser normalise
+            }
+            site.push(':');
+            site.push_str(&n.to_string());
+        }
+    }
+    Some(site)
 }
 
 /// The crawl routing attribute of a crawl site: the registrable domain of its host, or the host
@@ -421,6 +473,27 @@ mod tests {
             Some("127.0.0.2:8080")
         );
         assert_eq!(crawl_site(b"mailto:a@b.c"), None);
+        // The direct path and the URL parser agree.
+        for u in [
+            "http://a.com",
+            "HTTPS://A.Com:443/x",
+            "http://a.com:8080?q",
+            "http://a-b.c.d#f",
+            "http://user@a.com/",
+            "http://[::1]:80/",
+            "http://10.0.0.1:0080/",
+            "http://1.2.3/",
+            "http://b\u{e4}r.de/",
+            "http://a..b/",
+        ] {
+            let parsed = url::Url::parse(u).ok().and_then(|x| {
+                x.host_str().map(|h| match x.port() {
+                    Some(p) => format!("{}:{p}", h.to_ascii_lowercase()),
+                    None => h.to_ascii_lowercase(),
+                })
+            });
+            assert_eq!(crawl_site(u.as_bytes()), parsed, "{u}");
+        }
         assert_eq!(crawl_site(b"not a uri"), None);
         assert_eq!(routing_attribute("www.example.co.uk"), "example.co.uk");
         assert_eq!(routing_attribute("news.example.com:8080"), "example.com");

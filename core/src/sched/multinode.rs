@@ -34,7 +34,7 @@ use log::{debug, info, warn};
 
 use super::collections::{meta, CollectionDirs, StoreError};
 use super::dns::{DnsCache, DnsEntry};
-use super::{file_name, parse_record, record, show, start_uri_entry, start_uris, Outbox, PeerId};
+use super::{file_name, show, start_uri_entry, start_uris, Outbox, PeerId};
 use crate::frame::{self, Priority};
 use crate::marshal::{Limits, Value};
 use crate::msg::types::conf_state;
@@ -173,8 +173,56 @@ pub struct Multinode {
     /// Crawl site IP addresses (3.2.1): IP -> the node crawling it.
     ip_locks: HashMap<Vec<u8>, Vec<u8>>,
     logs: HashMap<(Vec<u8>, &'static str), BufWriter<File>>,
+    /// Crawl site -> routing attribute (the public suffix lookup is worth remembering).
+    attr_cache: HashMap<String, String>,
     counters: MultinodeCounters,
     out: Outbox<PeerId>,
+}
+
+/// Sites whose routing attribute is remembered.
+const ATTR_CACHE_MAX: usize = 1 << 20;
+
+/// A record of the multinode scheduler's crawl queues: `[urgent u8][attr len u16][attr]
+/// [site len u16][site][frame body]`, so that routing reads no marshal and forwarding copies the
+/// frame body as it came.
+struct RouteRecord<'a> {
+    attr: &'a str,
+    site: &'a str,
+    body: &'a [u8],
+}
+
+impl<'a> RouteRecord<'a> {
+    fn encode(urgent: bool, attr: &str, site: &str, body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(5 + attr.len() + site.len() + body.len());
+        out.push(u8::from(urgent));
+        for f in [attr, site] {
+            // Host names are at most 253 bytes; longer ones were refused by the URL parser.
+            out.extend_from_slice(&(f.len().min(u16::MAX as usize) as u16).to_le_bytes());
+            out.extend_from_slice(&f.as_bytes()[..f.len().min(u16::MAX as usize)]);
+        }
+        out.extend_from_slice(body);
+        out
+    }
+
+    fn parse(rec: &'a [u8]) -> Option<RouteRecord<'a>> {
+        let (&_urgent, mut p) = rec.split_first()?;
+        let mut field = || -> Option<&'a str> {
+            if p.len() < 2 {
+                return None;
+            }
+            let n = u16::from_le_bytes([p[0], p[1]]) as usize;
+            let f = p.get(2..2 + n)?;
+            p = &p[2 + n..];
+            std::str::from_utf8(f).ok()
+        };
+        let attr = field()?;
+        let site = field()?;
+        Some(RouteRecord {
+            attr,
+            site,
+            body: p,
+        })
+    }
 }
 
 fn queue_opts(segment: u64) -> QueueOptions {
@@ -248,6 +296,7 @@ impl Multinode {
             dns_waiting: HashMap::new(),
             ip_locks: HashMap::new(),
             logs: HashMap::new(),
+            attr_cache: HashMap::new(),
             counters: MultinodeCounters::default(),
             out: Outbox::new(),
         };
@@ -438,11 +487,11 @@ impl Multinode {
     }
 
     fn queue_start_uris(&mut self, name: &[u8]) -> Result<(), SchedError> {
-        let Some(c) = self.collections.get_mut(name) else {
+        let Some(c) = self.collections.get(name) else {
             return Ok(());
         };
         for uri in start_uris(&c.dict) {
-            c.queue.push_back(&record(&start_uri_entry(&uri), false))?;
+            self.add_uri(name, &start_uri_entry(&uri), false)?;
         }
         Ok(())
     }
@@ -560,10 +609,13 @@ impl Multinode {
         entry: &CrawlQueueEntry<'_>,
         urgent: bool,
     ) -> Result<bool, SchedError> {
-        let Some(c) = self.collections.get_mut(name) else {
+        if !self.collections.contains_key(name) {
             return Ok(false);
+        }
+        let Some(rec) = self.route_record(name, entry, urgent, None) else {
+            return Ok(true);
         };
-        let rec = record(entry, urgent);
+        let c = self.collections.get_mut(name).expect("checked above");
         if urgent {
             c.queue.push_front(&rec)?;
         } else {
@@ -626,7 +678,16 @@ impl Multinode {
                 return Ok(());
             }
         };
-        self.handle_message(peer, m, now)
+        match m {
+            // The hot path: the frame body is queued as it came and forwarded as it is.
+            Message::CmdUmUri(ref u) | Message::CmdUmUriUrg(ref u)
+                if self.peers.get(&peer).is_some_and(|p| p.node.is_some()) =>
+            {
+                let urgent = matches!(m, Message::CmdUmUriUrg(_));
+                self.on_uri(u, urgent, Some(body))
+            }
+            m => self.handle_message(peer, m, now),
+        }
     }
 
     /// One message from `peer`.
@@ -664,8 +725,8 @@ impl Multinode {
                 }
             }
             Message::CmdUmDnsRequest(r) => self.on_dns_request(peer, &r.host, now),
-            Message::CmdUmUri(u) => self.on_uri(&u, false)?,
-            Message::CmdUmUriUrg(u) => self.on_uri(&u, true)?,
+            Message::CmdUmUri(u) => self.on_uri(&u, false, None)?,
+            Message::CmdUmUriUrg(u) => self.on_uri(&u, true, None)?,
             Message::CmdUmStat(s) => {
                 if let Some(c) = self.collections.get_mut(s.collection.as_ref()) {
                     merge_stats(&mut c.stats, &s.stats);
@@ -845,19 +906,30 @@ impl Multinode {
         Ok(())
     }
 
-    /// 3.2.5.5 step 1 and 3.2.5.7.
-    fn on_uri(&mut self, u: &UriMsg<'_>, urgent: bool) -> Result<(), SchedError> {
-        let Some(c) = self.collections.get_mut(u.collection.as_ref()) else {
+    /// 3.2.5.5 step 1 and 3.2.5.7. `body` is the frame the entry came in, forwarded as it is.
+    fn on_uri(
+        &mut self,
+        u: &UriMsg<'_>,
+        urgent: bool,
+        body: Option<&[u8]>,
+    ) -> Result<(), SchedError> {
+        if !self.collections.contains_key(u.collection.as_ref()) {
             warn!(
                 "CMD_UM_URI for unknown collection {} dropped",
                 show(&u.collection)
             );
             return Ok(());
+        }
+        let Some(rec) = self.route_record(&u.collection, &u.entry, urgent, body) else {
+            return Ok(());
         };
+        let c = self
+            .collections
+            .get_mut(u.collection.as_ref())
+            .expect("checked above");
         if c.removing.is_some() {
             return Ok(());
         }
-        let rec = record(&u.entry, urgent);
         if urgent {
             c.queue.push_front(&rec)?;
         } else {
@@ -865,6 +937,51 @@ impl Multinode {
         }
         self.counters.uris_received += 1;
         Ok(())
+    }
+
+    /// The queue record of an entry: its crawl site and routing attribute, worked out once, and
+    /// the frame body to forward. None (logged, counted) when the URI has no crawl site.
+    fn route_record(
+        &mut self,
+        collection: &[u8],
+        entry: &CrawlQueueEntry<'_>,
+        urgent: bool,
+        body: Option<&[u8]>,
+    ) -> Option<Vec<u8>> {
+        let Some(site) = crawl_site(&entry.uri.uri) else {
+            self.counters.uris_unroutable += 1;
+            warn!(
+                "collection {}: no crawl site in {:?}; dropped",
+                show(collection),
+                show(&entry.uri.uri)
+            );
+            return None;
+        };
+        if self.attr_cache.len() > ATTR_CACHE_MAX {
+            self.attr_cache.clear();
+        }
+        let attr = self
+            .attr_cache
+            .entry(site.clone())
+            .or_insert_with(|| routing_attribute(&site));
+        let mut encoded = Vec::new();
+        let body = match body {
+            Some(b) => b,
+            None => {
+                let u = UriMsg {
+                    collection: Cow::Borrowed(collection),
+                    entry: entry.clone(),
+                };
+                let m = if urgent {
+                    Message::CmdUmUriUrg(u)
+                } else {
+                    Message::CmdUmUri(u)
+                };
+                frame::encode_message(&m, Priority::Normal, &mut encoded);
+                &encoded[4..]
+            }
+        };
+        Some(RouteRecord::encode(urgent, attr, &site, body))
     }
 
     /// 3.2.5.4.
@@ -1002,24 +1119,12 @@ impl Multinode {
     }
 
     fn route(&mut self, name: &[u8], rec: &[u8], now: i64) -> Result<(), SchedError> {
-        let (entry, urgent) = match parse_record(rec) {
-            Ok(x) => x,
-            Err(e) => {
-                self.counters.uris_unroutable += 1;
-                warn!("collection {}: unreadable queue record: {e}", show(name));
-                return Ok(());
-            }
-        };
-        let Some(site) = crawl_site(&entry.uri.uri) else {
+        let Some(r) = RouteRecord::parse(rec) else {
             self.counters.uris_unroutable += 1;
-            warn!(
-                "collection {}: no crawl site in {:?}; dropped",
-                show(name),
-                show(&entry.uri.uri)
-            );
+            warn!("collection {}: unreadable queue record dropped", show(name));
             return Ok(());
         };
-        let attr = routing_attribute(&site);
+        let (attr, site) = (r.attr, r.site);
         let node = match self.routing.get(name, attr.as_bytes()) {
             Some(n) => n.to_vec(),
             None => {
@@ -1029,7 +1134,7 @@ impl Multinode {
                 let host = site
                     .rsplit_once(':')
                     .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
-                    .map_or(site.as_str(), |(h, _)| h)
+                    .map_or(site, |(h, _)| h)
                     .to_string();
                 let (addrinfo, ttl) = match self.dns.get(host.as_bytes(), now) {
                     Some(e) => (e.addrinfo.clone(), e.ttl_left(now)),
@@ -1055,16 +1160,9 @@ impl Multinode {
         };
         match self.nodes.get(&node) {
             Some(&peer) => {
-                let u = UriMsg {
-                    collection: Cow::Borrowed(name),
-                    entry,
-                };
-                let m = if urgent {
-                    Message::CmdUmUriUrg(u)
-                } else {
-                    Message::CmdUmUri(u)
-                };
-                self.send(peer, &m);
+                let mut out = Vec::with_capacity(r.body.len() + 4);
+                frame::encode_raw_body(r.body, &mut out);
+                self.out.sends.push((peer, Priority::Normal, out));
                 self.counters.uris_forwarded += 1;
             }
             None => {
