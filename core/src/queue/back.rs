@@ -366,6 +366,15 @@ impl BackLog {
         Ok(())
     }
 
+    /// Deletes the spare segments.
+    pub fn remove_spares(&mut self) -> Result<(), QueueError> {
+        while let Some(spare) = self.spares.pop() {
+            spare.remove()?;
+            self.dir_changed = true;
+        }
+        Ok(())
+    }
+
     /// Drops every record: the head jumps to the tail.
     pub fn clear(&mut self, s: &mut State) -> Result<(), QueueError> {
         while self.segs.len() > 1 {
