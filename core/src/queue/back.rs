@@ -70,8 +70,11 @@ impl BackLog {
             idle_syncs: 0,
             dir_changed: false,
         };
-        let fresh = files.is_empty() && *state == State::default();
-        if fresh {
+        // The state of a cursor whose queue never finished its first open (a crash between the
+        // cursor's creation and the first sync): whatever segment files exist hold nothing.
+        if *state == State::default() {
+            stale.extend(files.into_iter().filter(|(s, _)| *s != 0).map(|(_, p)| p));
+            // Truncates a leftover segment 0.
             let seg = Segment::create(dir, Kind::Back, 0, seg_bytes, 0)?;
             state.head_pos = HEADER;
             state.tail_pos = HEADER;

@@ -498,6 +498,27 @@ fn a_damaged_cursor_is_refused_or_falls_back_to_the_last_sync() {
 }
 
 #[test]
+fn a_crash_during_the_first_open_leaves_a_queue_that_opens() {
+    let dir = tmp("first-open");
+    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    for i in 0..100u8 {
+        q.push_back(&[i; 92]).unwrap();
+    }
+    drop(q);
+    // The cursor as `open` creates it, before the first sync: segment files exist beside it.
+    fs::remove_file(dir.join("cursor")).unwrap();
+    cursor::CursorFile::create(&dir.join("cursor"), &cursor::State::default()).unwrap();
+    assert!(files(&dir, "back-").len() > 1);
+    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    assert!(q.is_empty());
+    q.push_back(b"new").unwrap();
+    assert_eq!(drain(&mut q), vec![b"new".to_vec()]);
+    assert_eq!(files(&dir, "back-").len(), 1);
+    drop(q);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn other_files_in_the_directory_are_left_alone() {
     let dir = tmp("others");
     fs::create_dir_all(&dir).unwrap();
