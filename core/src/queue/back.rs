@@ -178,6 +178,7 @@ impl BackLog {
                 .expect("the tail segment always exists");
         }
         let pos = s.tail_pos;
+        tail.ensure_allocated(pos + need)?;
         let off = (pos - tail.start) as usize;
         let b = tail.bytes_mut();
         b[off + 8..off + 8 + rec.len()].copy_from_slice(rec);
@@ -197,6 +198,7 @@ impl BackLog {
             .expect("the tail segment always exists");
         let end = old.end();
         if end - s.tail_pos >= RECORD_HEADER {
+            old.ensure_allocated(s.tail_pos + RECORD_HEADER)?;
             let off = (s.tail_pos - old.start) as usize;
             old.bytes_mut()[off..off + 4].copy_from_slice(&END_MARKER.to_le_bytes());
             old.touch(s.tail_pos);

@@ -125,6 +125,7 @@ impl FrontStack {
                 continue;
             }
             seg.map()?;
+            seg.ensure_allocated(at + need)?;
             let off = (at - seg.start) as usize;
             let end = at + need;
             let prev = s.top;
