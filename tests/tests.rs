@@ -6,5 +6,7 @@ mod dupserver;
 mod fuzz_corpus;
 mod inspect_cli;
 mod sched;
+mod queue_bench;
+mod queue_crash;
 mod util;
 mod vectors;

@@ -70,8 +70,11 @@ impl BackLog {
             idle_syncs: 0,
             dir_changed: false,
         };
-        let fresh = files.is_empty() && *state == State::default();
-        if fresh {
+        // The state of a cursor whose queue never finished its first open (a crash between the
+        // cursor's creation and the first sync): whatever segment files exist hold nothing.
+        if *state == State::default() {
+            stale.extend(files.into_iter().filter(|(s, _)| *s != 0).map(|(_, p)| p));
+            // Truncates a leftover segment 0.
             let seg = Segment::create(dir, Kind::Back, 0, seg_bytes, 0)?;
             state.head_pos = HEADER;
             state.tail_pos = HEADER;
@@ -175,6 +178,7 @@ impl BackLog {
                 .expect("the tail segment always exists");
         }
         let pos = s.tail_pos;
+        tail.ensure_allocated(pos + need)?;
         let off = (pos - tail.start) as usize;
         let b = tail.bytes_mut();
         b[off + 8..off + 8 + rec.len()].copy_from_slice(rec);
@@ -194,6 +198,7 @@ impl BackLog {
             .expect("the tail segment always exists");
         let end = old.end();
         if end - s.tail_pos >= RECORD_HEADER {
+            old.ensure_allocated(s.tail_pos + RECORD_HEADER)?;
             let off = (s.tail_pos - old.start) as usize;
             old.bytes_mut()[off..off + 4].copy_from_slice(&END_MARKER.to_le_bytes());
             old.touch(s.tail_pos);
@@ -363,6 +368,15 @@ impl BackLog {
             }
         }
         self.dir_changed |= released;
+        Ok(())
+    }
+
+    /// Deletes the spare segments.
+    pub fn remove_spares(&mut self) -> Result<(), QueueError> {
+        while let Some(spare) = self.spares.pop() {
+            spare.remove()?;
+            self.dir_changed = true;
+        }
         Ok(())
     }
 

@@ -9,7 +9,7 @@
 //! Records are written at `max(top, synced top)`, never below the top of the last sync: the
 //! records of the synced state are not overwritten before the next sync, so a restart from the
 //! synced slot after a power loss finds them intact. Segments are contiguous from position 0;
-//! at each sync those wholly above the top are deleted.
+//! at each sync those wholly above the top are deleted, but for one kept while pushes go on.
 
 use std::path::{Path, PathBuf};
 
@@ -37,7 +37,14 @@ pub(crate) struct FrontStack {
     pub synced_top: u64,
     /// A segment file was created or deleted since the last sync.
     pub dir_changed: bool,
+    /// Syncs in a row with no push: the segment kept above the top is deleted after
+    /// [`IDLE_SYNCS`] of them.
+    idle_syncs: u32,
+    pushed: bool,
 }
+
+/// Idle syncs before the segment above the top is deleted.
+const IDLE_SYNCS: u32 = 10;
 
 impl FrontStack {
     /// The stack described by `state` over the segment files in `dir`; files above the top's
@@ -63,6 +70,8 @@ impl FrontStack {
             segs: Vec::new(),
             synced_top: state.top,
             dir_changed: false,
+            idle_syncs: 0,
+            pushed: false,
         };
         for (start, path) in segment::list(dir, Kind::Front)? {
             let next = stack.segs.last().map_or(0, Segment::end);
@@ -116,6 +125,7 @@ impl FrontStack {
                 continue;
             }
             seg.map()?;
+            seg.ensure_allocated(at + need)?;
             let off = (at - seg.start) as usize;
             let end = at + need;
             let prev = s.top;
@@ -126,6 +136,7 @@ impl FrontStack {
             b[f + 8..f + 12].copy_from_slice(&(rec.len() as u32).to_le_bytes());
             b[f + 12..f + 16].copy_from_slice(&check(rec, end, prev).to_le_bytes());
             seg.touch(at);
+            self.pushed = true;
             s.top = end;
             s.front_len += 1;
             return Ok(());
@@ -207,15 +218,39 @@ impl FrontStack {
         Ok(())
     }
 
-    /// After a sync: the top is the synced top, and segments wholly above it are deleted.
+    /// After a sync: the top is the synced top, and segments wholly above it are deleted, but
+    /// for one kept while the stack is in use (a stack that empties and fills again between
+    /// syncs would otherwise create a new file each time).
     pub fn after_sync(&mut self, s: &State) -> Result<(), QueueError> {
         self.synced_top = s.top;
-        while self.segs.last().is_some_and(|l| l.start >= s.top) {
-            let seg = self.segs.pop().expect("checked non-empty");
+        if self.pushed {
+            self.idle_syncs = 0;
+        } else {
+            self.idle_syncs = self.idle_syncs.saturating_add(1);
+        }
+        self.pushed = false;
+        let keep = usize::from(self.idle_syncs < IDLE_SYNCS);
+        let above = self.segs.iter().filter(|x| x.start >= s.top).count();
+        for _ in keep..above {
+            let seg = self.segs.pop().expect("counted above");
             seg.remove()?;
             self.dir_changed = true;
         }
         Ok(())
+    }
+
+    /// Deletes every segment file; the stack is empty and synced.
+    pub fn remove_all(&mut self) -> Result<(), QueueError> {
+        while let Some(seg) = self.segs.pop() {
+            seg.remove()?;
+            self.dir_changed = true;
+        }
+        Ok(())
+    }
+
+    /// True when a segment wholly above the top is kept (a sync may delete it).
+    pub fn has_spare(&self) -> bool {
+        self.segs.last().is_some_and(|l| l.start >= self.synced_top)
     }
 
     /// Bytes of the segment files (apparent size).

@@ -98,7 +98,8 @@ pub enum SyncPolicy {
     /// Group sync: at most once per interval, in [`CrawlQueue::tick`] (and on a clock check
     /// every 1024 operations).
     Interval(Duration),
-    /// Only when [`CrawlQueue::sync`] is called.
+    /// Only when [`CrawlQueue::sync`] is called. Consumed segments are released by a sync only,
+    /// so a queue under this policy must still be synced now and then.
     Manual,
 }
 
@@ -385,6 +386,7 @@ impl CrawlQueue {
             && self.back.released.is_empty()
             && self.back.spares.is_empty()
             && self.stale.is_empty()
+            && !self.front.has_spare()
             && !self.back.dir_changed
             && !self.front.dir_changed;
         if idle {
@@ -436,7 +438,10 @@ impl CrawlQueue {
         self.state.top = 0;
         self.state.front_len = 0;
         self.cursor.write_live(&self.state);
-        self.force_sync()
+        self.force_sync()?;
+        // Nothing is queued: no file but the tail segment is worth keeping.
+        self.front.remove_all()?;
+        self.back.remove_spares()
     }
 
     /// Bytes of the queue's files (apparent sizes; segment files are sparse until written).

@@ -4,9 +4,11 @@
 //! after `start` (`back-<start, 16 hex digits>` or `front-<...>`), so the range a file covers is
 //! known without reading it. It opens with a 32-byte header (magic, start, the sequence number of
 //! the first record for the back log, and an xxh3 check of those 24 bytes) that [`Segment::open`]
-//! verifies. Files are created sparse (`set_len`): pages are allocated as records are written.
+//! verifies. Files are created sparse (`set_len`) and their blocks allocated (posix_fallocate)
+//! a megabyte ahead of the writes: a full disk is a typed error from a push, never a fault when
+//! a record is written into the mapping, and a nearly empty queue holds little disk.
 //!
-//! This module holds the queue's only `unsafe`: mapping a file. The contract is pushed to
+//! This module holds the queue's raw system calls and the `unsafe` of mapping a file. The contract is pushed to
 //! [`Segment::map`]: a queue directory belongs to one [`super::CrawlQueue`] at a time and nothing
 //! else truncates or writes its files (another process shrinking a mapped file would make this
 //! process fault, which no Rust code can prevent).
@@ -94,7 +96,14 @@ pub(crate) struct Segment {
     pub map: Option<MmapMut>,
     /// Lowest logical position written since the last sync, `u64::MAX` when clean.
     pub dirty_from: u64,
+    /// Logical position up to which blocks are known to be allocated.
+    allocated_to: u64,
 }
+
+/// Blocks are allocated ahead of the writes by this much: a full disk is then an error from a
+/// push, never a SIGBUS from a write into a hole of the mapping, while an almost empty queue
+/// does not hold a whole segment of disk.
+const ALLOC_CHUNK: u64 = 1 << 20;
 
 fn header_bytes(kind: Kind, start: u64, first_seq: u64) -> [u8; HEADER as usize] {
     let mut h = [0u8; HEADER as usize];
@@ -139,8 +148,10 @@ impl Segment {
             path,
             map: None,
             dirty_from: start,
+            allocated_to: start,
         };
         seg.map_file(&file)?;
+        seg.ensure_allocated(start + HEADER)?;
         let h = header_bytes(kind, start, first_seq);
         seg.bytes_mut()[..HEADER as usize].copy_from_slice(&h);
         Ok(seg)
@@ -162,7 +173,9 @@ impl Segment {
         self.start = start;
         self.first_seq = first_seq;
         self.dirty_from = start;
+        self.allocated_to = start;
         self.map()?;
+        self.ensure_allocated(start + HEADER)?;
         let h = header_bytes(kind, start, first_seq);
         self.bytes_mut()[..HEADER as usize].copy_from_slice(&h);
         Ok(self)
@@ -203,6 +216,7 @@ impl Segment {
             path,
             map: None,
             dirty_from: u64::MAX,
+            allocated_to: start,
         })
     }
 
@@ -248,6 +262,34 @@ impl Segment {
         self.map.as_deref_mut().unwrap_or(&mut [])
     }
 
+    /// Makes sure the blocks under the logical positions before `to` are allocated (call before
+    /// writing there).
+    #[inline]
+    pub fn ensure_allocated(&mut self, to: u64) -> Result<(), QueueError> {
+        if to <= self.allocated_to {
+            return Ok(());
+        }
+        self.allocate_more(to)
+    }
+
+    #[cold]
+    fn allocate_more(&mut self, to: u64) -> Result<(), QueueError> {
+        let from = self.allocated_to.max(self.start);
+        let upto = (to + ALLOC_CHUNK).min(self.end());
+        let err = |e| QueueError::io(&self.path, "allocating disk space for a segment", e);
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .map_err(err)?;
+        if allocate(&file, from - self.start, upto - from).map_err(err)? {
+            self.allocated_to = upto;
+        } else {
+            // The file system cannot allocate ahead: the file stays sparse.
+            self.allocated_to = self.end();
+        }
+        Ok(())
+    }
+
     /// Notes a write at logical position `pos`.
     #[inline]
     pub fn touch(&mut self, pos: u64) {
@@ -284,6 +326,23 @@ impl Segment {
     pub fn remove(mut self) -> Result<(), QueueError> {
         self.map = None;
         remove_file(&self.path)
+    }
+}
+
+/// Allocates the blocks of `len` bytes at `offset` of `file` (posix_fallocate). False when the
+/// file system cannot.
+fn allocate(file: &File, offset: u64, len: u64) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let arg =
+        |v: u64| libc::off_t::try_from(v).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
+    let (offset, len) = (arg(offset)?, arg(len)?);
+    // SAFETY: posix_fallocate only reads its integer arguments; the descriptor is open for
+    // writing and stays open for the duration of the call (borrowed from `file`).
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), offset, len) };
+    match rc {
+        0 => Ok(true),
+        libc::EOPNOTSUPP | libc::EINVAL => Ok(false),
+        e => Err(io::Error::from_raw_os_error(e)),
     }
 }
 
