@@ -271,44 +271,39 @@ fn run_fill(
     }
     q.sync().map_err(qerr)?;
     let pop_time = started.elapsed();
+    let record_avg = record_bytes as f64 / n.max(1) as f64;
+    let push_rate = n as f64 / push_time.as_secs_f64();
+    let pop_rate = n as f64 / pop_time.as_secs_f64();
+    let reopen_ms = reopen_time.as_secs_f64() * 1e3;
+    let disk_after = q.disk_bytes();
     let out = json!({
         "entries": len,
-        "record_bytes": record_bytes as f64 / n.max(1) as f64,
-        "push_rate": n as f64 / push_time.as_secs_f64(),
-        "pop_rate": n as f64 / pop_time.as_secs_f64(),
+        "record_bytes": record_avg,
+        "push_rate": push_rate,
+        "pop_rate": pop_rate,
         "disk_bytes": disk,
         "allocated_bytes": allocated,
         "rss_bytes": rss,
         "rss_growth_bytes": rss.saturating_sub(rss_before),
-        "reopen_ms": reopen_time.as_secs_f64() * 1e3,
-        "disk_bytes_after": q.disk_bytes(),
+        "reopen_ms": reopen_ms,
+        "disk_bytes_after": disk_after,
     });
     if args.json {
         println!("{out}");
         return Ok(());
     }
+    println!("crawl queue fill: {len} entries of {record_avg:.0} bytes on average");
+    println!("  push            {push_rate:>12.0} entries/s (encoding included)");
+    println!("  disk            {disk:>12} bytes of files, {allocated} allocated");
     println!(
-        "crawl queue fill: {len} entries of {:.0} bytes on average",
-        out["record_bytes"]
+        "  resident        {rss:>12} bytes ({} more than before the fill)",
+        rss.saturating_sub(rss_before)
     );
+    println!("  reopen          {reopen_ms:>12.1} ms");
+    println!("  pop in order    {pop_rate:>12.0} entries/s (checked)");
     println!(
-        "  push            {:>12.0} entries/s (encoding included)",
-        out["push_rate"]
+        "  disk after      {disk_after:>12} bytes (the tail segment and spares kept for reuse)"
     );
-    println!(
-        "  disk            {:>12} bytes of files, {allocated} allocated",
-        disk
-    );
-    println!(
-        "  resident        {:>12} bytes ({} more than before the fill)",
-        rss, out["rss_growth_bytes"]
-    );
-    println!("  reopen          {:>12.1} ms", out["reopen_ms"]);
-    println!(
-        "  pop in order    {:>12.0} entries/s (checked)",
-        out["pop_rate"]
-    );
-    println!("  disk after      {:>12} bytes", out["disk_bytes_after"]);
     Ok(())
 }
 
