@@ -2,10 +2,14 @@
 //! sockets: the role shell feeds it frames from peers and sends what it returns.
 //!
 //! Durability: every state change goes to the write-ahead log of [`DupStores`]; replies are held
-//! in an outbox until [`DupServer::flush`] has committed the log (group commit), so nothing is
+//! in an outbox until the log is committed (group commit: [`DupServer::flush`], or
+//! [`DupServer::write_log`] with the fdatasync left to another thread), so nothing is
 //! acknowledged before it is on disk. With a replica, a node's PPDUP_ADD or PPDUP_REMOVE that
 //! changes the store is answered only after the replica's _OK (3.3.5.4, 3.3.5.5), and later
-//! messages for the same checksum wait for it.
+//! messages for the same checksum wait for it. Frames to the replica do not wait for the local
+//! commit: the forward leaves at once, so the replica's fdatasync overlaps ours, and the node is
+//! answered once both are done (the answer is released by the _OK into an outbox that itself
+//! waits for the commit).
 //!
 //! Decisions where the spec is silent:
 //! - A PPDUP_REMOVE removes the mapping only when its URI is the owner URI (the spec calls PKT_URI
@@ -23,7 +27,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use log::{debug, info, warn};
 
 use crate::checksum::durable::{DupError, DupStores};
-use crate::checksum::wal::WalError;
+use crate::checksum::wal::{SyncPoint, WalError};
 use crate::checksum::AddOutcome;
 use crate::frame::{self, Priority};
 use crate::marshal::{self, dict_get, Value};
@@ -48,10 +52,20 @@ fn owned(b: &[u8]) -> Bytes<'static> {
     Cow::Owned(b.to_vec())
 }
 
-/// A node's checksum message waiting for the replica.
-struct Waiting {
-    from: PeerId,
-    msg: Message<'static>,
+/// What waits for the replica's _OK under one checksum: first the held answer to the forwarded
+/// message, then later messages for the same checksum.
+enum Waiting {
+    /// The answer to a forwarded message, encoded; after a PPDUP_REMOVE, promote on release.
+    Answer {
+        to: PeerId,
+        frame: Vec<u8>,
+        promote: bool,
+    },
+    /// A node's checksum message to handle once the head is released.
+    Message {
+        from: PeerId,
+        msg: Box<Message<'static>>,
+    },
 }
 
 /// The replica connection as the server sees it.
@@ -85,8 +99,48 @@ pub struct DupServer {
     forward_order: VecDeque<Option<(Vec<u8>, Checksum)>>,
     /// Our vector clock toward the replica (PKT_VCLOCK of forwarded SET_CONFIGs).
     vclock: i64,
-    /// Frames to send once the log is committed.
+    /// Frames to send once the log is committed, consecutive frames to one peer in one buffer.
     outbox: Vec<(PeerId, Vec<u8>)>,
+    /// Frames to the replica, which may leave before the commit (module docs).
+    direct: Vec<(PeerId, Vec<u8>)>,
+    /// The last collection forwarded and its PKT_DBNAME.
+    dbname_of: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// What [`DupServer::write_log`] hands over: frames to send now, and frames to send only once
+/// `sync` is durable. Each entry holds one or more whole frames for one peer; entries keep the
+/// order the frames were produced in.
+pub struct Outgoing {
+    /// Frames to the replica: send at once.
+    pub now: Vec<(PeerId, Vec<u8>)>,
+    /// Everything else: send only after [`SyncPoint::sync`] of `sync` has returned.
+    pub after_sync: Vec<(PeerId, Vec<u8>)>,
+    /// The log written so far.
+    pub sync: SyncPoint,
+}
+
+/// Appends encoded frames for `to` to `q`, into the last buffer when it is for the same peer.
+fn push_encoded(q: &mut Vec<(PeerId, Vec<u8>)>, to: PeerId, frames: &[u8]) {
+    match q.last_mut() {
+        Some((p, buf)) if *p == to => buf.extend_from_slice(frames),
+        _ => {
+            let mut buf = Vec::with_capacity(frames.len().max(4096));
+            buf.extend_from_slice(frames);
+            q.push((to, buf));
+        }
+    }
+}
+
+/// Appends a frame for `to` to `q`, into the last buffer when it is for the same peer.
+fn push_frame(q: &mut Vec<(PeerId, Vec<u8>)>, to: PeerId, m: &Message<'_>) {
+    match q.last_mut() {
+        Some((p, buf)) if *p == to => frame::encode_message(m, Priority::Normal, buf),
+        _ => {
+            let mut buf = Vec::with_capacity(4096);
+            frame::encode_message(m, Priority::Normal, &mut buf);
+            q.push((to, buf));
+        }
+    }
 }
 
 #[derive(Default)]
@@ -110,6 +164,8 @@ impl DupServer {
             forward_order: VecDeque::new(),
             vclock: 0,
             outbox: Vec::new(),
+            direct: Vec::new(),
+            dbname_of: None,
         }
     }
 
@@ -124,9 +180,11 @@ impl DupServer {
     }
 
     fn send(&mut self, to: PeerId, m: &Message<'_>) {
-        let mut out = Vec::with_capacity(128);
-        frame::encode_message(m, Priority::Normal, &mut out);
-        self.outbox.push((to, out));
+        if Some(to) == self.replica_peer() {
+            push_frame(&mut self.direct, to, m);
+        } else {
+            push_frame(&mut self.outbox, to, m);
+        }
     }
 
     fn replica_peer(&self) -> Option<PeerId> {
@@ -156,11 +214,7 @@ impl DupServer {
         let mut frames = Vec::new();
         for name in &names {
             let c = self.stores.collection(name).expect("listed above");
-            let mut push = |m: &Message<'_>| {
-                let mut out = Vec::with_capacity(128);
-                frame::encode_message(m, Priority::Normal, &mut out);
-                frames.push(out);
-            };
+            let mut push = |m: &Message<'_>| push_frame(&mut frames, peer, m);
             push(&Message::PpdupConfRemove(PpdupConfRemove {
                 collection: owned(name),
                 ppdup_id: Some(owned(&self.node_id)),
@@ -185,7 +239,7 @@ impl DupServer {
                 }));
             }
         }
-        self.outbox.extend(frames.into_iter().map(|f| (peer, f)));
+        self.direct.extend(frames);
     }
 
     /// A peer's connection closed.
@@ -509,6 +563,9 @@ impl DupServer {
     /// 3.3.5.4 step 5 and 3.3.5.5: a checksum message for a checksum whose forward awaits the
     /// replica's _OK waits behind it. Returns true when it was queued.
     fn wait_behind(&mut self, peer: PeerId, m: &PpdupChecksum<'_>, remove: bool) -> bool {
+        if self.in_flight.is_empty() {
+            return false;
+        }
         let key = (m.collection.to_vec(), m.checksum);
         let Some(queue) = self.in_flight.get_mut(&key) else {
             return false;
@@ -518,9 +575,9 @@ impl DupServer {
         } else {
             Message::PpdupAdd(m.clone())
         };
-        queue.push_back(Waiting {
+        queue.push_back(Waiting::Message {
             from: peer,
-            msg: msg.into_owned(),
+            msg: Box::new(msg.into_owned()),
         });
         true
     }
@@ -537,9 +594,18 @@ impl DupServer {
         reply: &Message<'_>,
     ) {
         self.forward_pending_config(rp);
+        if self
+            .dbname_of
+            .as_ref()
+            .is_none_or(|(c, _)| c[..] != m.collection[..])
+        {
+            let dbname = self.dbname(&m.collection).into_bytes();
+            self.dbname_of = Some((m.collection.to_vec(), dbname));
+        }
+        let dbname = self.dbname_of.as_ref().map(|(_, d)| Cow::Borrowed(&d[..]));
         let fwd = PpdupChecksum {
-            ppdup_id: Some(owned(&self.node_id)),
-            dbname: Some(owned(self.dbname(&m.collection).as_bytes())),
+            ppdup_id: Some(Cow::Borrowed(&self.node_id)),
+            dbname,
             ..m.clone()
         };
         let fwd = if remove {
@@ -547,26 +613,39 @@ impl DupServer {
         } else {
             Message::PpdupAdd(fwd)
         };
-        self.send(rp, &fwd);
+        // `rp` is the replica: its frames go out before the commit (module docs).
+        push_frame(&mut self.direct, rp, &fwd);
         let key = (m.collection.to_vec(), m.checksum);
         self.forward_order.push_back(Some(key.clone()));
-        self.in_flight.entry(key).or_default().push_back(Waiting {
-            from: peer,
-            msg: reply.into_owned(),
-        });
+        let mut frame = Vec::with_capacity(256);
+        frame::encode_message(reply, Priority::Normal, &mut frame);
+        self.in_flight
+            .entry(key)
+            .or_default()
+            .push_back(Waiting::Answer {
+                to: peer,
+                frame,
+                promote: remove,
+            });
     }
 
     /// Sends the held reply at the head of `queue` (promoting after a remove, 3.3.5.5 step 5)
     /// and handles the messages that waited behind it.
     fn release(&mut self, key: (Vec<u8>, Checksum), mut queue: VecDeque<Waiting>) {
-        if let Some(head) = queue.pop_front() {
-            if let Message::PpdupRemoveOk(_) = head.msg {
-                self.promote(&key.0, key.1);
+        for w in queue.drain(..) {
+            match w {
+                Waiting::Answer { to, frame, promote } => {
+                    if promote {
+                        self.promote(&key.0, key.1);
+                    }
+                    if Some(to) == self.replica_peer() {
+                        push_encoded(&mut self.direct, to, &frame);
+                    } else {
+                        push_encoded(&mut self.outbox, to, &frame);
+                    }
+                }
+                Waiting::Message { from, msg } => self.handle_message(from, *msg),
             }
-            self.send(head.from, &head.msg);
-        }
-        for w in queue {
-            self.handle_message(w.from, w.msg);
         }
     }
 
@@ -624,10 +703,25 @@ impl DupServer {
         }
     }
 
-    /// Commits the log, then hands over every frame to send: `(peer, encoded frame)`.
+    /// Commits the log (fdatasync on this thread), then hands over every frame to send:
+    /// `(peer, one or more encoded frames)`, those to the replica first.
     pub fn flush(&mut self) -> Result<Vec<(PeerId, Vec<u8>)>, WalError> {
         self.stores.commit()?;
-        Ok(std::mem::take(&mut self.outbox))
+        let mut out = std::mem::take(&mut self.direct);
+        out.append(&mut self.outbox);
+        Ok(out)
+    }
+
+    /// Writes the log without waiting for the disk and hands over the frames: those to the
+    /// replica to send now, the others to send once the returned point is synced. Pipelined group
+    /// commit: the caller syncs on another thread while this one handles the next events.
+    pub fn write_log(&mut self) -> Result<Outgoing, WalError> {
+        let sync = self.stores.write_log()?;
+        Ok(Outgoing {
+            now: std::mem::take(&mut self.direct),
+            after_sync: std::mem::take(&mut self.outbox),
+            sync,
+        })
     }
 }
 
