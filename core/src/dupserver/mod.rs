@@ -22,7 +22,7 @@
 //!   PKT_PPDUP_ID): it then acts as the duplicate server, which is how node schedulers fail over.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 
 use log::{debug, info, warn};
 
@@ -35,6 +35,10 @@ use crate::msg::{
     Bytes, Checksum, Message, PpdupAddOk, PpdupChecksum, PpdupConfRemove, PpdupConfigAck,
     PpdupError, PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
 };
+
+mod inflight;
+
+use inflight::{InFlight, Released};
 
 /// A connected peer, as the role shell numbers its connections.
 pub type PeerId = u64;
@@ -50,22 +54,6 @@ pub enum Mode {
 
 fn owned(b: &[u8]) -> Bytes<'static> {
     Cow::Owned(b.to_vec())
-}
-
-/// What waits for the replica's _OK under one checksum: first the held answer to the forwarded
-/// message, then later messages for the same checksum.
-enum Waiting {
-    /// The answer to a forwarded message, encoded; after a PPDUP_REMOVE, promote on release.
-    Answer {
-        to: PeerId,
-        frame: Vec<u8>,
-        promote: bool,
-    },
-    /// A node's checksum message to handle once the head is released.
-    Message {
-        from: PeerId,
-        msg: Box<Message<'static>>,
-    },
 }
 
 /// The replica connection as the server sees it.
@@ -91,12 +79,9 @@ pub struct DupServer {
     /// Connected peers (node schedulers, or the server seen from the replica): the collections
     /// each has spoken about (for PPDUP_PROMOTE_REQ) and its keep-alive state.
     peers: HashMap<PeerId, Peer>,
-    /// Checksums with an operation forwarded to the replica, and what waits behind it.
-    in_flight: HashMap<(Vec<u8>, Checksum), VecDeque<Waiting>>,
-    /// One entry per checksum message forwarded to the replica, in order: the key whose queue
-    /// head waits for the _OK, or None for resynchronization forwards nobody waits for. The
-    /// replica answers in the order it was sent to, over one connection.
-    forward_order: VecDeque<Option<(Vec<u8>, Checksum)>>,
+    /// Checksum messages forwarded to the replica, in order (it answers in the order it was
+    /// sent to, over one connection), with the held answers and what waits behind them.
+    flight: InFlight,
     /// Our vector clock toward the replica (PKT_VCLOCK of forwarded SET_CONFIGs).
     vclock: i64,
     /// Frames to send once the log is committed, consecutive frames to one peer in one buffer.
@@ -160,8 +145,7 @@ impl DupServer {
             replica: (mode == Mode::Server && with_replica).then(ReplicaLink::default),
             removing: HashSet::new(),
             peers: HashMap::new(),
-            in_flight: HashMap::new(),
-            forward_order: VecDeque::new(),
+            flight: InFlight::default(),
             vclock: 0,
             outbox: Vec::new(),
             direct: Vec::new(),
@@ -198,9 +182,15 @@ impl DupServer {
 
     /// The replica link is up on `peer`: resynchronize it in full (module docs).
     pub fn replica_connected(&mut self, peer: PeerId) {
-        let Some(r) = self.replica.as_mut() else {
+        if self.replica.is_none() {
             return;
-        };
+        }
+        // Forwards to an earlier connection (answered when it closed, normally) go now.
+        while let Some(released) = self.flight.pop() {
+            self.release(released);
+        }
+        self.flight.clear();
+        let r = self.replica.as_mut().expect("checked above");
         r.peer = Some(peer);
         r.transition.clear();
         r.awaiting_ack = None;
@@ -209,7 +199,6 @@ impl DupServer {
             "replica connected: resynchronizing {} entries",
             self.stores.entries()
         );
-        self.forward_order.clear();
         let names: Vec<Vec<u8>> = self.stores.collection_names().map(<[u8]>::to_vec).collect();
         let mut frames = Vec::new();
         for name in &names {
@@ -228,7 +217,7 @@ impl DupServer {
                 collection: Some(owned(name)),
             }));
             for (cs, uri, node) in c.store.iter() {
-                self.forward_order.push_back(None);
+                self.flight.push_resync();
                 push(&Message::PpdupAdd(PpdupChecksum {
                     collection: owned(name),
                     node_id: owned(node),
@@ -249,13 +238,12 @@ impl DupServer {
             if r.peer == Some(peer) {
                 warn!("replica connection lost: serving alone until it is back");
                 r.peer = None;
-                self.forward_order.clear();
-                // What waited for the replica is answered now (the local log has it), and the
-                // messages queued behind it are handled.
-                let waiting: Vec<_> = self.in_flight.drain().collect();
-                for (key, queue) in waiting {
-                    self.release(key, queue);
+                // What waited for the replica is answered now (the local log has it), in the
+                // order it was forwarded, and the messages queued behind it are handled.
+                while let Some(released) = self.flight.pop() {
+                    self.release(released);
                 }
+                self.flight.clear();
             }
         }
     }
@@ -399,8 +387,7 @@ impl DupServer {
         if self.mode == Mode::Server {
             self.removing.insert(cr.collection.to_vec());
         }
-        self.in_flight
-            .retain(|(c, _), _| c[..] != cr.collection[..]);
+        self.flight.cancel_collection(&cr.collection);
         if let Some(r) = self.replica.as_mut() {
             r.transition.retain(|(c, _)| c[..] != cr.collection[..]);
         }
@@ -563,11 +550,7 @@ impl DupServer {
     /// 3.3.5.4 step 5 and 3.3.5.5: a checksum message for a checksum whose forward awaits the
     /// replica's _OK waits behind it. Returns true when it was queued.
     fn wait_behind(&mut self, peer: PeerId, m: &PpdupChecksum<'_>, remove: bool) -> bool {
-        if self.in_flight.is_empty() {
-            return false;
-        }
-        let key = (m.collection.to_vec(), m.checksum);
-        let Some(queue) = self.in_flight.get_mut(&key) else {
+        let Some(key) = self.flight.busy_key(&m.collection, m.checksum) else {
             return false;
         };
         let msg = if remove {
@@ -575,10 +558,7 @@ impl DupServer {
         } else {
             Message::PpdupAdd(m.clone())
         };
-        queue.push_back(Waiting::Message {
-            from: peer,
-            msg: Box::new(msg.into_owned()),
-        });
+        self.flight.queue(key, peer, msg.into_owned());
         true
     }
 
@@ -615,37 +595,29 @@ impl DupServer {
         };
         // `rp` is the replica: its frames go out before the commit (module docs).
         push_frame(&mut self.direct, rp, &fwd);
-        let key = (m.collection.to_vec(), m.checksum);
-        self.forward_order.push_back(Some(key.clone()));
-        let mut frame = Vec::with_capacity(256);
-        frame::encode_message(reply, Priority::Normal, &mut frame);
-        self.in_flight
-            .entry(key)
-            .or_default()
-            .push_back(Waiting::Answer {
-                to: peer,
-                frame,
-                promote: remove,
-            });
+        let key = (self.flight.collection_index(&m.collection), m.checksum);
+        self.flight.push(key, peer, remove, |held| {
+            frame::encode_message(reply, Priority::Normal, held)
+        });
     }
 
-    /// Sends the held reply at the head of `queue` (promoting after a remove, 3.3.5.5 step 5)
-    /// and handles the messages that waited behind it.
-    fn release(&mut self, key: (Vec<u8>, Checksum), mut queue: VecDeque<Waiting>) {
-        for w in queue.drain(..) {
-            match w {
-                Waiting::Answer { to, frame, promote } => {
-                    if promote {
-                        self.promote(&key.0, key.1);
-                    }
-                    if Some(to) == self.replica_peer() {
-                        push_encoded(&mut self.direct, to, &frame);
-                    } else {
-                        push_encoded(&mut self.outbox, to, &frame);
-                    }
-                }
-                Waiting::Message { from, msg } => self.handle_message(from, *msg),
+    /// Sends a held answer (promoting first after a remove, 3.3.5.5 step 5) and handles the
+    /// messages that waited behind it.
+    fn release(&mut self, released: Released) {
+        if let Some((to, range, promote, (collection, checksum))) = released.answer {
+            if promote {
+                let name = self.flight.collection_name(collection).to_vec();
+                self.promote(&name, checksum);
             }
+            let q = if Some(to) == self.replica_peer() {
+                &mut self.direct
+            } else {
+                &mut self.outbox
+            };
+            push_encoded(q, to, self.flight.held(range));
+        }
+        for (from, msg) in released.waiting {
+            self.handle_message(from, *msg);
         }
     }
 
@@ -669,15 +641,9 @@ impl DupServer {
 
     /// The replica's PPDUP_ADD_OK or PPDUP_REMOVE_OK: answer the node, then what waited.
     fn on_replica_ok(&mut self) {
-        let Some(next) = self.forward_order.pop_front() else {
-            debug!("an _OK from the replica with nothing forwarded");
-            return;
-        };
-        // None: a resynchronization forward; a key no longer in flight: its collection was
-        // removed meanwhile.
-        let Some(key) = next else { return };
-        if let Some(queue) = self.in_flight.remove(&key) {
-            self.release(key, queue);
+        match self.flight.pop() {
+            Some(released) => self.release(released),
+            None => debug!("an _OK from the replica with nothing forwarded"),
         }
     }
 

@@ -453,3 +453,36 @@ fn forwards_leave_before_the_local_commit_and_answers_wait_for_it_and_the_replic
         "the answer waits for the sync point"
     );
 }
+
+#[test]
+fn held_answers_go_out_in_order_when_the_replica_is_lost_and_conf_remove_drops_its_own() {
+    // 3.3.5.4 with the replica gone: the local log has every add, so what waited is answered;
+    // 3.3.5.2: a removed collection's held answers are discarded with it.
+    let mut s = server("lost-replica", Mode::Server, true);
+    s.replica_connected(REPLICA);
+    sent(&mut s);
+    s.handle_message(NODE_A, set_config("c", 1));
+    s.handle_message(NODE_A, set_config("d", 2));
+    sent(&mut s);
+    s.handle_message(NODE_A, add("c", "na", "http://a/1", cs(1)));
+    s.handle_message(NODE_B, add("c", "nb", "http://b/1", cs(1))); // waits behind
+    s.handle_message(NODE_A, add("d", "na", "http://a/2", cs(2)));
+    let out = sent(&mut s);
+    assert!(out.iter().all(|(p, _)| *p == REPLICA), "{out:?}");
+    s.handle_message(
+        NODE_A,
+        Message::PpdupConfRemove(PpdupConfRemove {
+            collection: b("d"),
+            ppdup_id: None,
+        }),
+    );
+    sent(&mut s);
+    s.peer_closed(REPLICA);
+    assert_eq!(
+        sent(&mut s),
+        vec![
+            (NODE_A, add_ok("c", "na", "http://a/1", "http://a/1")),
+            (NODE_B, add_ok("c", "nb", "http://b/1", "http://a/1")),
+        ]
+    );
+}
