@@ -15,15 +15,20 @@ fi
 cargo build --release --quiet --bin crawlfleet
 bin=target/release/crawlfleet
 work=$(mktemp -d)
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
+# Each process started leaves its pid in $work/*.pid: `start` runs in a command substitution
+# (a subshell), so a shell array would not see its pids.
+cleanup() {
+  for f in "$work"/*.pid; do [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 redis-server --port 16379 --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
-pids+=($!)
+echo $! >"$work/redis.pid"
 start() { # name args... ; prints the bound address
   "$bin" "$@" >"$work/$1.out" 2>"$work/$1.err" &
-  pids+=($!)
+  echo $! >"$work/$1-$$-$BASHPID.pid"
   for _ in $(seq 100); do
     addr=$(sed -n 's/.*listening on //p' "$work/$1.out")
     [ -n "$addr" ] && { echo "$addr"; return; }

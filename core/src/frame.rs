@@ -130,6 +130,10 @@ pub fn decode_body<'a>(body: &'a [u8], limits: &Limits) -> Result<Frame<'a>, Fra
 /// Checks a frame body with every check of [`decode_body`] but builds nothing, returning the
 /// priority. The event loop runs this on each frame before handing the bytes on.
 pub fn scan_body(body: &[u8], limits: &Limits) -> Result<Priority, FrameError> {
+    // A duplicate-server message in the canonical layout is valid once the fast reader took it.
+    if let Some((priority, _)) = crate::msg::decode_hot(body, limits) {
+        return Ok(priority);
+    }
     let mut d = Decoder::new(body, limits)?;
     let shape = if body.first() != Some(&tag::TUPLE) {
         Err("not a tuple")
@@ -186,6 +190,10 @@ pub fn decode_message<'a>(
     body: &'a [u8],
     limits: &Limits,
 ) -> Result<(Priority, Message<'a>), MessageFrameError> {
+    // PPDUP_ADD and its kin in the canonical layout: read without building values.
+    if let Some(hot) = crate::msg::decode_hot(body, limits) {
+        return Ok(hot);
+    }
     let mut d = Decoder::new(body, limits).map_err(|e| MessageFrameError::Frame(e.into()))?;
     let mut pairs = arrayvec::ArrayVec::<(Value<'a>, Value<'a>), FLAT_PAIRS>::new();
     if let Ok(Some(priority)) = d.flat_frame(&mut pairs) {

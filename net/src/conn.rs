@@ -243,7 +243,7 @@ impl<F: Framing> Conn<F> {
     }
 
     /// Makes room to read into. Framed messages are never moved here, so returns `false` when
-    /// the buffer is full of them and must be handed on first.
+    /// the buffer is full of them, at its batch size, and must be handed on first.
     ///
     /// Growth doubles, capped at what the current message needs when the framing knows that (a
     /// length prefix). It never jumps straight to an announced length: memory follows the bytes
@@ -254,7 +254,16 @@ impl<F: Framing> Conn<F> {
             return true;
         }
         if self.framed > 0 {
-            return false;
+            if self.buf.len() >= MAX_BATCH {
+                return false;
+            }
+            // The peer sends more than the buffer holds (a pipelining client): grow it, up to
+            // one batch, so that what arrived together is handed on (and answered) together
+            // instead of in 16 KiB slices.
+            let target = (self.buf.len() * 2).min(MAX_BATCH);
+            self.buf.reserve_exact(target - self.buf.len());
+            self.buf.resize(target, 0);
+            return true;
         }
         // Only the start of one message is in the buffer (filled == buf.len()). `needed` has
         // been checked against the framing's limit, so growth is bounded by it.

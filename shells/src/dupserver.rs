@@ -1,8 +1,12 @@
 //! `crawlfleet dupserver` and `crawlfleet dupreplica`: the duplicate server and its replica
 //! (MS-FSCMT 3.3, 3.4), wiring `core::dupserver` to the event loop.
 //!
-//! One thread takes every event the loop has ready, feeds it to the state machine, then commits
-//! the write-ahead log once (group commit) and only then sends the replies of the whole batch.
+//! One thread takes every event the loop has ready and feeds it to the state machine, then writes
+//! the write-ahead log once for the whole batch and hands the batch's replies to a second thread,
+//! the syncer, which sends them only after its fdatasync of the log returned (group commit,
+//! pipelined: while the syncer waits for the disk, the first thread handles the next batch, and
+//! every batch written meanwhile shares the next fdatasync). Frames to the replica leave at once
+//! (see `crawlfleet_core::dupserver`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -11,8 +15,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use crawlfleet_core::checksum::durable::DupStores;
+use crawlfleet_core::checksum::wal::SyncPoint;
 use crawlfleet_core::dupserver::{DupServer, Mode, PeerId};
-use crawlfleet_net::{ConnId, Event, EventLoop, LinkId, Priority, TimerId};
+use crawlfleet_net::{ConnId, Event, EventLoop, Handle, LinkId, Priority, TimerId};
+use crossbeam_channel::{Receiver, Sender};
 use log::{error, info, warn};
 
 use crate::cli::DupArgs;
@@ -27,6 +33,53 @@ const SNAPSHOT_SHARDS_PER_TICK: usize = 4;
 const SHARDS: usize = 64;
 /// Events handled before one group commit.
 const MAX_BATCH_EVENTS: usize = 4096;
+
+/// One batch's replies, to send once `sync` is durable.
+struct Commit {
+    sync: SyncPoint,
+    frames: Vec<(ConnId, Vec<u8>)>,
+}
+
+/// The syncer thread: takes every commit queued, makes the log durable with one fdatasync (per
+/// log file: a snapshot may have started a new one), then sends the replies in order. On a
+/// failed fdatasync nothing more is sent: it reports the error and stops the event loop.
+fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>) {
+    let mut synced: Option<SyncPoint> = None;
+    let mut group = Vec::new();
+    while let Ok(first) = commits.recv() {
+        group.push(first);
+        group.extend(commits.try_iter());
+        // The newest point of each file in the group; older ones of the same file are covered.
+        let mut points: Vec<&SyncPoint> = Vec::new();
+        for c in &group {
+            match points.iter_mut().find(|p| p.same_file(&c.sync)) {
+                Some(p) if p.len() < c.sync.len() => *p = &c.sync,
+                Some(_) => {}
+                None => points.push(&c.sync),
+            }
+        }
+        for p in points {
+            if synced.as_ref().is_some_and(|done| p.covered_by(done)) {
+                continue;
+            }
+            if let Err(e) = p.sync() {
+                // Nothing may be acknowledged that is not durable: stop rather than lie.
+                error!("cannot commit the log: {e}; stopping");
+                let _ = failed.send(format!("cannot commit the log: {e}"));
+                let _ = handle.shutdown();
+                return;
+            }
+            synced = Some(p.clone());
+        }
+        for c in group.drain(..) {
+            for (conn, bytes) in c.frames {
+                if handle.send(conn, Priority::Normal, bytes).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
 
 /// Checks the data directory is usable before anything listens.
 fn open_stores(dir: &Path) -> Result<DupStores, String> {
@@ -87,11 +140,24 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
         None => None,
     };
     let mut conns: HashMap<PeerId, ConnId> = HashMap::new();
-    let mut sends: HashMap<PeerId, Vec<u8>> = HashMap::new();
+    let (commit_tx, commit_rx) = crossbeam_channel::unbounded::<Commit>();
+    let (failed_tx, failed_rx) = crossbeam_channel::bounded::<String>(1);
+    let syncer_handle = handle.clone();
+    let syncer_thread = std::thread::Builder::new()
+        .name(format!("{role}-sync"))
+        .spawn(move || syncer(commit_rx, syncer_handle, failed_tx))
+        .map_err(|e| format!("cannot start the log syncer: {e}"))?;
+    let stopped_by_syncer = |failed_rx: &Receiver<String>| {
+        failed_rx
+            .try_recv()
+            .unwrap_or_else(|_| "the event loop stopped".into())
+    };
 
     loop {
         let Ok(first) = spawned.events.recv() else {
-            return Err("the event loop stopped".into());
+            drop(commit_tx);
+            let _ = syncer_thread.join();
+            return Err(stopped_by_syncer(&failed_rx));
         };
         let mut event = Some(first);
         let mut handled = 0;
@@ -152,28 +218,45 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
                 event = spawned.events.try_recv().ok();
             }
         }
-        // Group commit, then the replies of everything handled above.
-        let out = match sm.flush() {
+        // Group commit: write the batch's log records; the syncer sends the replies once they
+        // are durable. Forwards to the replica leave now.
+        let out = match sm.write_log() {
             Ok(out) => out,
             Err(e) => {
                 // Nothing may be acknowledged that is not durable: stop rather than lie.
-                error!("cannot commit the log: {e}; stopping");
+                error!("cannot write the log: {e}; stopping");
                 let _ = handle.shutdown();
-                return Err(format!("cannot commit the log: {e}"));
+                return Err(format!("cannot write the log: {e}"));
             }
         };
-        for (peer, frame) in out {
-            sends.entry(peer).or_default().extend_from_slice(&frame);
-        }
-        for (peer, bytes) in sends.drain() {
-            match conns.get(&peer) {
-                Some(&conn) => {
-                    if handle.send(conn, Priority::Normal, bytes).is_err() {
-                        return Err("the event loop stopped".into());
-                    }
-                }
-                None => warn!("dropping replies to a closed connection"),
+        let conn_of = |peer: PeerId| {
+            let conn = conns.get(&peer).copied();
+            if conn.is_none() {
+                warn!("dropping frames to a closed connection");
             }
+            conn
+        };
+        for (peer, bytes) in out.now {
+            if let Some(conn) = conn_of(peer) {
+                if handle.send(conn, Priority::Normal, bytes).is_err() {
+                    return Err(stopped_by_syncer(&failed_rx));
+                }
+            }
+        }
+        let frames: Vec<(ConnId, Vec<u8>)> = out
+            .after_sync
+            .into_iter()
+            .filter_map(|(peer, bytes)| Some((conn_of(peer)?, bytes)))
+            .collect();
+        if frames.is_empty() {
+            continue; // Records without replies become durable with a later group.
+        }
+        let commit = Commit {
+            sync: out.sync,
+            frames,
+        };
+        if commit_tx.send(commit).is_err() {
+            return Err(stopped_by_syncer(&failed_rx));
         }
     }
 }

@@ -18,7 +18,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::wal::{read_records, sync_parent, Record, Wal, WalError};
+use super::wal::{read_records, sync_parent, Record, SyncPoint, Wal, WalError};
 use super::{AddOutcome, ChecksumStore, StoreError};
 use crate::msg::Checksum;
 
@@ -263,6 +263,12 @@ impl DupStores {
     /// Makes every change so far durable (group commit). Acknowledge only after this.
     pub fn commit(&mut self) -> Result<(), WalError> {
         self.wal.commit()
+    }
+
+    /// Writes every change so far to the log without waiting for the disk. Acknowledge them
+    /// only after the returned point's [`SyncPoint::sync`] (on any thread) has returned.
+    pub fn write_log(&mut self) -> Result<SyncPoint, WalError> {
+        self.wal.write_pending()
     }
 
     /// Bytes in the current log.

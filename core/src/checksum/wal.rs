@@ -16,6 +16,7 @@ use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -255,12 +256,63 @@ pub fn read_records(path: &Path, mut each: impl FnMut(Record)) -> Result<u64, Wa
 }
 
 /// An append-only log file with group commit.
+///
+/// A commit is two steps that may run on different threads: [`Wal::write_pending`] writes the
+/// queued records to the file (no waiting for the disk) and returns a [`SyncPoint`];
+/// [`SyncPoint::sync`] (fdatasync) makes them durable. The owner of the log can go on with the
+/// next group while another thread waits for the disk, and several groups written meanwhile
+/// share one fdatasync. [`Wal::commit`] does both at once.
 pub struct Wal {
-    path: PathBuf,
-    file: File,
+    path: Arc<PathBuf>,
+    file: Arc<File>,
     pending: Vec<u8>,
-    /// Bytes durable in the file.
-    durable_len: u64,
+    /// Bytes written to the file (durable once a [`SyncPoint`] covering them was synced).
+    written_len: u64,
+    /// Bytes [`Wal::commit`] made durable (a [`SyncPoint`] synced elsewhere is not counted).
+    committed_len: u64,
+}
+
+/// The log file and how many of its bytes were written when it was taken: once
+/// [`SyncPoint::sync`] returns, every record written up to then is durable and may be
+/// acknowledged.
+#[derive(Clone)]
+pub struct SyncPoint {
+    path: Arc<PathBuf>,
+    file: Arc<File>,
+    len: u64,
+}
+
+impl SyncPoint {
+    /// Bytes of the file this point covers.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when the point covers no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True when `other` is a point of the same log file.
+    pub fn same_file(&self, other: &SyncPoint) -> bool {
+        Arc::ptr_eq(&self.file, &other.file)
+    }
+
+    /// True when syncing `self` makes nothing durable that syncing `done` did not: same file,
+    /// no more bytes.
+    pub fn covered_by(&self, done: &SyncPoint) -> bool {
+        self.same_file(done) && self.len <= done.len
+    }
+
+    /// Waits until every byte this point covers is on disk (fdatasync). fdatasync covers every
+    /// write that returned before it was called, so it may run on any thread once the write
+    /// that produced this point has returned.
+    pub fn sync(&self) -> Result<(), WalError> {
+        self.file.sync_data().map_err(|error| WalError::Io {
+            path: self.path.to_path_buf(),
+            error,
+        })
+    }
 }
 
 impl Wal {
@@ -281,10 +333,11 @@ impl Wal {
         file.sync_all().map_err(err)?;
         sync_parent(path).map_err(err)?;
         Ok(Wal {
-            path: path.to_owned(),
-            file,
+            path: Arc::new(path.to_owned()),
+            file: Arc::new(file),
             pending: Vec::with_capacity(1 << 16),
-            durable_len: intact_len,
+            written_len: intact_len,
+            committed_len: intact_len,
         })
     }
 
@@ -308,31 +361,51 @@ impl Wal {
         !self.pending.is_empty()
     }
 
+    /// Writes the queued records to the file without waiting for the disk; the returned point
+    /// is what a later [`SyncPoint::sync`] makes durable. Acknowledge the records only after
+    /// that sync returned.
+    pub fn write_pending(&mut self) -> Result<SyncPoint, WalError> {
+        if !self.pending.is_empty() {
+            let mut file: &File = &self.file;
+            file.write_all(&self.pending)
+                .map_err(|error| WalError::Io {
+                    path: self.path.to_path_buf(),
+                    error,
+                })?;
+            self.written_len += self.pending.len() as u64;
+            self.pending.clear();
+        }
+        Ok(self.sync_point())
+    }
+
+    /// The point covering every byte written so far.
+    pub fn sync_point(&self) -> SyncPoint {
+        SyncPoint {
+            path: self.path.clone(),
+            file: self.file.clone(),
+            len: self.written_len,
+        }
+    }
+
     /// Writes the queued records and waits until they are on disk (fdatasync). Only after this
     /// returns may the operations be acknowledged.
     pub fn commit(&mut self) -> Result<(), WalError> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.committed_len == self.written_len {
             return Ok(());
         }
-        let err = |error| WalError::Io {
-            path: self.path.clone(),
-            error,
-        };
-        self.file.write_all(&self.pending).map_err(err)?;
-        self.file.sync_data().map_err(err)?;
-        self.durable_len += self.pending.len() as u64;
-        self.pending.clear();
+        self.write_pending()?.sync()?;
+        self.committed_len = self.written_len;
         Ok(())
     }
 
-    /// Bytes durable in the file.
+    /// Bytes written to the file (see [`Wal::write_pending`]).
     pub fn len(&self) -> u64 {
-        self.durable_len
+        self.written_len
     }
 
     /// True when the file holds no record.
     pub fn is_empty(&self) -> bool {
-        self.durable_len == 0
+        self.written_len == 0
     }
 
     /// The file's path.
@@ -432,6 +505,27 @@ mod tests {
         let intact = read_records(&path, |r| got.push(r)).unwrap();
         assert_eq!(got, vec![sample(0)]);
         assert_eq!(intact as usize, one);
+    }
+
+    #[test]
+    fn written_records_become_durable_through_a_sync_point_on_another_thread() {
+        let path = tmp("syncpoint");
+        let mut wal = Wal::open(&path, 0).unwrap();
+        wal.append(&sample(1));
+        let first = wal.write_pending().unwrap();
+        assert_eq!(first.len(), wal.len());
+        wal.append(&sample(2));
+        let second = wal.write_pending().unwrap();
+        assert!(first.covered_by(&second) && !second.covered_by(&first));
+        std::thread::spawn(move || second.sync().unwrap())
+            .join()
+            .unwrap();
+        let mut got = Vec::new();
+        read_records(&path, |r| got.push(r)).unwrap();
+        assert_eq!(got, vec![sample(1), sample(2)]);
+        // A new file's points are never covered by another file's.
+        let other = Wal::open(&tmp("syncpoint-other"), 0).unwrap().sync_point();
+        assert!(!other.covered_by(&first) && !other.same_file(&first));
     }
 
     #[test]

@@ -2,10 +2,14 @@
 //! sockets: the role shell feeds it frames from peers and sends what it returns.
 //!
 //! Durability: every state change goes to the write-ahead log of [`DupStores`]; replies are held
-//! in an outbox until [`DupServer::flush`] has committed the log (group commit), so nothing is
+//! in an outbox until the log is committed (group commit: [`DupServer::flush`], or
+//! [`DupServer::write_log`] with the fdatasync left to another thread), so nothing is
 //! acknowledged before it is on disk. With a replica, a node's PPDUP_ADD or PPDUP_REMOVE that
 //! changes the store is answered only after the replica's _OK (3.3.5.4, 3.3.5.5), and later
-//! messages for the same checksum wait for it.
+//! messages for the same checksum wait for it. Frames to the replica do not wait for the local
+//! commit: the forward leaves at once, so the replica's fdatasync overlaps ours, and the node is
+//! answered once both are done (the answer is released by the _OK into an outbox that itself
+//! waits for the commit).
 //!
 //! Decisions where the spec is silent:
 //! - A PPDUP_REMOVE removes the mapping only when its URI is the owner URI (the spec calls PKT_URI
@@ -18,12 +22,12 @@
 //!   PKT_PPDUP_ID): it then acts as the duplicate server, which is how node schedulers fail over.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 
 use log::{debug, info, warn};
 
 use crate::checksum::durable::{DupError, DupStores};
-use crate::checksum::wal::WalError;
+use crate::checksum::wal::{SyncPoint, WalError};
 use crate::checksum::AddOutcome;
 use crate::frame::{self, Priority};
 use crate::marshal::{self, dict_get, Value};
@@ -31,6 +35,10 @@ use crate::msg::{
     Bytes, Checksum, Message, PpdupAddOk, PpdupChecksum, PpdupConfRemove, PpdupConfigAck,
     PpdupError, PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
 };
+
+mod inflight;
+
+use inflight::{InFlight, Released};
 
 /// A connected peer, as the role shell numbers its connections.
 pub type PeerId = u64;
@@ -46,12 +54,6 @@ pub enum Mode {
 
 fn owned(b: &[u8]) -> Bytes<'static> {
     Cow::Owned(b.to_vec())
-}
-
-/// A node's checksum message waiting for the replica.
-struct Waiting {
-    from: PeerId,
-    msg: Message<'static>,
 }
 
 /// The replica connection as the server sees it.
@@ -77,16 +79,53 @@ pub struct DupServer {
     /// Connected peers (node schedulers, or the server seen from the replica): the collections
     /// each has spoken about (for PPDUP_PROMOTE_REQ) and its keep-alive state.
     peers: HashMap<PeerId, Peer>,
-    /// Checksums with an operation forwarded to the replica, and what waits behind it.
-    in_flight: HashMap<(Vec<u8>, Checksum), VecDeque<Waiting>>,
-    /// One entry per checksum message forwarded to the replica, in order: the key whose queue
-    /// head waits for the _OK, or None for resynchronization forwards nobody waits for. The
-    /// replica answers in the order it was sent to, over one connection.
-    forward_order: VecDeque<Option<(Vec<u8>, Checksum)>>,
+    /// Checksum messages forwarded to the replica, in order (it answers in the order it was
+    /// sent to, over one connection), with the held answers and what waits behind them.
+    flight: InFlight,
     /// Our vector clock toward the replica (PKT_VCLOCK of forwarded SET_CONFIGs).
     vclock: i64,
-    /// Frames to send once the log is committed.
+    /// Frames to send once the log is committed, consecutive frames to one peer in one buffer.
     outbox: Vec<(PeerId, Vec<u8>)>,
+    /// Frames to the replica, which may leave before the commit (module docs).
+    direct: Vec<(PeerId, Vec<u8>)>,
+    /// The last collection forwarded and its PKT_DBNAME.
+    dbname_of: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// What [`DupServer::write_log`] hands over: frames to send now, and frames to send only once
+/// `sync` is durable. Each entry holds one or more whole frames for one peer; entries keep the
+/// order the frames were produced in.
+pub struct Outgoing {
+    /// Frames to the replica: send at once.
+    pub now: Vec<(PeerId, Vec<u8>)>,
+    /// Everything else: send only after [`SyncPoint::sync`] of `sync` has returned.
+    pub after_sync: Vec<(PeerId, Vec<u8>)>,
+    /// The log written so far.
+    pub sync: SyncPoint,
+}
+
+/// Appends encoded frames for `to` to `q`, into the last buffer when it is for the same peer.
+fn push_encoded(q: &mut Vec<(PeerId, Vec<u8>)>, to: PeerId, frames: &[u8]) {
+    match q.last_mut() {
+        Some((p, buf)) if *p == to => buf.extend_from_slice(frames),
+        _ => {
+            let mut buf = Vec::with_capacity(frames.len().max(4096));
+            buf.extend_from_slice(frames);
+            q.push((to, buf));
+        }
+    }
+}
+
+/// Appends a frame for `to` to `q`, into the last buffer when it is for the same peer.
+fn push_frame(q: &mut Vec<(PeerId, Vec<u8>)>, to: PeerId, m: &Message<'_>) {
+    match q.last_mut() {
+        Some((p, buf)) if *p == to => frame::encode_message(m, Priority::Normal, buf),
+        _ => {
+            let mut buf = Vec::with_capacity(4096);
+            frame::encode_message(m, Priority::Normal, &mut buf);
+            q.push((to, buf));
+        }
+    }
 }
 
 #[derive(Default)]
@@ -106,10 +145,11 @@ impl DupServer {
             replica: (mode == Mode::Server && with_replica).then(ReplicaLink::default),
             removing: HashSet::new(),
             peers: HashMap::new(),
-            in_flight: HashMap::new(),
-            forward_order: VecDeque::new(),
+            flight: InFlight::default(),
             vclock: 0,
             outbox: Vec::new(),
+            direct: Vec::new(),
+            dbname_of: None,
         }
     }
 
@@ -124,9 +164,11 @@ impl DupServer {
     }
 
     fn send(&mut self, to: PeerId, m: &Message<'_>) {
-        let mut out = Vec::with_capacity(128);
-        frame::encode_message(m, Priority::Normal, &mut out);
-        self.outbox.push((to, out));
+        if Some(to) == self.replica_peer() {
+            push_frame(&mut self.direct, to, m);
+        } else {
+            push_frame(&mut self.outbox, to, m);
+        }
     }
 
     fn replica_peer(&self) -> Option<PeerId> {
@@ -140,9 +182,15 @@ impl DupServer {
 
     /// The replica link is up on `peer`: resynchronize it in full (module docs).
     pub fn replica_connected(&mut self, peer: PeerId) {
-        let Some(r) = self.replica.as_mut() else {
+        if self.replica.is_none() {
             return;
-        };
+        }
+        // Forwards to an earlier connection (answered when it closed, normally) go now.
+        while let Some(released) = self.flight.pop() {
+            self.release(released);
+        }
+        self.flight.clear();
+        let r = self.replica.as_mut().expect("checked above");
         r.peer = Some(peer);
         r.transition.clear();
         r.awaiting_ack = None;
@@ -151,16 +199,11 @@ impl DupServer {
             "replica connected: resynchronizing {} entries",
             self.stores.entries()
         );
-        self.forward_order.clear();
         let names: Vec<Vec<u8>> = self.stores.collection_names().map(<[u8]>::to_vec).collect();
         let mut frames = Vec::new();
         for name in &names {
             let c = self.stores.collection(name).expect("listed above");
-            let mut push = |m: &Message<'_>| {
-                let mut out = Vec::with_capacity(128);
-                frame::encode_message(m, Priority::Normal, &mut out);
-                frames.push(out);
-            };
+            let mut push = |m: &Message<'_>| push_frame(&mut frames, peer, m);
             push(&Message::PpdupConfRemove(PpdupConfRemove {
                 collection: owned(name),
                 ppdup_id: Some(owned(&self.node_id)),
@@ -174,7 +217,7 @@ impl DupServer {
                 collection: Some(owned(name)),
             }));
             for (cs, uri, node) in c.store.iter() {
-                self.forward_order.push_back(None);
+                self.flight.push_resync();
                 push(&Message::PpdupAdd(PpdupChecksum {
                     collection: owned(name),
                     node_id: owned(node),
@@ -185,7 +228,7 @@ impl DupServer {
                 }));
             }
         }
-        self.outbox.extend(frames.into_iter().map(|f| (peer, f)));
+        self.direct.extend(frames);
     }
 
     /// A peer's connection closed.
@@ -195,13 +238,12 @@ impl DupServer {
             if r.peer == Some(peer) {
                 warn!("replica connection lost: serving alone until it is back");
                 r.peer = None;
-                self.forward_order.clear();
-                // What waited for the replica is answered now (the local log has it), and the
-                // messages queued behind it are handled.
-                let waiting: Vec<_> = self.in_flight.drain().collect();
-                for (key, queue) in waiting {
-                    self.release(key, queue);
+                // What waited for the replica is answered now (the local log has it), in the
+                // order it was forwarded, and the messages queued behind it are handled.
+                while let Some(released) = self.flight.pop() {
+                    self.release(released);
                 }
+                self.flight.clear();
             }
         }
     }
@@ -345,8 +387,7 @@ impl DupServer {
         if self.mode == Mode::Server {
             self.removing.insert(cr.collection.to_vec());
         }
-        self.in_flight
-            .retain(|(c, _), _| c[..] != cr.collection[..]);
+        self.flight.cancel_collection(&cr.collection);
         if let Some(r) = self.replica.as_mut() {
             r.transition.retain(|(c, _)| c[..] != cr.collection[..]);
         }
@@ -509,8 +550,7 @@ impl DupServer {
     /// 3.3.5.4 step 5 and 3.3.5.5: a checksum message for a checksum whose forward awaits the
     /// replica's _OK waits behind it. Returns true when it was queued.
     fn wait_behind(&mut self, peer: PeerId, m: &PpdupChecksum<'_>, remove: bool) -> bool {
-        let key = (m.collection.to_vec(), m.checksum);
-        let Some(queue) = self.in_flight.get_mut(&key) else {
+        let Some(key) = self.flight.busy_key(&m.collection, m.checksum) else {
             return false;
         };
         let msg = if remove {
@@ -518,10 +558,7 @@ impl DupServer {
         } else {
             Message::PpdupAdd(m.clone())
         };
-        queue.push_back(Waiting {
-            from: peer,
-            msg: msg.into_owned(),
-        });
+        self.flight.queue(key, peer, msg.into_owned());
         true
     }
 
@@ -537,9 +574,18 @@ impl DupServer {
         reply: &Message<'_>,
     ) {
         self.forward_pending_config(rp);
+        if self
+            .dbname_of
+            .as_ref()
+            .is_none_or(|(c, _)| c[..] != m.collection[..])
+        {
+            let dbname = self.dbname(&m.collection).into_bytes();
+            self.dbname_of = Some((m.collection.to_vec(), dbname));
+        }
+        let dbname = self.dbname_of.as_ref().map(|(_, d)| Cow::Borrowed(&d[..]));
         let fwd = PpdupChecksum {
-            ppdup_id: Some(owned(&self.node_id)),
-            dbname: Some(owned(self.dbname(&m.collection).as_bytes())),
+            ppdup_id: Some(Cow::Borrowed(&self.node_id)),
+            dbname,
             ..m.clone()
         };
         let fwd = if remove {
@@ -547,26 +593,31 @@ impl DupServer {
         } else {
             Message::PpdupAdd(fwd)
         };
-        self.send(rp, &fwd);
-        let key = (m.collection.to_vec(), m.checksum);
-        self.forward_order.push_back(Some(key.clone()));
-        self.in_flight.entry(key).or_default().push_back(Waiting {
-            from: peer,
-            msg: reply.into_owned(),
+        // `rp` is the replica: its frames go out before the commit (module docs).
+        push_frame(&mut self.direct, rp, &fwd);
+        let key = (self.flight.collection_index(&m.collection), m.checksum);
+        self.flight.push(key, peer, remove, |held| {
+            frame::encode_message(reply, Priority::Normal, held)
         });
     }
 
-    /// Sends the held reply at the head of `queue` (promoting after a remove, 3.3.5.5 step 5)
-    /// and handles the messages that waited behind it.
-    fn release(&mut self, key: (Vec<u8>, Checksum), mut queue: VecDeque<Waiting>) {
-        if let Some(head) = queue.pop_front() {
-            if let Message::PpdupRemoveOk(_) = head.msg {
-                self.promote(&key.0, key.1);
+    /// Sends a held answer (promoting first after a remove, 3.3.5.5 step 5) and handles the
+    /// messages that waited behind it.
+    fn release(&mut self, released: Released) {
+        if let Some((to, range, promote, (collection, checksum))) = released.answer {
+            if promote {
+                let name = self.flight.collection_name(collection).to_vec();
+                self.promote(&name, checksum);
             }
-            self.send(head.from, &head.msg);
+            let q = if Some(to) == self.replica_peer() {
+                &mut self.direct
+            } else {
+                &mut self.outbox
+            };
+            push_encoded(q, to, self.flight.held(range));
         }
-        for w in queue {
-            self.handle_message(w.from, w.msg);
+        for (from, msg) in released.waiting {
+            self.handle_message(from, *msg);
         }
     }
 
@@ -590,15 +641,9 @@ impl DupServer {
 
     /// The replica's PPDUP_ADD_OK or PPDUP_REMOVE_OK: answer the node, then what waited.
     fn on_replica_ok(&mut self) {
-        let Some(next) = self.forward_order.pop_front() else {
-            debug!("an _OK from the replica with nothing forwarded");
-            return;
-        };
-        // None: a resynchronization forward; a key no longer in flight: its collection was
-        // removed meanwhile.
-        let Some(key) = next else { return };
-        if let Some(queue) = self.in_flight.remove(&key) {
-            self.release(key, queue);
+        match self.flight.pop() {
+            Some(released) => self.release(released),
+            None => debug!("an _OK from the replica with nothing forwarded"),
         }
     }
 
@@ -624,10 +669,25 @@ impl DupServer {
         }
     }
 
-    /// Commits the log, then hands over every frame to send: `(peer, encoded frame)`.
+    /// Commits the log (fdatasync on this thread), then hands over every frame to send:
+    /// `(peer, one or more encoded frames)`, those to the replica first.
     pub fn flush(&mut self) -> Result<Vec<(PeerId, Vec<u8>)>, WalError> {
         self.stores.commit()?;
-        Ok(std::mem::take(&mut self.outbox))
+        let mut out = std::mem::take(&mut self.direct);
+        out.append(&mut self.outbox);
+        Ok(out)
+    }
+
+    /// Writes the log without waiting for the disk and hands over the frames: those to the
+    /// replica to send now, the others to send once the returned point is synced. Pipelined group
+    /// commit: the caller syncs on another thread while this one handles the next events.
+    pub fn write_log(&mut self) -> Result<Outgoing, WalError> {
+        let sync = self.stores.write_log()?;
+        Ok(Outgoing {
+            now: std::mem::take(&mut self.direct),
+            after_sync: std::mem::take(&mut self.outbox),
+            sync,
+        })
     }
 }
 

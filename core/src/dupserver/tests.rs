@@ -62,16 +62,24 @@ fn remove(coll: &str, node: &str, uri: &str, c: Checksum) -> Message<'static> {
     }
 }
 
-/// Everything sent since the last call, decoded.
+/// Everything sent since the last call, decoded, one entry per frame.
 fn sent(s: &mut DupServer) -> Vec<(PeerId, Message<'static>)> {
-    s.flush()
-        .unwrap()
-        .into_iter()
-        .map(|(p, f)| {
-            let (_, m) = frame::decode_message(&f[4..], &Limits::default()).unwrap();
-            (p, m.into_owned())
-        })
-        .collect()
+    decoded(s.flush().unwrap())
+}
+
+/// `(peer, frames)` entries decoded, one entry per frame.
+fn decoded(entries: Vec<(PeerId, Vec<u8>)>) -> Vec<(PeerId, Message<'static>)> {
+    let mut out = Vec::new();
+    for (p, frames) in entries {
+        let mut rest = &frames[..];
+        while !rest.is_empty() {
+            let (body, used) = frame::split(rest, &Limits::default()).unwrap().unwrap();
+            let (_, m) = frame::decode_message(body, &Limits::default()).unwrap();
+            out.push((p, m.into_owned()));
+            rest = &rest[used..];
+        }
+    }
+    out
 }
 
 fn add_ok(coll: &str, node: &str, uri: &str, owner: &str) -> Message<'static> {
@@ -400,5 +408,81 @@ fn acknowledged_adds_survive_a_restart() {
     assert_eq!(
         stores.collection(b"c").unwrap().store.get(&cs(1)),
         Some((&b"http://a/"[..], &b"na"[..]))
+    );
+}
+
+#[test]
+fn forwards_leave_before_the_local_commit_and_answers_wait_for_it_and_the_replica() {
+    // 3.3.5.4: the node is answered only after the replica's PPDUP_ADD_OK; our own rule: and only
+    // after the local log is durable. The forward itself need not wait for the local commit.
+    let mut s = server("early-forward", Mode::Server, true);
+    s.replica_connected(REPLICA);
+    sent(&mut s);
+    s.handle_message(NODE_A, set_config("c", 5));
+    sent(&mut s);
+    let before = s.write_log().unwrap().sync.len();
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
+    let out = s.write_log().unwrap();
+    assert!(out.after_sync.is_empty(), "nothing answered before the _OK");
+    assert!(
+        out.sync.len() > before,
+        "the add is in the log the sync covers"
+    );
+    let now = decoded(out.now);
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(matches!(&now[0], (REPLICA, Message::PpdupSetConfig(_))));
+    let (REPLICA, Message::PpdupAdd(fwd)) = now[1].clone() else {
+        panic!("{now:?}")
+    };
+    s.handle_message(
+        REPLICA,
+        Message::PpdupAddOk(PpdupAddOk {
+            collection: fwd.collection,
+            node_id: fwd.node_id,
+            uri: fwd.uri,
+            owner_uri: None,
+            ppdup_id: fwd.ppdup_id,
+            dbname: fwd.dbname,
+        }),
+    );
+    let out = s.write_log().unwrap();
+    assert!(out.now.is_empty());
+    assert_eq!(
+        decoded(out.after_sync),
+        vec![(NODE_A, add_ok("c", "na", "http://a/", "http://a/"))],
+        "the answer waits for the sync point"
+    );
+}
+
+#[test]
+fn held_answers_go_out_in_order_when_the_replica_is_lost_and_conf_remove_drops_its_own() {
+    // 3.3.5.4 with the replica gone: the local log has every add, so what waited is answered;
+    // 3.3.5.2: a removed collection's held answers are discarded with it.
+    let mut s = server("lost-replica", Mode::Server, true);
+    s.replica_connected(REPLICA);
+    sent(&mut s);
+    s.handle_message(NODE_A, set_config("c", 1));
+    s.handle_message(NODE_A, set_config("d", 2));
+    sent(&mut s);
+    s.handle_message(NODE_A, add("c", "na", "http://a/1", cs(1)));
+    s.handle_message(NODE_B, add("c", "nb", "http://b/1", cs(1))); // waits behind
+    s.handle_message(NODE_A, add("d", "na", "http://a/2", cs(2)));
+    let out = sent(&mut s);
+    assert!(out.iter().all(|(p, _)| *p == REPLICA), "{out:?}");
+    s.handle_message(
+        NODE_A,
+        Message::PpdupConfRemove(PpdupConfRemove {
+            collection: b("d"),
+            ppdup_id: None,
+        }),
+    );
+    sent(&mut s);
+    s.peer_closed(REPLICA);
+    assert_eq!(
+        sent(&mut s),
+        vec![
+            (NODE_A, add_ok("c", "na", "http://a/1", "http://a/1")),
+            (NODE_B, add_ok("c", "nb", "http://b/1", "http://a/1")),
+        ]
     );
 }

@@ -656,6 +656,10 @@ impl<'a> Message<'a> {
 
     /// Appends the marshal dict of the message to `out`, without building it first.
     pub fn encode_dict_into(&self, out: &mut Vec<u8>) {
+        // The duplicate server's hot messages, written straight (same bytes).
+        if super::flat::encode_dict(self, out) {
+            return;
+        }
         out.push(crate::marshal::tag::DICT);
         for (k, v) in self.sorted_pairs() {
             let key = k.wire().as_bytes();

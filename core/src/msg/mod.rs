@@ -11,12 +11,14 @@
 //! checks with [`Message::handled_by`] that the message is one it takes.
 
 mod fields;
+mod flat;
 mod messages;
 pub mod types;
 
 use std::fmt;
 
 pub use fields::Bytes;
+pub(crate) use flat::decode as decode_hot;
 pub use messages::*;
 pub use types::{AddrInfo, CrawlQueueEntry, Redirect, UriStructure};
 

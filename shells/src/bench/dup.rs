@@ -2,11 +2,16 @@
 //! same number of `SET <checksum> <uri> NX` against redis-server in the same run (what a
 //! scrapy-redis style deployment would use as its duplicate filter).
 //!
-//! Each connection runs on its own thread and works like `redis-benchmark -P`: it writes a
-//! window of `pipeline` requests, reads their answers, and repeats. A request's latency is the
-//! time from the write of its window to the arrival of its answer.
+//! The load generator shares the machine with the servers, so it is kept cheap, and the same
+//! for both sides: every request is encoded before the clock starts, one thread drives all
+//! connections over non-blocking sockets (mio), and answers are parsed only as far as needed to
+//! count them and tell duplicates (a typed decode of each PPDUP_ADD_OK; the RESP status line for
+//! redis). Each connection works like `redis-benchmark -P`: it writes a window of `pipeline`
+//! requests, reads their answers, and repeats. A request's latency is the time from the start of
+//! its window's write to the read that brought its answer. redis is spoken to in RESP over a
+//! plain socket, with exactly the same windows.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -14,6 +19,7 @@ use crawlfleet_core::frame::{self, Priority};
 use crawlfleet_core::marshal::{Limits, Value};
 use crawlfleet_core::msg::{Checksum, Message, PpdupChecksum, PpdupSetConfig};
 use hdrhistogram::Histogram;
+use mio::{Events, Interest, Poll, Token};
 use serde_json::json;
 
 use super::BenchError;
@@ -72,216 +78,358 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> BenchError + '_ {
     move |e| BenchError(format!("{what}: {e}"))
 }
 
-/// Reads one FSCMT message from `stream`, buffering in `buf`.
-fn read_message(
-    stream: &mut TcpStream,
-    buf: &mut Vec<u8>,
-    start: &mut usize,
-) -> Result<Message<'static>, BenchError> {
-    let limits = Limits::default();
-    loop {
-        if let Some((body, used)) = frame::split(&buf[*start..], &limits)
-            .map_err(|e| BenchError(format!("bad frame from the server: {e}")))?
-        {
-            let (_, m) = frame::decode_message(body, &limits)
-                .map_err(|e| BenchError(format!("bad message from the server: {e}")))?;
-            let m = m.into_owned();
-            *start += used;
-            return Ok(m);
-        }
-        if *start > 0 {
-            buf.drain(..*start);
-            *start = 0;
-        }
-        let old = buf.len();
-        buf.resize(old + 256 * 1024, 0);
-        let n = stream
-            .read(&mut buf[old..])
-            .map_err(io("reading from the server"))?;
-        buf.truncate(old + n);
-        if n == 0 {
-            return Err(BenchError("the server closed the connection".into()));
-        }
-    }
+/// What one answer said.
+enum Answer {
+    /// The add created the mapping (PKT_OWNURI is the request's URI; redis `+OK`).
+    Fresh,
+    /// The checksum had an owner already (another PKT_OWNURI; redis nil).
+    Duplicate,
+    /// Not an answer to a request (a keep-alive, a promote request).
+    Other,
 }
 
-fn dup_connection(args: &BenchDupArgs, conn: u64, count: u64) -> Result<Run, BenchError> {
-    let mut stream =
-        TcpStream::connect(args.target).map_err(io("connecting to the duplicate server"))?;
-    stream.set_nodelay(true).map_err(io("TCP_NODELAY"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .map_err(io("read timeout"))?;
-    let collection = b"bench".to_vec();
-    let mut out = Vec::new();
-    frame::encode_message(
-        &Message::PpdupSetConfig(PpdupSetConfig {
-            config: Value::Dict(vec![(
-                Value::owned_bytes(collection.clone()),
-                Value::Dict(vec![]),
-            )]),
-            vclock: 1,
-            collection: None,
-        }),
-        Priority::Normal,
-        &mut out,
+/// One side's wire protocol as the load generator needs it.
+trait Protocol {
+    /// The requests of one connection, encoded back to back, and where each window starts.
+    fn requests(&self, conn: u64, count: u64) -> (Vec<u8>, Vec<usize>);
+    /// Opens and prepares one connection (blocking), ready for the first window.
+    fn connect(&self) -> Result<TcpStream, BenchError>;
+    /// Cuts one answer off the front of `buf`: `Ok(None)` when it is not complete yet.
+    fn answer(&self, buf: &[u8]) -> Result<Option<(usize, Answer)>, BenchError>;
+}
+
+/// Splits `count` requests into windows of `pipeline`: the byte offset where each starts (and
+/// the end), given each request's end offset.
+fn window_starts(ends: &[usize], pipeline: usize) -> Vec<usize> {
+    let mut starts = vec![0];
+    starts.extend(
+        ends.chunks(pipeline.max(1))
+            .filter_map(|w| w.last().copied()),
     );
-    stream.write_all(&out).map_err(io("writing"))?;
-    let (mut buf, mut start) = (Vec::new(), 0);
-    read_message(&mut stream, &mut buf, &mut start)?;
-    let node = format!("bench-{conn}").into_bytes();
-    let mut latency = histogram()?;
-    let mut rng = fastrand::Rng::with_seed(conn);
-    let mut duplicates = 0;
-    let started = Instant::now();
-    let mut i = 0;
-    while i < count {
-        let window = (count - i).min(args.pipeline as u64);
-        out.clear();
-        for k in 0..window {
+    starts
+}
+
+struct Dup<'a> {
+    args: &'a BenchDupArgs,
+    collection: &'static [u8],
+}
+
+impl Protocol for Dup<'_> {
+    fn requests(&self, conn: u64, count: u64) -> (Vec<u8>, Vec<usize>) {
+        let node = format!("bench-{conn}").into_bytes();
+        let mut rng = fastrand::Rng::with_seed(conn);
+        let mut out = Vec::with_capacity(count as usize * 140);
+        let mut ends = Vec::with_capacity(count as usize);
+        for i in 0..count {
             let m = Message::PpdupAdd(PpdupChecksum {
-                collection: collection.as_slice().into(),
+                collection: self.collection.into(),
                 node_id: node.as_slice().into(),
-                uri: uri(conn, i + k).into_bytes().into(),
-                checksum: checksum(conn, i + k, args.dup_ratio, &mut rng),
+                uri: uri(conn, i).into_bytes().into(),
+                checksum: checksum(conn, i, self.args.dup_ratio, &mut rng),
                 ppdup_id: None,
                 dbname: None,
             });
             frame::encode_message(&m, Priority::Normal, &mut out);
+            ends.push(out.len());
         }
-        let sent = Instant::now();
+        (out, window_starts(&ends, self.args.pipeline))
+    }
+
+    fn connect(&self) -> Result<TcpStream, BenchError> {
+        let mut stream = TcpStream::connect(self.args.target)
+            .map_err(io("connecting to the duplicate server"))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .map_err(io("read timeout"))?;
+        let mut out = Vec::new();
+        frame::encode_message(
+            &Message::PpdupSetConfig(PpdupSetConfig {
+                config: Value::Dict(vec![(Value::bytes(self.collection), Value::Dict(vec![]))]),
+                vclock: 1,
+                collection: None,
+            }),
+            Priority::Normal,
+            &mut out,
+        );
         stream.write_all(&out).map_err(io("writing"))?;
-        let mut answered = 0;
-        while answered < window {
-            match read_message(&mut stream, &mut buf, &mut start)? {
-                Message::PpdupAddOk(ok) => {
-                    if ok.owner_uri.as_deref() != Some(&ok.uri[..]) {
-                        duplicates += 1;
-                    }
-                    answered += 1;
-                    let _ = latency.record(sent.elapsed().as_micros() as u64);
+        // The PPDUP_CONFIG_ACK.
+        let mut buf = Vec::new();
+        loop {
+            if let Some((used, _)) = self.answer(&buf)? {
+                if used == buf.len() {
+                    return Ok(stream);
                 }
-                Message::PpdupError(e) => {
-                    return Err(BenchError(format!(
-                        "the server refused an add: {}",
-                        String::from_utf8_lossy(&e.why)
-                    )))
-                }
-                // Keep-alives and promote requests are not answers.
-                _ => {}
+                return Err(BenchError("unexpected data after PPDUP_CONFIG_ACK".into()));
             }
+            let mut chunk = [0u8; 4096];
+            let n = stream
+                .read(&mut chunk)
+                .map_err(io("reading from the server"))?;
+            if n == 0 {
+                return Err(BenchError("the server closed the connection".into()));
+            }
+            buf.extend_from_slice(&chunk[..n]);
         }
-        i += window;
     }
-    Ok(Run {
-        ops: count,
-        elapsed: started.elapsed(),
-        latency,
-        duplicates,
-    })
+
+    fn answer(&self, buf: &[u8]) -> Result<Option<(usize, Answer)>, BenchError> {
+        let limits = Limits::default();
+        let Some((body, used)) = frame::split(buf, &limits)
+            .map_err(|e| BenchError(format!("bad frame from the server: {e}")))?
+        else {
+            return Ok(None);
+        };
+        let (_, m) = frame::decode_message(body, &limits)
+            .map_err(|e| BenchError(format!("bad message from the server: {e}")))?;
+        let answer = match m {
+            Message::PpdupAddOk(ok) if ok.owner_uri.as_deref() == Some(&ok.uri[..]) => {
+                Answer::Fresh
+            }
+            Message::PpdupAddOk(_) => Answer::Duplicate,
+            Message::PpdupError(e) => {
+                return Err(BenchError(format!(
+                    "the server refused an add: {}",
+                    String::from_utf8_lossy(&e.why)
+                )))
+            }
+            // Keep-alives, promote requests and the PPDUP_CONFIG_ACK are not answers to adds.
+            _ => Answer::Other,
+        };
+        Ok(Some((used, answer)))
+    }
 }
 
-fn redis_connection(
-    args: &BenchDupArgs,
+struct Redis<'a> {
+    args: &'a BenchDupArgs,
     addr: SocketAddr,
-    conn: u64,
-    count: u64,
-) -> Result<Run, BenchError> {
-    let client = redis::Client::open(format!("redis://{addr}/"))
-        .map_err(|e| BenchError(format!("redis {addr}: {e}")))?;
-    let mut con = client
-        .get_connection()
-        .map_err(|e| BenchError(format!("redis {addr}: {e}")))?;
-    let mut latency = histogram()?;
-    let mut rng = fastrand::Rng::with_seed(conn);
-    let mut duplicates = 0;
-    let started = Instant::now();
-    let mut i = 0;
-    while i < count {
-        let window = (count - i).min(args.pipeline as u64);
-        let mut pipe = redis::pipe();
-        for k in 0..window {
-            let key = checksum(conn ^ 0x5eed_0000, i + k, args.dup_ratio, &mut rng);
-            pipe.cmd("SET")
-                .arg(&key.0[..])
-                .arg(uri(conn, i + k))
-                .arg("NX");
-        }
-        let sent = Instant::now();
-        let answers: Vec<Option<String>> = pipe
-            .query(&mut con)
-            .map_err(|e| BenchError(format!("redis {addr}: {e}")))?;
-        let us = sent.elapsed().as_micros() as u64;
-        for a in answers {
-            if a.is_none() {
-                duplicates += 1;
-            }
-            let _ = latency.record(us);
-        }
-        i += window;
-    }
-    Ok(Run {
-        ops: count,
-        elapsed: started.elapsed(),
-        latency,
-        duplicates,
-    })
 }
 
-/// Runs `one` on `connections` threads, `total` operations split between them.
-fn run_all(
+impl Protocol for Redis<'_> {
+    fn requests(&self, conn: u64, count: u64) -> (Vec<u8>, Vec<usize>) {
+        let mut rng = fastrand::Rng::with_seed(conn);
+        let mut out = Vec::with_capacity(count as usize * 110);
+        let mut ends = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let key = checksum(conn ^ 0x5eed_0000, i, self.args.dup_ratio, &mut rng);
+            let value = uri(conn, i);
+            out.extend_from_slice(b"*4\r\n$3\r\nSET\r\n$16\r\n");
+            out.extend_from_slice(&key.0);
+            out.extend_from_slice(format!("\r\n${}\r\n", value.len()).as_bytes());
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n$2\r\nNX\r\n");
+            ends.push(out.len());
+        }
+        (out, window_starts(&ends, self.args.pipeline))
+    }
+
+    fn connect(&self) -> Result<TcpStream, BenchError> {
+        TcpStream::connect(self.addr).map_err(|e| BenchError(format!("redis {}: {e}", self.addr)))
+    }
+
+    fn answer(&self, buf: &[u8]) -> Result<Option<(usize, Answer)>, BenchError> {
+        let Some(end) = buf.iter().position(|&b| b == b'\n') else {
+            return Ok(None);
+        };
+        match &buf[..=end] {
+            b"+OK\r\n" => Ok(Some((end + 1, Answer::Fresh))),
+            // SET ... NX on an existing key answers a nil bulk string.
+            b"$-1\r\n" | b"_\r\n" => Ok(Some((end + 1, Answer::Duplicate))),
+            line => Err(BenchError(format!(
+                "redis {}: unexpected answer {:?}",
+                self.addr,
+                String::from_utf8_lossy(line)
+            ))),
+        }
+    }
+}
+
+/// One connection of the run.
+struct Conn {
+    stream: mio::net::TcpStream,
+    requests: Vec<u8>,
+    /// Byte offsets of the windows in `requests` (and the end).
+    windows: Vec<usize>,
+    /// The window being written or answered.
+    window: usize,
+    /// Bytes of `requests` written.
+    written: usize,
+    /// Answers still due for the current window.
+    due: usize,
+    sent: Instant,
+    buf: Vec<u8>,
+    filled: usize,
+}
+
+impl Conn {
+    fn done(&self) -> bool {
+        self.window + 1 >= self.windows.len()
+    }
+
+    fn start_window(&mut self, pipeline: usize, total: usize) {
+        let before = self.window * pipeline;
+        self.due = pipeline.min(total - before);
+        self.sent = Instant::now();
+    }
+
+    /// Writes what is left of the current window; false when the socket is full.
+    fn write(&mut self) -> Result<(), BenchError> {
+        let end = self.windows[self.window + 1];
+        while self.written < end {
+            match self.stream.write(&self.requests[self.written..end]) {
+                Ok(0) => return Err(BenchError("the server stopped reading".into())),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(BenchError(format!("writing: {e}"))),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `total` requests of `proto` over `connections` connections from one thread.
+fn run_side(
+    proto: &dyn Protocol,
     connections: usize,
+    pipeline: usize,
     total: u64,
-    one: impl Fn(u64, u64) -> Result<Run, BenchError> + Sync,
 ) -> Result<Run, BenchError> {
     let per = total / connections as u64;
-    let started = Instant::now();
-    let runs: Vec<Result<Run, BenchError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..connections as u64)
-            .map(|c| {
-                let count = if c == 0 {
-                    total - per * (connections as u64 - 1)
-                } else {
-                    per
-                };
-                let one = &one;
-                s.spawn(move || one(c, count))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(BenchError("a load thread panicked".into())))
-            })
-            .collect()
-    });
-    let elapsed = started.elapsed();
-    let mut all = Run {
-        ops: 0,
-        elapsed,
-        latency: histogram()?,
-        duplicates: 0,
-    };
-    for r in runs {
-        let r = r?;
-        all.ops += r.ops;
-        all.duplicates += r.duplicates;
-        all.latency
-            .add(&r.latency)
-            .map_err(|e| BenchError(e.to_string()))?;
+    let mut poll = Poll::new().map_err(io("poll"))?;
+    let mut conns = Vec::with_capacity(connections);
+    let mut counts = Vec::with_capacity(connections);
+    for c in 0..connections as u64 {
+        let count = if c == 0 {
+            total - per * (connections as u64 - 1)
+        } else {
+            per
+        };
+        let (requests, windows) = proto.requests(c, count);
+        let stream = proto.connect()?;
+        stream.set_nodelay(true).map_err(io("TCP_NODELAY"))?;
+        stream.set_nonblocking(true).map_err(io("non-blocking"))?;
+        let mut stream = mio::net::TcpStream::from_std(stream);
+        poll.registry()
+            .register(
+                &mut stream,
+                Token(c as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(io("poll"))?;
+        counts.push(count as usize);
+        conns.push(Conn {
+            stream,
+            requests,
+            windows,
+            window: 0,
+            written: 0,
+            due: 0,
+            sent: Instant::now(),
+            buf: vec![0; 256 << 10],
+            filled: 0,
+        });
     }
-    Ok(all)
+    let mut latency = histogram()?;
+    let mut duplicates = 0;
+    let started = Instant::now();
+    let mut running = 0;
+    for (c, conn) in conns.iter_mut().enumerate() {
+        if !conn.done() {
+            conn.start_window(pipeline, counts[c]);
+            conn.write()?;
+            running += 1;
+        }
+    }
+    let mut events = Events::with_capacity(64);
+    while running > 0 {
+        poll.poll(&mut events, Some(Duration::from_secs(30)))
+            .map_err(io("poll"))?;
+        if events.is_empty() {
+            return Err(BenchError("no answer for 30 s".into()));
+        }
+        for ev in events.iter() {
+            let c = ev.token().0;
+            let conn = &mut conns[c];
+            if conn.done() {
+                continue;
+            }
+            if ev.is_writable() {
+                conn.write()?;
+            }
+            if !ev.is_readable() {
+                continue;
+            }
+            // Read until the socket is drained, counting whole answers as they arrive.
+            loop {
+                if conn.filled == conn.buf.len() {
+                    conn.buf.resize(conn.buf.len() * 2, 0);
+                }
+                let n = match conn.stream.read(&mut conn.buf[conn.filled..]) {
+                    Ok(0) => return Err(BenchError("the server closed the connection".into())),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(BenchError(format!("reading: {e}"))),
+                };
+                conn.filled += n;
+                let now = Instant::now();
+                let mut at = 0;
+                let mut answered = 0;
+                while let Some((used, answer)) = proto.answer(&conn.buf[at..conn.filled])? {
+                    at += used;
+                    match answer {
+                        Answer::Fresh => answered += 1,
+                        Answer::Duplicate => {
+                            answered += 1;
+                            duplicates += 1;
+                        }
+                        Answer::Other => {}
+                    }
+                }
+                conn.buf.copy_within(at..conn.filled, 0);
+                conn.filled -= at;
+                if answered > conn.due {
+                    return Err(BenchError("more answers than requests".into()));
+                }
+                let us = now.duration_since(conn.sent).as_micros() as u64;
+                let _ = latency.record_n(us, answered as u64);
+                conn.due -= answered;
+                if conn.due == 0 {
+                    conn.window += 1;
+                    if conn.done() {
+                        running -= 1;
+                        break;
+                    }
+                    conn.start_window(pipeline, counts[c]);
+                    conn.write()?;
+                }
+            }
+        }
+    }
+    Ok(Run {
+        ops: total,
+        elapsed: started.elapsed(),
+        latency,
+        duplicates,
+    })
 }
 
 /// Runs the benchmark and prints its figures.
 pub fn run(args: &BenchDupArgs) -> Result<(), BenchError> {
     let connections = args.connections.max(1);
-    let dup = run_all(connections, args.total, |c, n| dup_connection(args, c, n))?;
+    let pipeline = args.pipeline.max(1);
+    let dup_side = Dup {
+        args,
+        collection: b"bench",
+    };
+    let dup = run_side(&dup_side, connections, pipeline, args.total)?;
     let peer = match args.vs_redis {
-        Some(addr) => Some(run_all(connections, args.total, |c, n| {
-            redis_connection(args, addr, c, n)
-        })?),
+        Some(addr) => Some(run_side(
+            &Redis { args, addr },
+            connections,
+            pipeline,
+            args.total,
+        )?),
         None => None,
     };
     let mut out = json!({

@@ -1,0 +1,171 @@
+//! The forwards awaiting the replica's _OK (MS-FSCMT 3.3.5.4 steps 3-5, 3.3.5.5 steps 2-5): for
+//! each, the answer to the node held back (encoded), and the later messages for the same
+//! checksum queued behind it.
+//!
+//! The replica answers over one connection in the order it was sent to, so the forwards are a
+//! FIFO, and their held answers sit back to back in one byte buffer: a forward costs no
+//! allocation of its own. Only checksums with messages queued behind a forward own a queue.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::PeerId;
+use crate::msg::{Checksum, Message};
+
+/// A collection (by its index in [`InFlight::collections`]) and a checksum.
+pub(super) type Key = (u32, Checksum);
+
+struct Forward {
+    /// None for a resynchronization forward that nobody waits for.
+    key: Option<Key>,
+    to: PeerId,
+    /// Length of the held answer, next in `held`.
+    len: usize,
+    /// Promote on release (3.3.5.5 step 5: the forward was a PPDUP_REMOVE).
+    promote: bool,
+    /// The collection was removed meanwhile (3.3.5.2): drop the answer and the queue.
+    cancelled: bool,
+}
+
+/// What the replica's _OK released.
+pub(super) struct Released {
+    /// The node to answer, the answer's bytes in [`InFlight::held`], and whether to promote
+    /// first. None when nothing is to be answered (resynchronization, removed collection).
+    pub(super) answer: Option<(PeerId, std::ops::Range<usize>, bool, Key)>,
+    /// Messages for the same checksum, to handle now.
+    pub(super) waiting: VecDeque<(PeerId, Box<Message<'static>>)>,
+}
+
+/// The forwards awaiting the replica.
+#[derive(Default)]
+pub(super) struct InFlight {
+    order: VecDeque<Forward>,
+    /// Held answers of `order`, back to back from `held_start`.
+    held: Vec<u8>,
+    held_start: usize,
+    /// Checksums with a forward in `order`, and the messages queued behind it.
+    busy: HashMap<Key, VecDeque<(PeerId, Box<Message<'static>>)>>,
+    /// Collection names, indexed by the first element of [`Key`] (they are few).
+    collections: Vec<Vec<u8>>,
+}
+
+impl InFlight {
+    /// The index of a collection name, assigned on first use.
+    pub(super) fn collection_index(&mut self, name: &[u8]) -> u32 {
+        match self.collections.iter().position(|c| c[..] == *name) {
+            Some(i) => i as u32,
+            None => {
+                self.collections.push(name.to_vec());
+                (self.collections.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The name of collection index `i`.
+    pub(super) fn collection_name(&self, i: u32) -> &[u8] {
+        self.collections.get(i as usize).map_or(&[], |c| &c[..])
+    }
+
+    /// The held answer bytes (see [`Released::answer`]).
+    pub(super) fn held(&self, r: std::ops::Range<usize>) -> &[u8] {
+        &self.held[r]
+    }
+
+    /// The key of `checksum` in `collection` when a forward of it awaits the replica.
+    pub(super) fn busy_key(&self, collection: &[u8], checksum: Checksum) -> Option<Key> {
+        if self.busy.is_empty() {
+            return None;
+        }
+        let i = self.collections.iter().position(|c| c[..] == *collection)? as u32;
+        self.busy
+            .contains_key(&(i, checksum))
+            .then_some((i, checksum))
+    }
+
+    /// Queues a message behind the forward of `key` (see [`Self::busy_key`]).
+    pub(super) fn queue(&mut self, key: Key, from: PeerId, msg: Message<'static>) {
+        self.busy
+            .entry(key)
+            .or_default()
+            .push_back((from, Box::new(msg)));
+    }
+
+    /// Records a forward for `key` whose answer to `to` `encode` appends (encoded frames).
+    pub(super) fn push(
+        &mut self,
+        key: Key,
+        to: PeerId,
+        promote: bool,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) {
+        if self.held_start == self.held.len() {
+            self.held.clear();
+            self.held_start = 0;
+        } else if self.held_start > (1 << 16) && self.held_start * 2 > self.held.len() {
+            self.held.drain(..self.held_start);
+            self.held_start = 0;
+        }
+        let start = self.held.len();
+        encode(&mut self.held);
+        self.order.push_back(Forward {
+            key: Some(key),
+            to,
+            len: self.held.len() - start,
+            promote,
+            cancelled: false,
+        });
+        self.busy.entry(key).or_default();
+    }
+
+    /// Records a resynchronization forward: its _OK releases nothing.
+    pub(super) fn push_resync(&mut self) {
+        self.order.push_back(Forward {
+            key: None,
+            to: 0,
+            len: 0,
+            promote: false,
+            cancelled: false,
+        });
+    }
+
+    /// The replica's next _OK: releases the oldest forward. None when nothing was forwarded.
+    pub(super) fn pop(&mut self) -> Option<Released> {
+        let f = self.order.pop_front()?;
+        let range = self.held_start..self.held_start + f.len;
+        self.held_start = range.end;
+        let (Some(key), false) = (f.key, f.cancelled) else {
+            return Some(Released {
+                answer: None,
+                waiting: VecDeque::new(),
+            });
+        };
+        let waiting = self.busy.remove(&key).unwrap_or_default();
+        Some(Released {
+            answer: Some((f.to, range, f.promote, key)),
+            waiting,
+        })
+    }
+
+    /// PPDUP_CONF_REMOVE (3.3.5.2): the collection's forwards release nothing, and what waited
+    /// behind them is discarded.
+    pub(super) fn cancel_collection(&mut self, collection: &[u8]) {
+        let Some(i) = self.collections.iter().position(|c| c[..] == *collection) else {
+            return;
+        };
+        let i = i as u32;
+        for f in self.order.iter_mut() {
+            if f.key.is_some_and(|(c, _)| c == i) {
+                f.cancelled = true;
+            }
+        }
+        self.busy.retain(|(c, _), _| *c != i);
+    }
+
+    /// Forgets the forwards of a replica connection that is gone, after the caller released
+    /// them with [`Self::pop`].
+    pub(super) fn clear(&mut self) {
+        self.order.clear();
+        self.held.clear();
+        self.held_start = 0;
+        self.busy.clear();
+    }
+}

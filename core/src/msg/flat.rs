@@ -1,0 +1,379 @@
+//! The duplicate server's hot messages (PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK, PPDUP_REMOVE_OK,
+//! MS-FSCMT 2.2.5) read and written without the general machinery: no marshal values, no pair
+//! list, no sort. Encoding writes exactly the bytes of the general encoder (keys in the canonical
+//! order of [`Key`], `'s'` strings, `'i'` PKT_CMD). Decoding accepts only that canonical layout
+//! and answers `None` for anything else, which then takes the general path: the fast path never
+//! refuses, and never reads a frame differently from the general decoder (tested against it,
+//! byte mutations included).
+
+use std::borrow::Cow;
+
+use super::{Checksum, Command, Key, Message, PpdupAddOk, PpdupChecksum, PpdupRemoveOk};
+use crate::frame::Priority;
+use crate::marshal::{tag, Limits};
+
+fn put_key(out: &mut Vec<u8>, key: Key) {
+    let k = key.wire().as_bytes();
+    out.push(tag::STRING);
+    out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+    out.extend_from_slice(k);
+}
+
+fn put_bytes(out: &mut Vec<u8>, key: Key, v: &[u8]) {
+    put_key(out, key);
+    out.push(tag::STRING);
+    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    out.extend_from_slice(v);
+}
+
+fn put_opt(out: &mut Vec<u8>, key: Key, v: &Option<Cow<'_, [u8]>>) {
+    if let Some(v) = v {
+        put_bytes(out, key, v);
+    }
+}
+
+fn put_cmd(out: &mut Vec<u8>, cmd: Command) {
+    put_key(out, Key::Cmd);
+    out.push(tag::INT);
+    out.extend_from_slice(&(cmd as i32).to_le_bytes());
+}
+
+/// Bytes a string pair takes at most beyond its value.
+const PAIR: usize = 2 * 5 + 2;
+
+/// Appends the marshal dict of a hot message, pairs in the canonical key order (the order
+/// [`Key`] is declared in), or returns false for any other message.
+pub(super) fn encode_dict(m: &Message<'_>, out: &mut Vec<u8>) -> bool {
+    let len = |b: &[u8]| b.len() + PAIR;
+    let opt = |b: &Option<Cow<'_, [u8]>>| b.as_deref().map_or(0, len);
+    match m {
+        Message::PpdupAdd(c) | Message::PpdupRemove(c) => {
+            out.reserve(
+                2 + 16
+                    + len(&c.collection)
+                    + len(&c.node_id)
+                    + len(&c.uri)
+                    + 3 * PAIR
+                    + opt(&c.ppdup_id)
+                    + opt(&c.dbname),
+            );
+            out.push(tag::DICT);
+            put_bytes(out, Key::Checksum, &c.checksum.0);
+            put_bytes(out, Key::CollectionName, &c.collection);
+            put_bytes(out, Key::Id, &c.node_id);
+            put_cmd(out, m.command());
+            put_bytes(out, Key::Uri, &c.uri);
+            put_opt(out, Key::PpdupId, &c.ppdup_id);
+            put_opt(out, Key::DbName, &c.dbname);
+        }
+        Message::PpdupAddOk(a) => {
+            out.reserve(
+                2 + len(&a.collection)
+                    + len(&a.node_id)
+                    + len(&a.uri)
+                    + PAIR
+                    + opt(&a.owner_uri)
+                    + opt(&a.ppdup_id)
+                    + opt(&a.dbname),
+            );
+            out.push(tag::DICT);
+            put_bytes(out, Key::CollectionName, &a.collection);
+            put_bytes(out, Key::Id, &a.node_id);
+            put_cmd(out, Command::PpdupAddOk);
+            put_bytes(out, Key::Uri, &a.uri);
+            put_opt(out, Key::OwnerUri, &a.owner_uri);
+            put_opt(out, Key::PpdupId, &a.ppdup_id);
+            put_opt(out, Key::DbName, &a.dbname);
+        }
+        Message::PpdupRemoveOk(r) => {
+            out.push(tag::DICT);
+            put_bytes(out, Key::CollectionName, &r.collection);
+            put_opt(out, Key::Id, &r.node_id);
+            put_cmd(out, Command::PpdupRemoveOk);
+            put_bytes(out, Key::Uri, &r.uri);
+            put_opt(out, Key::PpdupId, &r.ppdup_id);
+            put_opt(out, Key::DbName, &r.dbname);
+        }
+        _ => return false,
+    }
+    out.push(tag::NULL);
+    true
+}
+
+/// A cursor over a frame body that gives up (None) on anything unexpected.
+struct Cursor<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (a, b) = (self.buf.get(..n)?, self.buf.get(n..)?);
+        self.buf = b;
+        Some(a)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    /// An `'s'` string.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        if self.u8()? != tag::STRING {
+            return None;
+        }
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+
+    /// An `'i'` integer.
+    fn int(&mut self) -> Option<i32> {
+        if self.u8()? != tag::INT {
+            return None;
+        }
+        Some(self.u32()? as i32)
+    }
+}
+
+/// Decodes a frame body holding a hot message in the canonical layout; `None` for anything
+/// else (other commands, other key orders or string forms, missing or extra keys, any error),
+/// which the caller then hands to the general decoder.
+pub(crate) fn decode<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, Message<'a>)> {
+    if body.len() > limits.max_size || limits.max_depth < 2 {
+        return None;
+    }
+    let mut c = Cursor { buf: body };
+    if c.take(6)? != b"(\x02\x00\x00\x00{" {
+        return None;
+    }
+    // The pairs, each key at most once and in the canonical order.
+    let mut fields: [Option<&'a [u8]>; Key::ALL.len()] = [None; Key::ALL.len()];
+    let mut cmd = None;
+    let mut last: Option<Key> = None;
+    loop {
+        if c.buf.first() == Some(&tag::NULL) {
+            c.take(1)?;
+            break;
+        }
+        let key = match c.string()? {
+            b"cs" => Key::Checksum,
+            b"dn" => Key::CollectionName,
+            b"id" => Key::Id,
+            b"cm" => Key::Cmd,
+            b"ur" => Key::Uri,
+            b"ou" => Key::OwnerUri,
+            b"pi" => Key::PpdupId,
+            b"db" => Key::DbName,
+            _ => return None,
+        };
+        if last.is_some_and(|l| l >= key) {
+            return None;
+        }
+        last = Some(key);
+        if key == Key::Cmd {
+            cmd = Some(c.int()?);
+        } else {
+            fields[key as usize] = Some(c.string()?);
+        }
+    }
+    let priority = Priority::from_i64(c.int()?.into())?;
+    if !c.buf.is_empty() {
+        return None;
+    }
+    let f = |k: Key| fields[k as usize].map(Cow::Borrowed);
+    let m = match Command::from_i64(cmd?.into())? {
+        cmd @ (Command::PpdupAdd | Command::PpdupRemove) => {
+            if f(Key::OwnerUri).is_some() {
+                return None;
+            }
+            let m = PpdupChecksum {
+                collection: f(Key::CollectionName)?,
+                node_id: f(Key::Id)?,
+                uri: f(Key::Uri)?,
+                checksum: Checksum(fields[Key::Checksum as usize]?.try_into().ok()?),
+                ppdup_id: f(Key::PpdupId),
+                dbname: f(Key::DbName),
+            };
+            if cmd == Command::PpdupAdd {
+                Message::PpdupAdd(m)
+            } else {
+                Message::PpdupRemove(m)
+            }
+        }
+        Command::PpdupAddOk => {
+            if f(Key::Checksum).is_some() {
+                return None;
+            }
+            Message::PpdupAddOk(PpdupAddOk {
+                collection: f(Key::CollectionName)?,
+                node_id: f(Key::Id)?,
+                uri: f(Key::Uri)?,
+                owner_uri: f(Key::OwnerUri),
+                ppdup_id: f(Key::PpdupId),
+                dbname: f(Key::DbName),
+            })
+        }
+        Command::PpdupRemoveOk => {
+            if f(Key::Checksum).is_some() || f(Key::OwnerUri).is_some() {
+                return None;
+            }
+            Message::PpdupRemoveOk(PpdupRemoveOk {
+                collection: f(Key::CollectionName)?,
+                uri: f(Key::Uri)?,
+                node_id: f(Key::Id),
+                ppdup_id: f(Key::PpdupId),
+                dbname: f(Key::DbName),
+            })
+        }
+        _ => return None,
+    };
+    Some((priority, m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame;
+    use crate::marshal::{self, Value};
+
+    fn b(s: &str) -> Cow<'static, [u8]> {
+        Cow::Owned(s.as_bytes().to_vec())
+    }
+
+    fn hot_messages() -> Vec<Message<'static>> {
+        let add = PpdupChecksum {
+            collection: b("coll"),
+            node_id: b("node-1"),
+            uri: b("http://www.example.com/a.html"),
+            checksum: Checksum(*b"0123456789abcdef"),
+            ppdup_id: None,
+            dbname: None,
+        };
+        let fwd = PpdupChecksum {
+            ppdup_id: Some(b("dup-1")),
+            dbname: Some(b("/var/lib/dup/coll")),
+            ..add.clone()
+        };
+        let ok = PpdupAddOk {
+            collection: b("coll"),
+            node_id: b("node-1"),
+            uri: b("http://a/"),
+            owner_uri: Some(b("http://b/")),
+            ppdup_id: None,
+            dbname: None,
+        };
+        vec![
+            Message::PpdupAdd(add.clone()),
+            Message::PpdupRemove(add),
+            Message::PpdupAdd(fwd.clone()),
+            Message::PpdupRemove(fwd),
+            Message::PpdupAddOk(ok.clone()),
+            Message::PpdupAddOk(PpdupAddOk {
+                owner_uri: None,
+                ppdup_id: Some(b("dup-1")),
+                dbname: Some(b("")),
+                ..ok
+            }),
+            Message::PpdupRemoveOk(PpdupRemoveOk {
+                collection: b("coll"),
+                uri: b("http://a/"),
+                node_id: Some(b("n")),
+                ppdup_id: None,
+                dbname: None,
+            }),
+            Message::PpdupRemoveOk(PpdupRemoveOk {
+                collection: b("coll"),
+                uri: b("http://a/"),
+                node_id: None,
+                ppdup_id: Some(b("dup-1")),
+                dbname: Some(b("/d")),
+            }),
+        ]
+    }
+
+    /// The general encoder: the message's dict built as values, pairs sorted by key.
+    fn general_frame(m: &Message<'_>, p: Priority) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::encode_dict(&m.to_dict(), p, &mut out);
+        out
+    }
+
+    #[test]
+    fn fast_encoding_is_byte_for_byte_the_general_one() {
+        for m in hot_messages() {
+            for p in [Priority::Normal, Priority::High] {
+                let mut fast = Vec::new();
+                frame::encode_message(&m, p, &mut fast);
+                assert_eq!(fast, general_frame(&m, p), "{m:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn fast_decoding_reads_what_the_general_decoder_reads() {
+        let limits = Limits::default();
+        for m in hot_messages() {
+            let f = general_frame(&m, Priority::High);
+            let body = &f[4..];
+            assert_eq!(decode(body, &limits), Some((Priority::High, m.clone())));
+            // Every single-byte change: the fast path either declines or agrees with the
+            // general decoder.
+            for i in 0..body.len() {
+                for delta in [1u8, 0x80, 0xff] {
+                    let mut bad = body.to_vec();
+                    bad[i] = bad[i].wrapping_add(delta);
+                    if let Some((p, fast)) = decode(&bad, &limits) {
+                        let general = frame::decode_body(&bad, &limits).unwrap();
+                        assert_eq!(general.priority, p);
+                        assert_eq!(Message::from_dict(&general.message).unwrap(), fast);
+                    }
+                }
+            }
+            // Truncations never decode.
+            for n in 0..body.len() {
+                assert_eq!(decode(&body[..n], &limits), None);
+            }
+        }
+    }
+
+    #[test]
+    fn other_layouts_are_left_to_the_general_decoder() {
+        let limits = Limits::default();
+        let m = &hot_messages()[0];
+        // Keys out of the canonical order.
+        let mut dict = m.to_dict();
+        dict.reverse();
+        let mut f = Vec::new();
+        frame::encode_dict(&dict, Priority::Normal, &mut f);
+        assert_eq!(decode(&f[4..], &limits), None);
+        assert_eq!(
+            frame::decode_message(&f[4..], &limits).unwrap().1,
+            m.clone()
+        );
+        // An interned key string; an unknown extra key; a different command.
+        let mut dict = m.to_dict();
+        dict[0].0 = Value::Bytes(Cow::Borrowed(b"cs"), marshal::StrForm::Interned);
+        let mut f = Vec::new();
+        frame::encode_dict(&dict, Priority::Normal, &mut f);
+        assert_eq!(decode(&f[4..], &limits), None);
+        let mut dict = m.to_dict();
+        dict.push((Value::bytes(b"zz"), Value::int(1)));
+        let mut f = Vec::new();
+        frame::encode_dict(&dict, Priority::Normal, &mut f);
+        assert_eq!(decode(&f[4..], &limits), None);
+        let mut f = Vec::new();
+        frame::encode_message(&Message::PpdupKeepalive, Priority::Normal, &mut f);
+        assert_eq!(decode(&f[4..], &limits), None);
+        // Limits are honoured: a body over the size limit is not read here.
+        let mut f = Vec::new();
+        frame::encode_message(m, Priority::Normal, &mut f);
+        let tight = Limits {
+            max_size: f.len() - 5,
+            ..Limits::default()
+        };
+        assert_eq!(decode(&f[4..], &tight), None);
+    }
+}
