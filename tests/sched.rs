@@ -354,6 +354,19 @@ fn routes_are_rebuilt_from_the_nodes_when_the_routing_database_is_lost() {
     assert_eq!(&u.entry.uri.uri[..], b"http://www.example.org/x");
 }
 
+/// Asks the multinode scheduler to resolve `host` (CMD_UM_DNS_REQUEST) and returns its answer.
+fn resolve(c: &mut Client, host: &str) -> crawlfleet_core::msg::DnsReply<'static> {
+    c.send(&Message::CmdUmDnsRequest(DnsRequest {
+        collection: b("web"),
+        host: b(host),
+    }));
+    let r = wait_for(c, "DNS_REPLY", |m| matches!(m, Message::CmdUmDnsReply(_)));
+    let Message::CmdUmDnsReply(r) = r else {
+        unreachable!()
+    };
+    r
+}
+
 #[test]
 fn dns_crawl_ip_locks_conf_state_and_logs() {
     let dir = temp_dir("mn-misc");
@@ -363,16 +376,7 @@ fn dns_crawl_ip_locks_conf_state_and_logs() {
     let (mut n1, _) = register(mn.addr(), "n1");
     let (mut n2, _) = register(mn.addr(), "n2");
     // 3.2.5.4: resolved names get an addrinfo, failures None; PKT_DSPECNAME is "".
-    n1.send(&Message::CmdUmDnsRequest(DnsRequest {
-        collection: b("web"),
-        host: b("localhost"),
-    }));
-    let r = wait_for(&mut n1, "DNS_REPLY", |m| {
-        matches!(m, Message::CmdUmDnsReply(_))
-    });
-    let Message::CmdUmDnsReply(r) = r else {
-        unreachable!()
-    };
+    let r = resolve(&mut n1, "localhost");
     assert_eq!(&r.collection[..], b"");
     assert_eq!(&r.host[..], b"localhost");
     let addrs = r.addrinfo.expect("localhost resolves");
@@ -380,16 +384,7 @@ fn dns_crawl_ip_locks_conf_state_and_logs() {
         .iter()
         .any(|a| &a.address[..] == b"127.0.0.1" || &a.address[..] == b"::1"));
     assert!(r.ttl > 0);
-    n1.send(&Message::CmdUmDnsRequest(DnsRequest {
-        collection: b("web"),
-        host: b("no-such-host.invalid"),
-    }));
-    let r = wait_for(&mut n1, "DNS_REPLY", |m| {
-        matches!(m, Message::CmdUmDnsReply(_))
-    });
-    let Message::CmdUmDnsReply(r) = r else {
-        unreachable!()
-    };
+    let r = resolve(&mut n1, "no-such-host.invalid");
     assert_eq!(r.addrinfo, None);
     // 3.2.5.11 / 3.2.5.12: one node per IP address.
     let ask = |ip: &str, site: &str| {

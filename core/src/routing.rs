@@ -374,15 +374,20 @@ fn simple_site(uri: &[u8]) -> Option<String> {
     Some(site)
 }
 
-/// The crawl routing attribute of a crawl site: the registrable domain of its host, or the host
-/// itself for IP addresses and names without a known public suffix.
-pub fn routing_attribute(site: &str) -> String {
+/// The host of a crawl site: without its `:port`, and an IPv6 literal without its brackets.
+pub fn site_host(site: &str) -> &str {
     let host = match site.rsplit_once(':') {
         // "[::1]:8080" and "host:80"; a bare IPv6 literal keeps its colons.
         Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':') => h,
         _ => site,
     };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// The crawl routing attribute of a crawl site: the registrable domain of its host, or the host
+/// itself for IP addresses and names without a known public suffix.
+pub fn routing_attribute(site: &str) -> String {
+    let host = site_host(site);
     if host.parse::<std::net::IpAddr>().is_ok() {
         return host.to_string();
     }

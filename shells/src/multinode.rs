@@ -58,36 +58,51 @@ pub fn check_data_dir(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("data dir {} is unusable: {e}", dir.display()))
 }
 
-/// Sends an outbox's frames (grouped per connection and priority) and closes what it asks.
+/// Sends frames grouped per destination and priority, high-priority groups first so they
+/// overtake what is queued (MS-FSCMT 2.2.1). Frames for a destination `conn_of` does not know are
+/// dropped with a log line.
+pub fn send_grouped<K: Ord + Clone + std::fmt::Debug>(
+    handle: &Handle,
+    sends: impl IntoIterator<Item = (K, Priority, Vec<u8>)>,
+    conn_of: impl Fn(&K) -> Option<ConnId>,
+) -> Result<(), String> {
+    let mut grouped: std::collections::BTreeMap<(bool, K), Vec<u8>> = Default::default();
+    for (to, prio, bytes) in sends {
+        grouped
+            .entry((prio != Priority::High, to))
+            .or_default()
+            .extend_from_slice(&bytes);
+    }
+    for ((normal, to), bytes) in grouped {
+        let prio = if normal {
+            Priority::Normal
+        } else {
+            Priority::High
+        };
+        match conn_of(&to) {
+            Some(c) => handle
+                .send(c, prio, bytes)
+                .map_err(|_| "the event loop stopped".to_string())?,
+            None => warn!("{to:?} is not connected: frames dropped"),
+        }
+    }
+    Ok(())
+}
+
+/// Logs a data-directory failure and stops the event loop: a role stops rather than lose data.
+pub fn fatal(handle: &Handle, e: impl std::fmt::Display) -> String {
+    error!("{e}; stopping");
+    let _ = handle.shutdown();
+    e.to_string()
+}
+
+/// Sends an outbox's frames and closes what it asks.
 pub fn deliver(
     handle: &Handle,
     conns: &HashMap<PeerId, ConnId>,
     out: Outbox<PeerId>,
 ) -> Result<(), String> {
-    let mut grouped: HashMap<(PeerId, bool), Vec<u8>> = HashMap::new();
-    for (peer, prio, bytes) in out.sends {
-        grouped
-            .entry((peer, prio == Priority::High))
-            .or_default()
-            .extend_from_slice(&bytes);
-    }
-    // High-priority frames first, so they overtake what is queued (MS-FSCMT 2.2.1).
-    let mut keys: Vec<_> = grouped.keys().copied().collect();
-    keys.sort_by_key(|&(p, high)| (!high, p));
-    for key in keys {
-        let bytes = grouped.remove(&key).unwrap_or_default();
-        let prio = if key.1 {
-            Priority::High
-        } else {
-            Priority::Normal
-        };
-        match conns.get(&key.0) {
-            Some(&c) => handle
-                .send(c, prio, bytes)
-                .map_err(|_| "the event loop stopped".to_string())?,
-            None => warn!("dropping frames to closed connection {}", key.0),
-        }
-    }
+    send_grouped(handle, out.sends, |p| conns.get(p).copied())?;
     for peer in out.closes {
         if let Some(&c) = conns.get(&peer) {
             handle
@@ -189,21 +204,14 @@ pub fn run(args: &MultinodeArgs) -> Result<(), String> {
                 Event::Timer(_) | Event::Connected { .. } | Event::ConnectFailed { .. } => Ok(()),
             };
             if let Err(e) = r {
-                // The data directory failed: stop rather than lose entries.
-                error!("{e}; stopping");
-                let _ = handle.shutdown();
-                return Err(e.to_string());
+                return Err(fatal(&handle, e));
             }
             handled += 1;
             if handled < MAX_BATCH_EVENTS {
                 event = spawned.events.try_recv().ok();
             }
         }
-        let taken = sm.pump(now).map_err(|e| {
-            error!("{e}; stopping");
-            let _ = handle.shutdown();
-            e.to_string()
-        })?;
+        let taken = sm.pump(now).map_err(|e| fatal(&handle, e))?;
         more = taken > 0;
         let out = sm.take_output();
         for host in &out.lookups {

@@ -5,17 +5,17 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 use crawlfleet_core::sched::dns::DnsEntry;
 use crawlfleet_core::sched::node::{Dest, NodeOptions, NodeScheduler};
 use crawlfleet_net::{ConnId, Event, EventLoop, LinkId, Priority, TimerId};
 use crossbeam_channel::select;
-use log::{error, info, warn};
+use log::{info, warn};
 
 use crate::cli::NodeArgs;
-use crate::multinode::{check_data_dir, now_secs, read_configs};
+use crate::multinode::{check_data_dir, fatal, now_secs, read_configs, send_grouped};
 use crate::resolver::Resolver;
 
 const MN_KEEPALIVE_TIMER: TimerId = TimerId(1);
@@ -193,9 +193,7 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
                 Event::Timer(_) | Event::Accepted { .. } => Ok(()),
             };
             if let Err(e) = r {
-                error!("{e}; stopping");
-                let _ = handle.shutdown();
-                return Err(e.to_string());
+                return Err(fatal(&handle, e));
             }
             handled += 1;
             if handled < MAX_BATCH_EVENTS {
@@ -207,14 +205,11 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
             resolver.lookup(host.clone());
         }
         let mut to_mn: Vec<(Priority, Vec<u8>)> = Vec::new();
-        let mut to_dup: HashMap<(String, bool), Vec<u8>> = HashMap::new();
+        let mut to_dup = Vec::new();
         for (dest, prio, bytes) in out.sends {
             match dest {
                 Dest::Multinode => to_mn.push((prio, bytes)),
-                Dest::Dup(a) => to_dup
-                    .entry((a, prio == Priority::High))
-                    .or_default()
-                    .extend_from_slice(&bytes),
+                Dest::Dup(a) => to_dup.push((a, prio, bytes)),
             }
         }
         match mn_conn {
@@ -243,24 +238,6 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
             }
             None => {}
         }
-        let mut keys: Vec<_> = to_dup.keys().cloned().collect();
-        keys.sort_by_key(|(a, high)| (!*high, a.clone()));
-        for key in keys {
-            let bytes = to_dup.remove(&key).unwrap_or_default();
-            let prio = if key.1 {
-                Priority::High
-            } else {
-                Priority::Normal
-            };
-            match dup_conns.get(&key.0) {
-                Some(&c) => handle.send(c, prio, bytes).map_err(stopped)?,
-                None => warn!("duplicate server {} not connected: frames dropped", key.0),
-            }
-        }
+        send_grouped(&handle, to_dup, |a| dup_conns.get(a).copied())?;
     }
-}
-
-/// The address a duplicate server string names, for tests and tools.
-pub fn dup_addr(s: &str) -> Option<SocketAddr> {
-    s.to_socket_addrs().ok().and_then(|mut a| a.next())
 }

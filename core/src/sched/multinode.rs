@@ -44,7 +44,7 @@ use crate::msg::{
     Quarantine, ReprocessSite, StartCrawlIpReply, UriMsg,
 };
 use crate::queue::{CrawlQueue, QueueError, QueueOptions, SyncPolicy};
-use crate::routing::{crawl_site, routing_attribute, RoutingDb, RoutingError};
+use crate::routing::{crawl_site, routing_attribute, site_host, RoutingDb, RoutingError};
 
 /// The XML-RPC (host, port) a node reported in CMD_UM_INIT.
 pub type XmlRpcAddr = (Vec<u8>, i64);
@@ -612,16 +612,7 @@ impl Multinode {
         if !self.collections.contains_key(name) {
             return Ok(false);
         }
-        let Some(rec) = self.route_record(name, entry, urgent, None) else {
-            return Ok(true);
-        };
-        let c = self.collections.get_mut(name).expect("checked above");
-        if urgent {
-            c.queue.push_front(&rec)?;
-        } else {
-            c.queue.push_back(&rec)?;
-        }
-        self.counters.uris_received += 1;
+        self.queue_entry(name, entry, urgent, None)?;
         Ok(true)
     }
 
@@ -913,23 +904,31 @@ impl Multinode {
         urgent: bool,
         body: Option<&[u8]>,
     ) -> Result<(), SchedError> {
-        if !self.collections.contains_key(u.collection.as_ref()) {
-            warn!(
-                "CMD_UM_URI for unknown collection {} dropped",
-                show(&u.collection)
-            );
-            return Ok(());
+        match self.collections.get(u.collection.as_ref()) {
+            None => {
+                warn!(
+                    "CMD_UM_URI for unknown collection {} dropped",
+                    show(&u.collection)
+                );
+                Ok(())
+            }
+            Some(c) if c.removing.is_some() => Ok(()),
+            Some(_) => self.queue_entry(&u.collection, &u.entry, urgent, body),
         }
-        let Some(rec) = self.route_record(&u.collection, &u.entry, urgent, body) else {
+    }
+
+    /// Queues an entry of a known collection: back, or front when urgent.
+    fn queue_entry(
+        &mut self,
+        name: &[u8],
+        entry: &CrawlQueueEntry<'_>,
+        urgent: bool,
+        body: Option<&[u8]>,
+    ) -> Result<(), SchedError> {
+        let Some(rec) = self.route_record(name, entry, urgent, body) else {
             return Ok(());
         };
-        let c = self
-            .collections
-            .get_mut(u.collection.as_ref())
-            .expect("checked above");
-        if c.removing.is_some() {
-            return Ok(());
-        }
+        let c = self.collections.get_mut(name).expect("a known collection");
         if urgent {
             c.queue.push_front(&rec)?;
         } else {
@@ -960,10 +959,11 @@ impl Multinode {
         if self.attr_cache.len() > ATTR_CACHE_MAX {
             self.attr_cache.clear();
         }
-        let attr = self
-            .attr_cache
-            .entry(site.clone())
-            .or_insert_with(|| routing_attribute(&site));
+        if !self.attr_cache.contains_key(&site) {
+            self.attr_cache
+                .insert(site.clone(), routing_attribute(&site));
+        }
+        let attr = &self.attr_cache[&site];
         let mut encoded = Vec::new();
         let body = match body {
             Some(b) => b,
@@ -1131,11 +1131,7 @@ impl Multinode {
                 let n = self.choose_node();
                 self.routing.set(name, attr.as_bytes(), &n);
                 self.counters.routes_made += 1;
-                let host = site
-                    .rsplit_once(':')
-                    .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
-                    .map_or(site, |(h, _)| h)
-                    .to_string();
+                let host = site_host(site).to_string();
                 let (addrinfo, ttl) = match self.dns.get(host.as_bytes(), now) {
                     Some(e) => (e.addrinfo.clone(), e.ttl_left(now)),
                     None => {

@@ -42,7 +42,7 @@ use crate::msg::{
     PpdupConfRemove, PpdupSetConfig, RouteList, StartCrawlIp, Stat, StopCrawlIp, UriMsg,
 };
 use crate::queue::{CrawlQueue, QueueOptions, SyncPolicy};
-use crate::routing::{crawl_site, routing_attribute, RoutingDb};
+use crate::routing::{crawl_site, routing_attribute, site_host, RoutingDb};
 
 /// Where a frame of the node scheduler goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -214,12 +214,20 @@ pub fn ppdup_servers(dict: &Value<'_>) -> Vec<String> {
         .collect()
 }
 
-fn host_of(site: &str) -> &str {
-    let h = match site.rsplit_once(':') {
-        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':') => h,
-        _ => site,
-    };
-    h.trim_start_matches('[').trim_end_matches(']')
+/// Queues an entry in a collection's crawl queue: back, or front when urgent.
+fn queue_local(
+    c: &mut Collection,
+    entry: &CrawlQueueEntry<'_>,
+    urgent: bool,
+) -> Result<(), SchedError> {
+    let rec = record(entry, urgent);
+    if urgent {
+        c.queue.push_front(&rec)?;
+    } else {
+        c.queue.push_back(&rec)?;
+    }
+    c.counters.uris_queued += 1;
+    Ok(())
 }
 
 impl NodeScheduler {
@@ -749,14 +757,7 @@ impl NodeScheduler {
             );
             return Ok(());
         };
-        let rec = record(&u.entry, urgent);
-        if urgent {
-            c.queue.push_front(&rec)?;
-        } else {
-            c.queue.push_back(&rec)?;
-        }
-        c.counters.uris_queued += 1;
-        Ok(())
+        queue_local(c, &u.entry, urgent)
     }
 
     /// Queues an entry found on this node (a start URI, a forward link, a promoted URI): to the
@@ -778,13 +779,7 @@ impl NodeScheduler {
             });
         let c = self.collections.get_mut(name).expect("checked above");
         if local {
-            let rec = record(entry, urgent);
-            if urgent {
-                c.queue.push_front(&rec)?;
-            } else {
-                c.queue.push_back(&rec)?;
-            }
-            c.counters.uris_queued += 1;
+            queue_local(c, entry, urgent)?;
         } else {
             c.counters.uris_forwarded += 1;
             let u = UriMsg {
@@ -805,7 +800,7 @@ impl NodeScheduler {
     fn on_add_route(&mut self, r: &AddRoute<'_>, now: i64) {
         self.routing.set(&r.collection, &r.routing_attr, &r.node_id);
         if r.node_id.as_ref() == self.opts.node_id && r.addrinfo.is_some() {
-            let host = host_of(&String::from_utf8_lossy(&r.site)).to_string();
+            let host = site_host(&String::from_utf8_lossy(&r.site)).to_string();
             let e = DnsEntry {
                 addrinfo: r
                     .addrinfo
@@ -1230,7 +1225,7 @@ impl NodeScheduler {
                     w.records.push(rec);
                     continue;
                 }
-                let host = host_of(&site).to_string();
+                let host = site_host(&site).to_string();
                 c.waiting.insert(
                     site.clone(),
                     Waiting {

@@ -491,12 +491,8 @@ fn refresh_duplicate_server_messages_and_statistics() {
     );
 }
 
-#[test]
-fn the_multinode_scheduler_removes_a_collection_after_every_delete_ok() {
-    let dir = tmp("mn-remove");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
-    m.add_collection(b"c", config(&["http://a.com/"], None))
-        .unwrap();
+/// Registers nodes n1 (peer 1) and n2 (peer 2), each answering CMD_UM_ASK_ROUTE for "c" at once.
+fn register_two_nodes(m: &mut Multinode) {
     for (peer, id) in [(1, "n1"), (2, "n2")] {
         m.peer_connected(peer);
         let init = Message::CmdUmInit(Init {
@@ -512,6 +508,15 @@ fn the_multinode_scheduler_removes_a_collection_after_every_delete_ok() {
         )
         .unwrap();
     }
+}
+
+#[test]
+fn the_multinode_scheduler_removes_a_collection_after_every_delete_ok() {
+    let dir = tmp("mn-remove");
+    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    m.add_collection(b"c", config(&["http://a.com/"], None))
+        .unwrap();
+    register_two_nodes(&mut m);
     assert_eq!(m.pump(0).unwrap(), 1);
     m.take_output();
     assert!(m.remove_collection(b"c").unwrap());
@@ -548,21 +553,7 @@ fn relays_statistics_and_suspension() {
     let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&["http://www.a.com/"], None))
         .unwrap();
-    for (peer, id) in [(1, "n1"), (2, "n2")] {
-        m.peer_connected(peer);
-        let init = Message::CmdUmInit(Init {
-            node_id: b(id),
-            xmlrpc_host: b("h"),
-            xmlrpc_port: 1,
-        });
-        m.handle_message(peer, init, 0).unwrap();
-        m.handle_message(
-            peer,
-            Message::CmdUmLastRoute(CollectionOnly { collection: b("c") }),
-            0,
-        )
-        .unwrap();
-    }
+    register_two_nodes(&mut m);
     m.pump(0).unwrap();
     m.take_output();
     // A site operation goes to the node the site is routed to; a collection one to all.
