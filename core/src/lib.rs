@@ -17,6 +17,7 @@
 
 pub mod checksum;
 pub mod config;
+pub mod crawl;
 pub mod dupserver;
 pub mod frame;
 pub mod marshal;

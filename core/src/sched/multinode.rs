@@ -585,7 +585,7 @@ impl Multinode {
                 return false;
             }
         };
-        if !self.collections.contains_key(collection.as_ref()) {
+        if !self.collections.contains_key::<[u8]>(collection) {
             return false;
         }
         let target = site

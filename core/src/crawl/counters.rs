@@ -1,0 +1,249 @@
+//! Crawl counters of one collection, named as the statistics of MS-FSCADM 2.2.4.9: continuous
+//! counts, and the histograms HTTPResponse, URISkip (2.2.3.1 codes), DocSkip (2.2.3.2 codes)
+//! and MimeType.
+
+use std::collections::BTreeMap;
+
+use crate::marshal::Value;
+
+/// URI skip codes (MS-FSCADM 2.2.3.1).
+pub mod uri_skip {
+    /// The document said nofollow.
+    pub const NOFOLLOW: &str = "nf";
+    /// Scheme not allowed.
+    pub const SCHEME: &str = "ch";
+    /// Excluded by the URI rules.
+    pub const URI: &str = "ur";
+    /// Disallowed by robots.txt.
+    pub const ROBOTS: &str = "ro";
+    /// Excluded by the host name rules.
+    pub const DOMAIN: &str = "do";
+    /// Already queued in this refresh cycle.
+    pub const CACHE: &str = "ic";
+    /// Deeper than the configured crawl depth.
+    pub const DEPTH: &str = "de";
+}
+
+/// Web document skip codes (MS-FSCADM 2.2.3.2).
+pub mod doc_skip {
+    /// Invalid HTTP header.
+    pub const HEADER: &str = "he";
+    /// MIME type not allowed.
+    pub const MIME: &str = "mi";
+    /// Download timed out.
+    pub const TIMEOUT: &str = "ti";
+    /// Larger than max_doc_size.
+    pub const TOO_LARGE: &str = "tl";
+    /// Content-Encoding not supported or undecodable.
+    pub const ENCODING: &str = "en";
+    /// Chunked encoding could not be decoded.
+    pub const CHUNK: &str = "cu";
+    /// A redirect without a usable target.
+    pub const NO_REDIRECT_TARGET: &str = "nr";
+    /// `<meta name="robots" content="noindex">`.
+    pub const NOINDEX: &str = "ni";
+    /// Identical to a document of another URI.
+    pub const DUPLICATE: &str = "cs";
+    /// Only partly downloaded.
+    pub const INCOMPLETE: &str = "in";
+    /// Connection not established.
+    pub const CONNECT: &str = "co";
+    /// Connection timed out.
+    pub const CONNECT_TIMEOUT: &str = "ct";
+    /// Network error.
+    pub const NETWORK: &str = "ne";
+    /// Empty document.
+    pub const EMPTY: &str = "em";
+    /// Empty HTTP header.
+    pub const EMPTY_HEADER: &str = "eh";
+    /// Anything else.
+    pub const OTHER: &str = "ot";
+}
+
+/// The continuous counters and histograms of MS-FSCADM 2.2.4.9 a crawl engine keeps.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CrawlCounters {
+    /// URIs taken from the queue and requested.
+    pub processed: u64,
+    /// HTTP responses received.
+    pub downloaded: u64,
+    /// Documents stored (new or modified).
+    pub stored: u64,
+    /// Modified documents.
+    pub modified: u64,
+    /// Unchanged documents.
+    pub unchanged: u64,
+    /// Deleted documents.
+    pub deleted: u64,
+    /// Bytes received from web servers.
+    pub read_net: u64,
+    /// Bytes sent to web servers.
+    pub write_net: u64,
+    /// Documents with a Last-Modified header.
+    pub has_last_mod: u64,
+    /// Documents with an ETag header.
+    pub has_etag: u64,
+    /// Seconds spent downloading.
+    pub dl_time: f64,
+    /// Bytes of documents.
+    pub doc_size: u64,
+    /// Largest document.
+    pub doc_size_max: u64,
+    /// Fetches that failed and will be retried.
+    pub retries: u64,
+    /// robots.txt files with a Sitemap directive.
+    pub has_sitemap: u64,
+    /// Links to other sites.
+    pub local_fwd: u64,
+    /// Links within the site.
+    pub local: u64,
+    /// Redirects followed.
+    pub redirects: u64,
+    /// HTTP status -> count.
+    pub http_response: BTreeMap<u16, u64>,
+    /// URI skip code -> count.
+    pub uri_skip: BTreeMap<&'static str, u64>,
+    /// Document skip code -> count.
+    pub doc_skip: BTreeMap<&'static str, u64>,
+    /// Content-Type -> count.
+    pub mime_type: BTreeMap<String, u64>,
+}
+
+impl CrawlCounters {
+    /// Counts a skipped URI.
+    pub fn skip_uri(&mut self, code: &'static str) {
+        *self.uri_skip.entry(code).or_default() += 1;
+    }
+
+    /// Counts a skipped document.
+    pub fn skip_doc(&mut self, code: &'static str) {
+        *self.doc_skip.entry(code).or_default() += 1;
+    }
+
+    /// Documents skipped, all codes.
+    pub fn docs_skipped(&self) -> u64 {
+        self.doc_skip.values().sum()
+    }
+
+    /// URIs skipped, all codes.
+    pub fn uris_skipped(&self) -> u64 {
+        self.uri_skip.values().sum()
+    }
+
+    /// Fetches that failed at the network level (co, ct, ne, ti, he, cu, en, eh, ot).
+    pub fn errors(&self) -> u64 {
+        use doc_skip::*;
+        [
+            CONNECT,
+            CONNECT_TIMEOUT,
+            NETWORK,
+            TIMEOUT,
+            HEADER,
+            CHUNK,
+            ENCODING,
+            EMPTY_HEADER,
+            OTHER,
+        ]
+        .iter()
+        .map(|c| self.doc_skip.get(c).copied().unwrap_or(0))
+        .sum()
+    }
+
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &CrawlCounters) {
+        self.processed += other.processed;
+        self.downloaded += other.downloaded;
+        self.stored += other.stored;
+        self.modified += other.modified;
+        self.unchanged += other.unchanged;
+        self.deleted += other.deleted;
+        self.read_net += other.read_net;
+        self.write_net += other.write_net;
+        self.has_last_mod += other.has_last_mod;
+        self.has_etag += other.has_etag;
+        self.dl_time += other.dl_time;
+        self.doc_size += other.doc_size;
+        self.doc_size_max = self.doc_size_max.max(other.doc_size_max);
+        self.retries += other.retries;
+        self.has_sitemap += other.has_sitemap;
+        self.local_fwd += other.local_fwd;
+        self.local += other.local;
+        self.redirects += other.redirects;
+        for (k, v) in &other.http_response {
+            *self.http_response.entry(*k).or_default() += v;
+        }
+        for (k, v) in &other.uri_skip {
+            *self.uri_skip.entry(k).or_default() += v;
+        }
+        for (k, v) in &other.doc_skip {
+            *self.doc_skip.entry(k).or_default() += v;
+        }
+        for (k, v) in &other.mime_type {
+            *self.mime_type.entry(k.clone()).or_default() += v;
+        }
+    }
+
+    /// The counters as a marshal dict with the attribute names of MS-FSCADM 2.2.4.9 (histogram
+    /// keys as strings, as the spec asks of HTTPResponse).
+    pub fn to_value(&self) -> Value<'static> {
+        let f = |x: u64| Value::Float(x as f64);
+        let s = |x: &str| Value::owned_bytes(x.as_bytes().to_vec());
+        let hist = |it: Vec<(String, u64)>| {
+            Value::Dict(it.into_iter().map(|(k, v)| (s(&k), f(v))).collect())
+        };
+        Value::Dict(vec![
+            (s("Processed"), f(self.processed)),
+            (s("Downloaded"), f(self.downloaded)),
+            (s("Stored"), f(self.stored)),
+            (s("Modified"), f(self.modified)),
+            (s("Unchanged"), f(self.unchanged)),
+            (s("Deleted"), f(self.deleted)),
+            (s("ReadNet"), f(self.read_net)),
+            (s("WriteNet"), f(self.write_net)),
+            (s("HasLastMod"), f(self.has_last_mod)),
+            (s("HasETag"), f(self.has_etag)),
+            (s("DLTime"), Value::Float(self.dl_time)),
+            (s("DocSize"), f(self.doc_size)),
+            (s("Retries"), f(self.retries)),
+            (s("HasSitemap"), f(self.has_sitemap)),
+            (s("LocalFwd"), f(self.local_fwd)),
+            (s("Local"), f(self.local)),
+            (
+                s("HTTPResponse"),
+                hist(
+                    self.http_response
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), *v))
+                        .collect(),
+                ),
+            ),
+            (
+                s("URISkip"),
+                hist(
+                    self.uri_skip
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), *v))
+                        .collect(),
+                ),
+            ),
+            (
+                s("DocSkip"),
+                hist(
+                    self.doc_skip
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), *v))
+                        .collect(),
+                ),
+            ),
+            (
+                s("MimeType"),
+                hist(
+                    self.mime_type
+                        .iter()
+                        .map(|(k, v)| (k.clone(), *v))
+                        .collect(),
+                ),
+            ),
+        ])
+    }
+}

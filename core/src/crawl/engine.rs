@@ -1,0 +1,736 @@
+//! The crawl engine of a node scheduler: per-site politeness, robots.txt, redirects, link
+//! extraction and document checks, without sockets.
+//!
+//! The node scheduler's site manager hands over entries of allowed sites ([`Ready`]); the
+//! engine turns them into fetch [`Request`]s at the pace each site allows (one site never has
+//! more than `max_site_connections` requests open, and a request starts no sooner than `delay`
+//! seconds after the previous one to that site ended), and turns each fetch [`Outcome`] into
+//! [`Action`]s: links and redirect targets to queue, documents to check for duplicates and
+//! store, sites to release (CMD_UM_STOP_CRAWL_IP). Every outcome is counted with the FSCADM
+//! codes in the collection's [`CrawlCounters`].
+
+use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use log::debug;
+use md5::{Digest, Md5};
+use url::Url;
+
+use super::counters::{doc_skip, uri_skip, CrawlCounters};
+use super::links::{self, Extracted};
+use super::robots::{RobotsCache, Rules};
+use crate::config::CollectionConfig;
+use crate::msg::types::uri_flags;
+use crate::msg::{Checksum, CrawlQueueEntry, Redirect, UriStructure};
+use crate::routing::crawl_site;
+use crate::sched::node::Ready;
+use crate::sched::parse_record;
+
+/// Key of the depth of an entry in its extra metadata (only written when a collection limits
+/// depth).
+const DEPTH_KEY: &[u8] = b"depth";
+
+/// Tunables of the engine.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Seconds a parsed robots.txt is trusted.
+    pub robots_ttl: f64,
+    /// Seconds an idle site stays active before it is released.
+    pub site_linger: f64,
+    /// Entries held by the engine, all sites.
+    pub max_queued: usize,
+    /// Requests open at once, all sites.
+    pub max_in_flight: usize,
+    /// Seconds to establish a connection.
+    pub connect_timeout: f64,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            robots_ttl: 3600.0,
+            site_linger: 1.0,
+            max_queued: 16_384,
+            max_in_flight: 512,
+            connect_timeout: 10.0,
+        }
+    }
+}
+
+/// A fetch the engine wants made.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// Identifies the outcome.
+    pub id: u64,
+    /// The absolute URL.
+    pub url: String,
+    /// The address to connect to (the one the site was allowed for).
+    pub ip: String,
+    /// The port.
+    pub port: u16,
+    /// Request headers beyond Host and the connection's own.
+    pub headers: Vec<(String, String)>,
+    /// Longest body kept.
+    pub max_body: usize,
+    /// Seconds for the whole fetch.
+    pub timeout: f64,
+    /// Seconds to connect.
+    pub connect_timeout: f64,
+}
+
+/// Why a fetch failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Failure {
+    /// Connection refused.
+    Refused,
+    /// Connecting timed out.
+    ConnectTimeout,
+    /// The response did not complete in time.
+    Timeout,
+    /// Any other network error.
+    Network(String),
+    /// The server's bytes are not HTTP.
+    Protocol(String),
+    /// The body could not be decoded (chunked, gzip).
+    Decode(String),
+}
+
+/// A response.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fetched {
+    /// The status code.
+    pub status: u16,
+    /// Headers, names lower-case.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The decoded body.
+    pub body: Vec<u8>,
+    /// The body was cut at the size limit.
+    pub truncated: bool,
+}
+
+impl Fetched {
+    /// The first header named `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// What became of a request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The request's id.
+    pub id: u64,
+    /// The response or the failure.
+    pub result: Result<Fetched, Failure>,
+    /// Seconds the fetch took.
+    pub elapsed: f64,
+}
+
+/// A fetched document that passed every check: next the duplicate check, then the store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Document {
+    /// The collection.
+    pub collection: Vec<u8>,
+    /// The URI.
+    pub uri: Vec<u8>,
+    /// The MD5 of the body.
+    pub checksum: Checksum,
+    /// The HTTP status.
+    pub status: u16,
+    /// The response headers.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body.
+    pub body: Vec<u8>,
+    /// The entry's URI flags (URIF_META_NOINDEX etc.).
+    pub uri_flags: i64,
+}
+
+/// What the node scheduler does next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Queue an entry (a link or a redirect target): the node scheduler keeps it or forwards it.
+    Queue {
+        /// The collection.
+        collection: Vec<u8>,
+        /// The entry.
+        entry: Box<CrawlQueueEntry<'static>>,
+    },
+    /// Check and store a document.
+    Document(Box<Document>),
+    /// The site has nothing more to fetch: release it (CMD_UM_STOP_CRAWL_IP).
+    SiteDone {
+        /// The collection.
+        collection: Vec<u8>,
+        /// The crawl site.
+        site: String,
+    },
+}
+
+struct Site {
+    ip: String,
+    queue: VecDeque<Vec<u8>>,
+    in_flight: u32,
+    /// Earliest start of the next request (engine clock, seconds).
+    next_at: f64,
+    robots_pending: bool,
+    idle_since: Option<f64>,
+}
+
+struct Flight {
+    collection: Vec<u8>,
+    site: String,
+    /// None: the site's robots.txt.
+    record: Option<Vec<u8>>,
+    url: String,
+}
+
+type SiteKey = (Vec<u8>, String);
+
+/// The crawl engine.
+pub struct CrawlEngine {
+    opts: EngineOptions,
+    configs: HashMap<Vec<u8>, Arc<CollectionConfig>>,
+    counters: HashMap<Vec<u8>, CrawlCounters>,
+    sites: HashMap<SiteKey, Site>,
+    flights: HashMap<u64, Flight>,
+    robots: RobotsCache,
+    next_id: u64,
+    queued: usize,
+}
+
+fn site_of(uri: &[u8]) -> Option<String> {
+    crawl_site(uri)
+}
+
+fn depth_of(e: &CrawlQueueEntry<'_>) -> u32 {
+    e.extra
+        .iter()
+        .find(|(k, _)| k.as_bytes() == Some(DEPTH_KEY))
+        .and_then(|(_, v)| v.as_bytes())
+        .and_then(|b| std::str::from_utf8(b).ok()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The URI skip code of `uri` under the collection's rules, if it is not to be crawled.
+pub fn rule_skip(cfg: &CollectionConfig, uri: &str) -> Option<&'static str> {
+    let scheme = uri.split_once(':').map_or("", |(s, _)| s);
+    if !cfg
+        .allowed_schemes
+        .iter()
+        .any(|s| s.eq_ignore_ascii_case(scheme))
+    {
+        return Some(uri_skip::SCHEME);
+    }
+    if cfg.allows(uri) {
+        return None;
+    }
+    let host = Url::parse(uri)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .unwrap_or_default();
+    let domain_ok = (cfg.include_domains.is_empty() || cfg.include_domains.matches(&host))
+        && !cfg.exclude_domains.matches(&host);
+    Some(if domain_ok {
+        uri_skip::URI
+    } else {
+        uri_skip::DOMAIN
+    })
+}
+
+impl CrawlEngine {
+    /// An engine with no collections.
+    pub fn new(opts: EngineOptions) -> CrawlEngine {
+        CrawlEngine {
+            robots: RobotsCache::new(opts.robots_ttl, 100_000),
+            opts,
+            configs: HashMap::new(),
+            counters: HashMap::new(),
+            sites: HashMap::new(),
+            flights: HashMap::new(),
+            next_id: 1,
+            queued: 0,
+        }
+    }
+
+    /// Sets (or replaces) the configuration of a collection.
+    pub fn set_config(&mut self, name: &[u8], cfg: Arc<CollectionConfig>) {
+        self.configs.insert(name.to_vec(), cfg);
+        self.counters.entry(name.to_vec()).or_default();
+    }
+
+    /// The configuration of a collection.
+    pub fn config(&self, name: &[u8]) -> Option<&Arc<CollectionConfig>> {
+        self.configs.get(name)
+    }
+
+    /// Forgets a collection: its entries held here are dropped and its sites released.
+    pub fn remove_collection(&mut self, name: &[u8]) -> Vec<Action> {
+        self.configs.remove(name);
+        let mut out = Vec::new();
+        let keys: Vec<SiteKey> = self
+            .sites
+            .keys()
+            .filter(|(c, _)| c == name)
+            .cloned()
+            .collect();
+        for k in keys {
+            if let Some(s) = self.sites.remove(&k) {
+                self.queued -= s.queue.len();
+            }
+            out.push(Action::SiteDone {
+                collection: k.0,
+                site: k.1,
+            });
+        }
+        out
+    }
+
+    /// The counters of a collection.
+    pub fn counters(&self, name: &[u8]) -> Option<&CrawlCounters> {
+        self.counters.get(name)
+    }
+
+    /// Every collection's counters.
+    pub fn all_counters(&self) -> impl Iterator<Item = (&Vec<u8>, &CrawlCounters)> {
+        self.counters.iter()
+    }
+
+    /// Mutable counters (the node scheduler counts duplicates and stores).
+    pub fn counters_mut(&mut self, name: &[u8]) -> &mut CrawlCounters {
+        self.counters.entry(name.to_vec()).or_default()
+    }
+
+    /// How many more entries the engine takes now.
+    pub fn wants(&self) -> usize {
+        self.opts.max_queued.saturating_sub(self.queued)
+    }
+
+    /// Entries held, requests open, active sites.
+    pub fn load(&self) -> (usize, usize, usize) {
+        (self.queued, self.flights.len(), self.sites.len())
+    }
+
+    /// True when nothing is held, open or active.
+    pub fn is_idle(&self) -> bool {
+        self.queued == 0 && self.flights.is_empty() && self.sites.is_empty()
+    }
+
+    /// Takes an entry of an allowed site.
+    pub fn push(&mut self, r: Ready) {
+        let key = (r.collection, r.site);
+        let site = self.sites.entry(key).or_insert_with(|| Site {
+            ip: r.ip.clone(),
+            queue: VecDeque::new(),
+            in_flight: 0,
+            next_at: 0.0,
+            robots_pending: false,
+            idle_since: None,
+        });
+        site.ip = r.ip;
+        site.queue.push_back(r.record);
+        site.idle_since = None;
+        self.queued += 1;
+    }
+
+    fn new_request(&mut self, cfg: &CollectionConfig, url: &str, ip: &str) -> Option<Request> {
+        let u = Url::parse(url).ok()?;
+        let port = u.port_or_known_default()?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut headers = vec![("User-Agent".to_string(), cfg.user_agent.clone())];
+        for h in &cfg.headers {
+            if let Some((n, v)) = h.split_once(':') {
+                headers.push((n.trim().to_string(), v.trim().to_string()));
+            }
+        }
+        Some(Request {
+            id,
+            url: url.to_string(),
+            ip: ip.to_string(),
+            port,
+            headers,
+            max_body: usize::try_from(cfg.max_doc_size).unwrap_or(usize::MAX),
+            timeout: cfg.fetch_timeout.max(0.001),
+            connect_timeout: self.opts.connect_timeout.min(cfg.fetch_timeout.max(0.001)),
+        })
+    }
+
+    /// The requests that may start at `now` (engine clock, seconds), and sites released.
+    pub fn poll(&mut self, now: f64) -> (Vec<Request>, Vec<Action>) {
+        let mut reqs = Vec::new();
+        let mut done = Vec::new();
+        let keys: Vec<SiteKey> = self.sites.keys().cloned().collect();
+        for key in keys {
+            if self.flights.len() >= self.opts.max_in_flight {
+                break;
+            }
+            let Some(cfg) = self.configs.get(&key.0).cloned() else {
+                continue;
+            };
+            while let Some(site) = self.sites.get_mut(&key) {
+                if site.queue.is_empty() {
+                    if site.in_flight == 0 && !site.robots_pending {
+                        let since = *site.idle_since.get_or_insert(now);
+                        if now - since >= self.opts.site_linger {
+                            self.sites.remove(&key);
+                            done.push(Action::SiteDone {
+                                collection: key.0.clone(),
+                                site: key.1.clone(),
+                            });
+                        }
+                    }
+                    break;
+                }
+                if site.robots_pending
+                    || site.in_flight >= cfg.max_site_connections.max(1)
+                    || now < site.next_at
+                    || self.flights.len() >= self.opts.max_in_flight
+                {
+                    break;
+                }
+                let ip = site.ip.clone();
+                if cfg.robots && self.robots.get(&key.1, now).is_none() {
+                    // robots.txt first (RFC 9309 2.4), on the scheme of the first entry.
+                    let scheme = site
+                        .queue
+                        .front()
+                        .and_then(|r| parse_record(r).ok())
+                        .map(|(e, _)| {
+                            if e.uri.uri.starts_with(b"https:") {
+                                "https"
+                            } else {
+                                "http"
+                            }
+                        })
+                        .unwrap_or("http");
+                    let url = format!("{scheme}://{}/robots.txt", key.1);
+                    let Some(req) = self.new_request(&cfg, &url, &ip) else {
+                        break;
+                    };
+                    let site = self.sites.get_mut(&key).expect("present above");
+                    site.robots_pending = true;
+                    site.in_flight += 1;
+                    self.flights.insert(
+                        req.id,
+                        Flight {
+                            collection: key.0.clone(),
+                            site: key.1.clone(),
+                            record: None,
+                            url,
+                        },
+                    );
+                    reqs.push(req);
+                    break;
+                }
+                let rec = site.queue.pop_front().expect("not empty");
+                self.queued -= 1;
+                let counters = self.counters.entry(key.0.clone()).or_default();
+                let Ok((entry, _)) = parse_record(&rec) else {
+                    counters.skip_doc(doc_skip::OTHER);
+                    continue;
+                };
+                let uri = String::from_utf8_lossy(&entry.uri.uri).into_owned();
+                if entry.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
+                    if let Some(code) = rule_skip(&cfg, &uri) {
+                        counters.skip_uri(code);
+                        continue;
+                    }
+                }
+                if cfg.robots
+                    && !self
+                        .robots
+                        .get(&key.1, now)
+                        .is_none_or(|r: &Rules| r.allowed(&uri))
+                {
+                    counters.skip_uri(uri_skip::ROBOTS);
+                    continue;
+                }
+                let Some(req) = self.new_request(&cfg, &uri, &ip) else {
+                    self.counters_mut(&key.0).skip_uri(uri_skip::SCHEME);
+                    continue;
+                };
+                self.counters_mut(&key.0).processed += 1;
+                let site = self.sites.get_mut(&key).expect("present above");
+                site.in_flight += 1;
+                self.flights.insert(
+                    req.id,
+                    Flight {
+                        collection: key.0.clone(),
+                        site: key.1.clone(),
+                        record: Some(rec),
+                        url: uri,
+                    },
+                );
+                reqs.push(req);
+            }
+        }
+        (reqs, done)
+    }
+
+    /// Reads the outcome of a request made by [`CrawlEngine::poll`].
+    pub fn complete(&mut self, o: Outcome, now: f64) -> Vec<Action> {
+        let Some(f) = self.flights.remove(&o.id) else {
+            debug!("outcome of an unknown request {}", o.id);
+            return Vec::new();
+        };
+        let key = (f.collection.clone(), f.site.clone());
+        let cfg = self.configs.get(&f.collection).cloned();
+        let delay = cfg
+            .as_ref()
+            .map_or(0.0, |c| self.site_delay(c, &f.site, now));
+        if let Some(site) = self.sites.get_mut(&key) {
+            site.in_flight = site.in_flight.saturating_sub(1);
+            site.next_at = now + delay;
+            if f.record.is_none() {
+                site.robots_pending = false;
+            }
+        }
+        let Some(cfg) = cfg else {
+            return Vec::new();
+        };
+        let counters = self.counters.entry(f.collection.clone()).or_default();
+        counters.dl_time += o.elapsed;
+        let Some(rec) = f.record else {
+            let (status, body) = match &o.result {
+                Ok(r) => {
+                    counters.read_net += r.body.len() as u64;
+                    (Some(r.status), r.body.as_slice())
+                }
+                Err(_) => (None, &b""[..]),
+            };
+            let rules = Rules::from_fetch(&cfg.user_agent, status, body);
+            if rules.has_sitemap() {
+                counters.has_sitemap += 1;
+            }
+            self.robots.insert(&f.site, rules, now);
+            return Vec::new();
+        };
+        let Ok((entry, _)) = parse_record(&rec) else {
+            return Vec::new();
+        };
+        let entry = entry.into_owned();
+        let mut out = Vec::new();
+        let r = match o.result {
+            Ok(r) => r,
+            Err(e) => {
+                counters.skip_doc(match e {
+                    Failure::Refused => doc_skip::CONNECT,
+                    Failure::ConnectTimeout => doc_skip::CONNECT_TIMEOUT,
+                    Failure::Timeout => doc_skip::TIMEOUT,
+                    Failure::Network(_) => doc_skip::NETWORK,
+                    Failure::Protocol(_) => doc_skip::HEADER,
+                    Failure::Decode(_) => doc_skip::ENCODING,
+                });
+                return out;
+            }
+        };
+        counters.downloaded += 1;
+        counters.read_net += r.body.len() as u64;
+        *counters.http_response.entry(r.status).or_default() += 1;
+        let Ok(url) = Url::parse(&f.url) else {
+            counters.skip_doc(doc_skip::OTHER);
+            return out;
+        };
+        // Redirects (3xx with Location): the target is queued with the trail.
+        if matches!(r.status, 300..=303 | 307 | 308) {
+            let kind = match r.status {
+                300 => uri_flags::URIF_REDIRECT_300,
+                301 | 308 => uri_flags::URIF_REDIRECT_301,
+                _ => uri_flags::URIF_REDIRECT_302,
+            };
+            let target = r
+                .header("location")
+                .and_then(|l| links::resolve(&url, &String::from_utf8_lossy(l)));
+            match target {
+                Some(t) => {
+                    if let Some(e) =
+                        redirect_entry(&cfg, &entry, t.as_str(), kind, &f.url, counters)
+                    {
+                        out.push(Action::Queue {
+                            collection: f.collection.clone(),
+                            entry: Box::new(e),
+                        });
+                    }
+                }
+                None => counters.skip_doc(doc_skip::NO_REDIRECT_TARGET),
+            }
+            return out;
+        }
+        if !(200..300).contains(&r.status) {
+            return out;
+        }
+        let ctype = r
+            .header("content-type")
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_else(|| "application/octet-stream".to_string());
+        let mime = ctype
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        *counters.mime_type.entry(mime.clone()).or_default() += 1;
+        if r.header("last-modified").is_some() {
+            counters.has_last_mod += 1;
+        }
+        if r.header("etag").is_some() {
+            counters.has_etag += 1;
+        }
+        if r.truncated {
+            counters.skip_doc(doc_skip::TOO_LARGE);
+            return out;
+        }
+        if !cfg.allows_type(&mime) {
+            counters.skip_doc(doc_skip::MIME);
+            return out;
+        }
+        if r.body.is_empty() {
+            counters.skip_doc(doc_skip::EMPTY);
+            return out;
+        }
+        counters.doc_size += r.body.len() as u64;
+        counters.doc_size_max = counters.doc_size_max.max(r.body.len() as u64);
+        let mut flags = entry.uri_flags;
+        if mime == "text/html" || mime == "application/xhtml+xml" {
+            let ex = links::extract(&r.body, &url, cfg.link_extraction);
+            let ex = if cfg.check_meta_robots {
+                ex
+            } else {
+                Extracted {
+                    noindex: false,
+                    nofollow: false,
+                    ..ex
+                }
+            };
+            if ex.noindex {
+                flags |= uri_flags::URIF_META_NOINDEX;
+            }
+            if ex.nofollow {
+                flags |= uri_flags::URIF_META_NOFOLLOW;
+            }
+            if let Some(t) = &ex.refresh {
+                if let Some(e) = redirect_entry(
+                    &cfg,
+                    &entry,
+                    t,
+                    uri_flags::URIF_META_REFRESH,
+                    &f.url,
+                    counters,
+                ) {
+                    out.push(Action::Queue {
+                        collection: f.collection.clone(),
+                        entry: Box::new(e),
+                    });
+                }
+            }
+            let depth = depth_of(&entry);
+            for l in &ex.links {
+                if ex.nofollow || entry.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
+                    counters.skip_uri(uri_skip::NOFOLLOW);
+                    continue;
+                }
+                if let Some(code) = rule_skip(&cfg, &l.url) {
+                    counters.skip_uri(code);
+                    continue;
+                }
+                let target_site = site_of(l.url.as_bytes());
+                let same_site = target_site.as_deref() == Some(f.site.as_str());
+                let child_depth = if cfg.reset_level && !same_site {
+                    0
+                } else {
+                    depth + 1
+                };
+                if cfg.max_depth.is_some_and(|m| child_depth > m) {
+                    counters.skip_uri(uri_skip::DEPTH);
+                    continue;
+                }
+                if same_site {
+                    counters.local += 1;
+                } else {
+                    counters.local_fwd += 1;
+                }
+                let mut e = CrawlQueueEntry::new(UriStructure::unparsed(Cow::Owned(
+                    l.url.as_bytes().to_vec(),
+                )));
+                e.referrer = UriStructure::unparsed(Cow::Owned(f.url.as_bytes().to_vec()));
+                e.refresh_cycle = entry.refresh_cycle;
+                if cfg.max_depth.is_some() {
+                    e.extra.push((
+                        crate::marshal::Value::bytes(DEPTH_KEY).into_owned(),
+                        crate::marshal::Value::owned_bytes(child_depth.to_string().into_bytes()),
+                    ));
+                }
+                out.push(Action::Queue {
+                    collection: f.collection.clone(),
+                    entry: Box::new(e),
+                });
+            }
+            if ex.noindex {
+                counters.skip_doc(doc_skip::NOINDEX);
+                return out;
+            }
+        }
+        let checksum = Checksum(Md5::digest(&r.body).into());
+        out.push(Action::Document(Box::new(Document {
+            collection: f.collection,
+            uri: f.url.into_bytes(),
+            checksum,
+            status: r.status,
+            headers: r.headers,
+            body: r.body,
+            uri_flags: flags,
+        })));
+        out
+    }
+
+    /// Seconds between two requests to `site`: the collection's delay (its variable delay
+    /// ignored outside periods), or robots.txt's Crawl-delay when longer and obeyed.
+    fn site_delay(&self, cfg: &CollectionConfig, site: &str, now: f64) -> f64 {
+        let mut d = cfg.delay.max(0.0);
+        if cfg.obey_robots_delay {
+            if let Some(cd) = self.robots.get(site, now).and_then(Rules::crawl_delay) {
+                d = d.max(cd);
+            }
+        }
+        d
+    }
+}
+
+/// The entry of a redirect (or meta refresh) target: the trail of `from` plus this hop.
+fn redirect_entry(
+    cfg: &CollectionConfig,
+    from: &CrawlQueueEntry<'static>,
+    target: &str,
+    kind: i64,
+    from_url: &str,
+    counters: &mut CrawlCounters,
+) -> Option<CrawlQueueEntry<'static>> {
+    if from.redirects.len() as u32 >= cfg.max_redirects {
+        counters.skip_doc(doc_skip::NO_REDIRECT_TARGET);
+        return None;
+    }
+    if from.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
+        if let Some(code) = rule_skip(cfg, target) {
+            counters.skip_uri(code);
+            return None;
+        }
+    }
+    counters.redirects += 1;
+    let mut e = from.clone();
+    e.uri = UriStructure::unparsed(Cow::Owned(target.as_bytes().to_vec()));
+    e.redirects.push(Redirect {
+        from: Cow::Owned(from_url.as_bytes().to_vec()),
+        kind,
+    });
+    e.uri_flags = (from.uri_flags
+        & !(uri_flags::URIF_REDIRECT_300
+            | uri_flags::URIF_REDIRECT_301
+            | uri_flags::URIF_REDIRECT_302
+            | uri_flags::URIF_META_REFRESH))
+        | kind;
+    Some(e)
+}

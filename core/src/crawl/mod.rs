@@ -1,0 +1,16 @@
+//! The crawl engine's pure parts: link extraction, robots.txt, crawl counters and the engine
+//! that turns allowed crawl queue entries into fetches and fetch outcomes into actions
+//! (MS-FSCMT 3.1, MS-FSCADM 2.2.3.1-2 and 2.2.4.9).
+
+pub mod counters;
+pub mod engine;
+pub mod links;
+pub mod robots;
+
+pub use counters::CrawlCounters;
+pub use engine::{
+    Action, CrawlEngine, Document, EngineOptions, Failure, Fetched, Outcome, Request,
+};
+
+#[cfg(test)]
+mod tests;

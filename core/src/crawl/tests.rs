@@ -1,0 +1,327 @@
+//! The engine's behaviour: robots first, politeness, redirects, meta robots, skip codes.
+
+use std::sync::Arc;
+
+use super::counters::{doc_skip, uri_skip};
+use super::*;
+use crate::config::CollectionConfig;
+use crate::msg::types::uri_flags;
+use crate::sched::node::Ready;
+use crate::sched::{record, start_uri_entry};
+
+const C: &[u8] = b"c";
+const SITE: &str = "h.example:8080";
+
+fn engine(tune: impl FnOnce(&mut CollectionConfig)) -> CrawlEngine {
+    let mut cfg = CollectionConfig::defaults("c");
+    cfg.delay = 0.0;
+    cfg.max_site_connections = 1;
+    tune(&mut cfg);
+    let mut e = CrawlEngine::new(EngineOptions {
+        site_linger: 1.0,
+        ..EngineOptions::default()
+    });
+    e.set_config(C, Arc::new(cfg));
+    e
+}
+
+fn ready(uri: &str) -> Ready {
+    Ready {
+        collection: C.to_vec(),
+        site: crate::routing::crawl_site(uri.as_bytes()).unwrap(),
+        ip: "127.0.0.9".into(),
+        record: record(&start_uri_entry(uri.as_bytes()), false),
+    }
+}
+
+fn ok(id: u64, status: u16, ctype: &str, body: &str) -> Outcome {
+    Outcome {
+        id,
+        result: Ok(Fetched {
+            status,
+            headers: vec![("content-type".into(), ctype.as_bytes().to_vec())],
+            body: body.as_bytes().to_vec(),
+            truncated: false,
+        }),
+        elapsed: 0.01,
+    }
+}
+
+/// Answers robots.txt with `txt` and returns the next requests.
+fn pass_robots(e: &mut CrawlEngine, txt: &str, now: f64) -> Vec<Request> {
+    let (reqs, _) = e.poll(now);
+    assert_eq!(reqs.len(), 1, "robots.txt alone first");
+    assert_eq!(reqs[0].url, format!("http://{SITE}/robots.txt"));
+    e.complete(ok(reqs[0].id, 200, "text/plain", txt), now);
+    e.poll(now).0
+}
+
+fn queued(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Queue { entry, .. } => Some(String::from_utf8_lossy(&entry.uri.uri).into()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn robots_first_then_disallowed_entries_are_skipped() {
+    let mut e = engine(|_| {});
+    e.push(ready(&format!("http://{SITE}/private/x")));
+    e.push(ready(&format!("http://{SITE}/a")));
+    let reqs = pass_robots(&mut e, "User-agent: *\nDisallow: /private/\n", 0.0);
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].url, format!("http://{SITE}/a"));
+    assert_eq!(reqs[0].ip, "127.0.0.9");
+    assert_eq!(reqs[0].port, 8080);
+    let c = e.counters(C).unwrap();
+    assert_eq!(c.uri_skip.get(uri_skip::ROBOTS), Some(&1));
+    assert_eq!(c.processed, 1);
+}
+
+#[test]
+fn one_request_per_site_at_a_time_and_the_delay_between_them() {
+    let mut e = engine(|c| c.delay = 2.0);
+    for i in 0..3 {
+        e.push(ready(&format!("http://{SITE}/p{i}")));
+    }
+    let first = pass_robots(&mut e, "", 0.0);
+    assert!(first.is_empty(), "the delay also follows robots.txt");
+    let r = e.poll(2.0).0;
+    assert_eq!(r.len(), 1, "max_site_connections 1");
+    assert!(e.poll(3.0).0.is_empty(), "still in flight");
+    e.complete(ok(r[0].id, 200, "text/html", "<p>x</p>"), 3.0);
+    assert!(e.poll(4.9).0.is_empty(), "delay measured from the end");
+    assert_eq!(e.poll(5.0).0.len(), 1);
+}
+
+#[test]
+fn more_connections_per_site_when_configured() {
+    let mut e = engine(|c| {
+        c.max_site_connections = 3;
+        c.robots = false;
+    });
+    for i in 0..5 {
+        e.push(ready(&format!("http://{SITE}/p{i}")));
+    }
+    assert_eq!(e.poll(0.0).0.len(), 3);
+}
+
+#[test]
+fn links_are_queued_with_referrer_and_rules_applied() {
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.exclude_uris = crate::config::RuleSet::parse(
+            crate::config::RuleTarget::Uri,
+            &["prefix:http://h.example:8080/excluded/"],
+        )
+        .unwrap();
+    });
+    e.push(ready(&format!("http://{SITE}/")));
+    let r = e.poll(0.0).0;
+    let html = r#"<a href="/a">a</a><a href="/excluded/x">x</a><a href="ftp://h.example/f">f</a>
+        <a href="http://other.example/">o</a>"#;
+    let acts = e.complete(ok(r[0].id, 200, "text/html; charset=utf-8", html), 0.1);
+    assert_eq!(
+        queued(&acts),
+        ["http://h.example:8080/a", "http://other.example/"]
+    );
+    let Action::Queue { entry, .. } = &acts[0] else {
+        unreachable!()
+    };
+    assert_eq!(&entry.referrer.uri[..], b"http://h.example:8080/");
+    let c = e.counters(C).unwrap();
+    assert_eq!(c.uri_skip.get(uri_skip::URI), Some(&1));
+    assert_eq!(c.uri_skip.get(uri_skip::SCHEME), Some(&1));
+    assert_eq!((c.local, c.local_fwd), (1, 1));
+    let doc = acts.iter().find_map(|a| match a {
+        Action::Document(d) => Some(d),
+        _ => None,
+    });
+    let doc = doc.expect("the page is a document");
+    use md5::Digest;
+    assert_eq!(doc.checksum.0, <[u8; 16]>::from(md5::Md5::digest(html)));
+}
+
+#[test]
+fn redirects_carry_the_trail_and_flags() {
+    let mut e = engine(|c| c.robots = false);
+    e.push(ready(&format!("http://{SITE}/r1")));
+    let r = e.poll(0.0).0;
+    let mut o = ok(r[0].id, 301, "text/html", "");
+    if let Ok(f) = &mut o.result {
+        f.headers.push(("location".into(), b"/r2".to_vec()));
+    }
+    let acts = e.complete(o, 0.0);
+    assert_eq!(queued(&acts), ["http://h.example:8080/r2"]);
+    let Action::Queue { entry, .. } = &acts[0] else {
+        unreachable!()
+    };
+    assert_eq!(entry.redirects.len(), 1);
+    assert_eq!(&entry.redirects[0].from[..], b"http://h.example:8080/r1");
+    assert_eq!(entry.redirects[0].kind, uri_flags::URIF_REDIRECT_301);
+    assert_ne!(entry.uri_flags & uri_flags::URIF_REDIRECT_301, 0);
+    // Second hop: 302, the trail grows.
+    e.push(Ready {
+        record: record(entry, false),
+        ..ready(&format!("http://{SITE}/r2"))
+    });
+    let r = e.poll(0.0).0;
+    let mut o = ok(r[0].id, 302, "text/html", "");
+    if let Ok(f) = &mut o.result {
+        f.headers
+            .push(("location".into(), b"http://h.example:8080/end".to_vec()));
+    }
+    let acts = e.complete(o, 0.0);
+    let Action::Queue { entry, .. } = &acts[0] else {
+        unreachable!()
+    };
+    assert_eq!(entry.redirects.len(), 2);
+    assert_ne!(entry.uri_flags & uri_flags::URIF_REDIRECT_302, 0);
+    assert_eq!(entry.uri_flags & uri_flags::URIF_REDIRECT_301, 0);
+    // A redirect without Location.
+    e.push(ready(&format!("http://{SITE}/r3")));
+    let r = e.poll(0.0).0;
+    assert!(e
+        .complete(ok(r[0].id, 302, "text/html", ""), 0.0)
+        .is_empty());
+    let c = e.counters(C).unwrap();
+    assert_eq!(c.doc_skip.get(doc_skip::NO_REDIRECT_TARGET), Some(&1));
+    assert_eq!(c.http_response.get(&302), Some(&2));
+}
+
+#[test]
+fn meta_robots_and_meta_refresh() {
+    let mut e = engine(|c| c.robots = false);
+    e.push(ready(&format!("http://{SITE}/ni")));
+    let r = e.poll(0.0).0;
+    let acts = e.complete(
+        ok(
+            r[0].id,
+            200,
+            "text/html",
+            r#"<meta name="robots" content="noindex"><a href="/next">n</a>"#,
+        ),
+        0.0,
+    );
+    assert_eq!(queued(&acts), ["http://h.example:8080/next"]);
+    assert!(!acts.iter().any(|a| matches!(a, Action::Document(_))));
+    e.push(ready(&format!("http://{SITE}/nf")));
+    let r = e.poll(0.0).0;
+    let acts = e.complete(
+        ok(
+            r[0].id,
+            200,
+            "text/html",
+            r#"<meta name="robots" content="nofollow"><meta http-equiv="refresh" content="0; url=/moved"><a href="/next">n</a>"#,
+        ),
+        0.0,
+    );
+    assert_eq!(queued(&acts), ["http://h.example:8080/moved"]);
+    let Action::Queue { entry, .. } = &acts[0] else {
+        unreachable!()
+    };
+    assert_ne!(entry.uri_flags & uri_flags::URIF_META_REFRESH, 0);
+    let Some(Action::Document(d)) = acts.last() else {
+        panic!("a nofollow page is still a document")
+    };
+    assert_ne!(d.uri_flags & uri_flags::URIF_META_NOFOLLOW, 0);
+    let c = e.counters(C).unwrap();
+    assert_eq!(c.doc_skip.get(doc_skip::NOINDEX), Some(&1));
+    assert_eq!(c.uri_skip.get(uri_skip::NOFOLLOW), Some(&1));
+}
+
+#[test]
+fn failures_and_refused_documents_get_their_codes() {
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.max_site_connections = 10;
+    });
+    for p in ["big", "png", "empty", "refused", "slow", "cto", "garbage"] {
+        e.push(ready(&format!("http://{SITE}/{p}")));
+    }
+    let r = e.poll(0.0).0;
+    assert_eq!(r.len(), 7);
+    let mut big = ok(r[0].id, 200, "text/html", "x");
+    if let Ok(f) = &mut big.result {
+        f.truncated = true;
+    }
+    e.complete(big, 0.0);
+    e.complete(ok(r[1].id, 200, "image/png", "\u{89}PNG"), 0.0);
+    e.complete(ok(r[2].id, 200, "text/html", ""), 0.0);
+    for (i, f) in [
+        (3, Failure::Refused),
+        (4, Failure::Timeout),
+        (5, Failure::ConnectTimeout),
+        (6, Failure::Protocol("bad status line".into())),
+    ] {
+        let acts = e.complete(
+            Outcome {
+                id: r[i].id,
+                result: Err(f),
+                elapsed: 1.0,
+            },
+            0.0,
+        );
+        assert!(acts.is_empty());
+    }
+    let c = e.counters(C).unwrap();
+    for code in [
+        doc_skip::TOO_LARGE,
+        doc_skip::MIME,
+        doc_skip::EMPTY,
+        doc_skip::CONNECT,
+        doc_skip::TIMEOUT,
+        doc_skip::CONNECT_TIMEOUT,
+        doc_skip::HEADER,
+    ] {
+        assert_eq!(c.doc_skip.get(code), Some(&1), "{code}");
+    }
+    assert_eq!(c.errors(), 4);
+    assert_eq!(c.downloaded, 3);
+}
+
+#[test]
+fn idle_sites_are_released_after_the_linger() {
+    let mut e = engine(|c| c.robots = false);
+    e.push(ready(&format!("http://{SITE}/")));
+    let r = e.poll(0.0).0;
+    e.complete(ok(r[0].id, 404, "text/html", "gone"), 0.5);
+    assert!(e.poll(0.6).1.is_empty());
+    let (_, done) = e.poll(1.7);
+    assert_eq!(
+        done,
+        [Action::SiteDone {
+            collection: C.to_vec(),
+            site: SITE.into()
+        }]
+    );
+    assert!(e.is_idle());
+}
+
+#[test]
+fn depth_limit_counts_levels_from_the_start_uri() {
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.max_depth = Some(1);
+    });
+    e.push(ready(&format!("http://{SITE}/")));
+    let r = e.poll(0.0).0;
+    let acts = e.complete(ok(r[0].id, 200, "text/html", r#"<a href="/d1">"#), 0.0);
+    let Action::Queue { entry, .. } = &acts[0] else {
+        unreachable!()
+    };
+    e.push(Ready {
+        record: record(entry, false),
+        ..ready(&format!("http://{SITE}/d1"))
+    });
+    let r = e.poll(0.0).0;
+    let acts = e.complete(ok(r[0].id, 200, "text/html", r#"<a href="/d2">"#), 0.0);
+    assert!(queued(&acts).is_empty());
+    assert_eq!(
+        e.counters(C).unwrap().uri_skip.get(uri_skip::DEPTH),
+        Some(&1)
+    );
+}
