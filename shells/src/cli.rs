@@ -37,6 +37,49 @@ pub enum Command {
     /// Measure crawlfleet's parts under load.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Run a whole cluster in one process on loopback (duplicate server and replica, multinode
+    /// scheduler, node schedulers) and crawl: real sites (--config) or a generated web
+    /// (--synthetic-web).
+    Up(UpArgs),
+}
+
+/// Arguments of `crawlfleet up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Collection configuration files (XML, see docs/collection-config.md).
+    #[arg(long)]
+    pub config: Vec<PathBuf>,
+    /// Serve a generated web of HOSTS:PAGES on loopback (127.77.x.y) and crawl it.
+    #[arg(long, value_name = "HOSTS:PAGES")]
+    pub synthetic_web: Option<String>,
+    /// Seed of the generated web.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// First address of the generated web's hosts.
+    #[arg(long, default_value = "127.77.0.1")]
+    pub web_base: std::net::Ipv4Addr,
+    /// Node schedulers.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Data directory (default: a new directory under the system's temporary directory). Give
+    /// the same one again to resume.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Stop when every collection is crawled, and print per-collection statistics.
+    #[arg(long)]
+    pub until_idle: bool,
+    /// Seconds with nothing queued, fetching or moving before the crawl counts as done.
+    #[arg(long, default_value_t = 2.0)]
+    pub idle_seconds: f64,
+    /// With --until-idle: give up (exit non-zero) after this many seconds; 0 waits forever.
+    #[arg(long, default_value_t = 0.0)]
+    pub timeout: f64,
+    /// Print the summary as JSON (nothing else on standard output).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress line.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 /// Timers and sync settings shared by the scheduler roles.

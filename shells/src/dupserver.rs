@@ -121,8 +121,10 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
         Mode::Replica => "dupreplica",
     };
     // Scripts (and the tests) read the bound address from this line.
-    println!("crawlfleet {role} listening on {}", spawned.local_addrs[0]);
-    let _ = std::io::stdout().flush();
+    crate::announce(format_args!(
+        "crawlfleet {role} listening on {}",
+        spawned.local_addrs[0]
+    ));
     let keepalive = Duration::from_secs_f64(args.keepalive.max(1.0));
     let stopped = |_| "the event loop stopped".to_string();
     handle

@@ -7,14 +7,34 @@
 
 pub mod bench;
 pub mod cli;
+pub mod crawl;
 pub mod dupclient;
 pub mod dupserver;
 pub mod inspect;
 pub mod multinode;
 pub mod node;
 pub mod resolver;
+pub mod up;
 
 use std::process::ExitCode;
+
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Silences [`announce`] (roles inside `crawlfleet up --json`, whose standard output is the
+/// summary).
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Prints a role's start line (scripts read bound addresses from it) and flushes.
+pub fn announce(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if !QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}
 
 /// The whole program: logging, the command line, one subcommand.
 pub fn main() -> ExitCode {
@@ -47,6 +67,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         }
         cli::Command::Multinode(args) => multinode::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Node(args) => node::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Up(args) => up::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Bench(cli::BenchCommand::Dup(args)) => bench::dup::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),

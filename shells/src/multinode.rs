@@ -115,6 +115,15 @@ pub fn deliver(
 
 /// Runs the multinode scheduler until killed.
 pub fn run(args: &MultinodeArgs) -> Result<(), String> {
+    run_with(args, None)
+}
+
+/// Runs the multinode scheduler until killed, storing the number of URIs waiting in its crawl
+/// and deferred queues (all collections) into `queued` at every sync (used by `crawlfleet up`).
+pub fn run_with(
+    args: &MultinodeArgs,
+    queued: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+) -> Result<(), String> {
     check_data_dir(&args.data_dir)?;
     let configs = read_configs(&args.config)?;
     let mut sm = Multinode::open(&args.data_dir, MultinodeOptions::default())
@@ -129,11 +138,10 @@ pub fn run(args: &MultinodeArgs) -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let handle = spawned.handle;
-    println!(
+    crate::announce(format_args!(
         "crawlfleet multinode listening on {}",
         spawned.local_addrs[0]
-    );
-    let _ = std::io::stdout().flush();
+    ));
     let stopped = |_| "the event loop stopped".to_string();
     let keepalive = Duration::from_secs_f64(args.timers.keepalive.max(1.0));
     handle
@@ -200,7 +208,18 @@ pub fn run(args: &MultinodeArgs) -> Result<(), String> {
                     sm.keepalive_tick();
                     Ok(())
                 }
-                Event::Timer(SYNC_TIMER) => sm.sync(),
+                Event::Timer(SYNC_TIMER) => {
+                    if let Some(q) = &queued {
+                        let n: u64 = sm
+                            .collections()
+                            .iter()
+                            .filter_map(|(name, _)| sm.queued(name))
+                            .map(|(a, b)| a + b)
+                            .sum();
+                        q.store(n, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    sm.sync()
+                }
                 Event::Timer(_) | Event::Connected { .. } | Event::ConnectFailed { .. } => Ok(()),
             };
             if let Err(e) = r {

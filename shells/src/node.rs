@@ -15,6 +15,7 @@ use crossbeam_channel::select;
 use log::{info, warn};
 
 use crate::cli::NodeArgs;
+use crate::crawl::{Crawler, StatusSlot};
 use crate::multinode::{check_data_dir, fatal, now_secs, read_configs, send_grouped};
 use crate::resolver::Resolver;
 
@@ -23,6 +24,11 @@ const DUP_KEEPALIVE_TIMER: TimerId = TimerId(2);
 const QUARANTINE_TIMER: TimerId = TimerId(3);
 const STATS_TIMER: TimerId = TimerId(4);
 const SYNC_TIMER: TimerId = TimerId(5);
+/// Wakes the crawl engine for sites whose delay has passed, and publishes the status.
+const CRAWL_TIMER: TimerId = TimerId(6);
+const CRAWL_TICK: Duration = Duration::from_millis(10);
+/// Fetch results read per turn of the loop.
+const MAX_RESULTS: usize = 1024;
 const MAX_BATCH_EVENTS: usize = 1024;
 /// Frames for the multinode scheduler kept while it is unreachable.
 const MAX_HELD_FRAMES: usize = 1 << 20;
@@ -33,6 +39,12 @@ fn secs(s: f64) -> Duration {
 
 /// Runs a node scheduler until killed.
 pub fn run(args: &NodeArgs) -> Result<(), String> {
+    run_with(args, None)
+}
+
+/// Runs a node scheduler until killed, publishing its crawl status into `status` (used by
+/// `crawlfleet up`).
+pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), String> {
     check_data_dir(&args.data_dir)?;
     let node_id = match (&args.node_id, args.standalone) {
         (Some(id), _) => id.clone(),
@@ -63,8 +75,7 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
         Some(addr) => Some(handle.connect(addr).map_err(stopped)?),
         None => None,
     };
-    println!("crawlfleet node {node_id} started");
-    let _ = std::io::stdout().flush();
+    crate::announce(format_args!("crawlfleet node {node_id} started"));
     for (id, every) in [
         (MN_KEEPALIVE_TIMER, secs(args.timers.keepalive.max(1.0))),
         (DUP_KEEPALIVE_TIMER, secs(args.dup_keepalive.max(1.0))),
@@ -74,10 +85,14 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
             SYNC_TIMER,
             Duration::from_millis(args.timers.sync_ms.max(1)),
         ),
+        (CRAWL_TIMER, CRAWL_TICK),
     ] {
         handle.set_timer(id, every, Some(every)).map_err(stopped)?;
     }
     let resolver = Resolver::new(2);
+    let mut crawler = Crawler::start(&format!("crawlfleet/{}", env!("CARGO_PKG_VERSION")))
+        .map_err(|e| format!("cannot start the fetcher: {e}"))?;
+    let mut published = std::time::Instant::now();
     let mut mn_conn: Option<ConnId> = None;
     let mut held: VecDeque<(Priority, Vec<u8>)> = VecDeque::new();
     let mut dup_links: HashMap<LinkId, String> = HashMap::new();
@@ -112,6 +127,15 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
                     let now = now_secs();
                     let e = DnsEntry { addrinfo: addrs, resolved_at: now, ttl: 3600 };
                     sm.dns_answer(&host, e, now).map_err(|e| e.to_string())?;
+                }
+            }
+            recv(crawler.results()) -> r => {
+                if let Ok(r) = r {
+                    crawler.on_result(&mut sm, r).map_err(|e| fatal(&handle, e))?;
+                    for _ in 1..MAX_RESULTS {
+                        let Ok(r) = crawler.results().try_recv() else { break };
+                        crawler.on_result(&mut sm, r).map_err(|e| fatal(&handle, e))?;
+                    }
                 }
             }
         }
@@ -190,6 +214,15 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
                     Ok(())
                 }
                 Event::Timer(SYNC_TIMER) => sm.sync(),
+                Event::Timer(CRAWL_TIMER) => {
+                    if let Some(slot) = &status {
+                        if published.elapsed() >= Duration::from_millis(200) {
+                            *slot.lock() = crawler.status(&sm);
+                            published = std::time::Instant::now();
+                        }
+                    }
+                    Ok(())
+                }
                 Event::Timer(_) | Event::Accepted { .. } => Ok(()),
             };
             if let Err(e) = r {
@@ -199,6 +232,10 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
             if handled < MAX_BATCH_EVENTS {
                 event = spawned.events.try_recv().ok();
             }
+        }
+        crawler.collect_verdicts(&mut sm);
+        if let Err(e) = crawler.step(&mut sm, now_secs()) {
+            return Err(fatal(&handle, e));
         }
         let out = sm.take_output();
         for host in &out.lookups {

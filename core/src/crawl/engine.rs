@@ -673,6 +673,10 @@ impl CrawlEngine {
                 counters.skip_doc(doc_skip::NOINDEX);
                 return out;
             }
+            if ex.refresh.is_some() {
+                // A meta refresh is a redirect: the target is the document.
+                return out;
+            }
         }
         let checksum = Checksum(Md5::digest(&r.body).into());
         out.push(Action::Document(Box::new(Document {

@@ -224,13 +224,28 @@ fn meta_robots_and_meta_refresh() {
         unreachable!()
     };
     assert_ne!(entry.uri_flags & uri_flags::URIF_META_REFRESH, 0);
+    assert!(
+        !acts.iter().any(|a| matches!(a, Action::Document(_))),
+        "a meta refresh page is a redirect, not a document"
+    );
+    e.push(ready(&format!("http://{SITE}/nf2")));
+    let r = e.poll(0.0).0;
+    let acts = e.complete(
+        ok(
+            r[0].id,
+            200,
+            "text/html",
+            r#"<meta name="robots" content="nofollow"><a href="/next">n</a>"#,
+        ),
+        0.0,
+    );
     let Some(Action::Document(d)) = acts.last() else {
         panic!("a nofollow page is still a document")
     };
     assert_ne!(d.uri_flags & uri_flags::URIF_META_NOFOLLOW, 0);
     let c = e.counters(C).unwrap();
     assert_eq!(c.doc_skip.get(doc_skip::NOINDEX), Some(&1));
-    assert_eq!(c.uri_skip.get(uri_skip::NOFOLLOW), Some(&1));
+    assert_eq!(c.uri_skip.get(uri_skip::NOFOLLOW), Some(&2));
 }
 
 #[test]

@@ -5,6 +5,7 @@ pub mod collections;
 pub mod dns;
 pub mod multinode;
 pub mod node;
+pub mod seen;
 
 use std::borrow::Cow;
 

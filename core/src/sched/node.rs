@@ -31,7 +31,12 @@ use log::{debug, error, info, warn};
 use super::collections::{meta, CollectionDirs, StoreError};
 use super::dns::{DnsCache, DnsEntry};
 use super::multinode::SchedError;
+use super::seen::SeenSet;
 use super::{parse_record, record, show, start_uri_entry, start_uris, Outbox};
+
+#[path = "node_docs.rs"]
+mod docs;
+pub use docs::Verdict;
 use crate::frame::Priority;
 use crate::marshal::{self, Limits, Value};
 use crate::msg::types::conf_state;
@@ -102,6 +107,8 @@ pub struct NodeCounters {
     pub sites_started: u64,
     /// Sites refused or over the per-IP limit (blocked for 30 minutes).
     pub sites_blocked: u64,
+    /// URIs not queued because they were queued before in this refresh cycle (skip code `ic`).
+    pub uris_seen: u64,
 }
 
 impl NodeCounters {
@@ -113,6 +120,7 @@ impl NodeCounters {
             ("uris_dropped", Value::int(self.uris_dropped as i64)),
             ("sites_started", Value::int(self.sites_started as i64)),
             ("sites_blocked", Value::int(self.sites_blocked as i64)),
+            ("uris_seen", Value::int(self.uris_seen as i64)),
         ])
     }
 }
@@ -160,6 +168,8 @@ struct Collection {
     checksums: HashMap<Checksum, BTreeSet<Vec<u8>>>,
     /// PPDUP_ADDs sent and not answered: URI -> checksum.
     pending_adds: HashMap<Vec<u8>, Checksum>,
+    /// URIs queued in this refresh cycle.
+    seen: SeenSet,
     counters: NodeCounters,
     sent: NodeCounters,
 }
@@ -189,6 +199,8 @@ pub struct NodeScheduler {
     dups: BTreeMap<String, DupStatus>,
     /// Standalone: which collection holds each IP (the multinode's job otherwise).
     local_ip_locks: HashMap<String, Vec<u8>>,
+    /// Duplicate-check answers for the crawl engine.
+    verdicts: Vec<Verdict>,
     out: Outbox<Dest>,
 }
 
@@ -220,6 +232,13 @@ fn queue_local(
     entry: &CrawlQueueEntry<'_>,
     urgent: bool,
 ) -> Result<(), SchedError> {
+    // A URI queued before in this cycle is not queued again, unless the entry insists
+    // (promotion, forced re-crawl).
+    let insists = entry.uri_flags & (uri_flags::URIF_PROMOTE | uri_flags::URIF_FORCE) != 0;
+    if !c.seen.insert(&entry.uri.uri)? && !insists {
+        c.counters.uris_seen += 1;
+        return Ok(());
+    }
     let rec = record(entry, urgent);
     if urgent {
         c.queue.push_front(&rec)?;
@@ -250,6 +269,7 @@ impl NodeScheduler {
             multinode_keepalive_pending: false,
             dups: BTreeMap::new(),
             local_ip_locks: HashMap::new(),
+            verdicts: Vec::new(),
             out: Outbox::new(),
         };
         for m in n.dirs.load_all()? {
@@ -308,6 +328,7 @@ impl NodeScheduler {
             ready: VecDeque::new(),
             checksums: HashMap::new(),
             pending_adds: HashMap::new(),
+            seen: SeenSet::open(&dir.join("seen"))?,
             counters: NodeCounters::default(),
             sent: NodeCounters::default(),
         })
@@ -689,6 +710,12 @@ impl NodeScheduler {
                         if owner == ok.uri.as_ref() {
                             c.checksums.entry(cs).or_default().insert(ok.uri.to_vec());
                         }
+                        self.verdicts.push(Verdict {
+                            collection: ok.collection.to_vec(),
+                            uri: ok.uri.to_vec(),
+                            checksum: cs,
+                            owner: owner.to_vec(),
+                        });
                     }
                 }
             }
@@ -957,6 +984,7 @@ impl NodeScheduler {
             c.waiting.clear();
         }
         c.refresh_cycle += 1;
+        c.seen.clear()?;
         let cycle = c.refresh_cycle;
         let mut uris = start_uris(&c.dict);
         if let (Some(sub), true) = (
@@ -1532,6 +1560,7 @@ impl NodeScheduler {
                 uris_dropped: cur.uris_dropped - s.uris_dropped,
                 sites_started: cur.sites_started - s.sites_started,
                 sites_blocked: cur.sites_blocked - s.sites_blocked,
+                uris_seen: cur.uris_seen - s.uris_seen,
             };
             c.sent = cur;
             msgs.push(Message::CmdUmStat(Stat {
@@ -1561,6 +1590,7 @@ impl NodeScheduler {
         for c in self.collections.values_mut() {
             c.queue.sync()?;
             c.quarantine_queue.sync()?;
+            c.seen.sync()?;
         }
         Ok(())
     }

@@ -1,0 +1,70 @@
+//! The node scheduler's side of document duplicate detection (MS-FSCMT 3.1.5.23): a fetched
+//! document's checksum goes to the collection's duplicate servers as PPDUP_ADD, and the
+//! PPDUP_ADD_OK answer (PKT_OWNURI) says whether this URI owns it. Without duplicate servers
+//! the node's own checksum database decides at once.
+
+use crate::msg::Checksum;
+
+use super::NodeScheduler;
+
+/// The answer to a duplicate check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// The collection.
+    pub collection: Vec<u8>,
+    /// The document's URI.
+    pub uri: Vec<u8>,
+    /// The document's checksum.
+    pub checksum: Checksum,
+    /// The URI that owns the checksum: `uri` itself when the document is unique.
+    pub owner: Vec<u8>,
+}
+
+impl Verdict {
+    /// True when another URI owns the checksum (document skip code `cs`).
+    pub fn is_duplicate(&self) -> bool {
+        self.owner != self.uri
+    }
+}
+
+impl NodeScheduler {
+    /// Checks a fetched document for duplicates: asks the duplicate servers (the verdict comes
+    /// later through [`NodeScheduler::take_verdicts`]) or, when the collection names none,
+    /// decides from the node's checksum database and returns the verdict now. `None` also when
+    /// the collection is unknown.
+    pub fn document(&mut self, name: &[u8], uri: &[u8], checksum: Checksum) -> Option<Verdict> {
+        if self.ppdup_add(name, uri, checksum) {
+            return None;
+        }
+        let c = self.collections.get_mut(name)?;
+        let owners = c.checksums.entry(checksum).or_default();
+        let owner = match owners.iter().next() {
+            Some(first) if !owners.contains(uri) => first.clone(),
+            _ => {
+                owners.insert(uri.to_vec());
+                uri.to_vec()
+            }
+        };
+        Some(Verdict {
+            collection: name.to_vec(),
+            uri: uri.to_vec(),
+            checksum,
+            owner,
+        })
+    }
+
+    /// Verdicts that arrived from duplicate servers since the last call.
+    pub fn take_verdicts(&mut self) -> Vec<Verdict> {
+        std::mem::take(&mut self.verdicts)
+    }
+
+    /// True when the collection's crawl queues and the site manager hold nothing.
+    pub fn is_drained(&self, name: &[u8]) -> bool {
+        self.collections.get(name).is_none_or(|c| {
+            c.queue.is_empty()
+                && c.ready.is_empty()
+                && c.waiting.values().all(|w| w.records.is_empty())
+                && c.pending_adds.is_empty()
+        })
+    }
+}

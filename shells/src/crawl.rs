@@ -1,0 +1,280 @@
+//! The node scheduler's crawl loop: the site manager of `core::sched::node` hands entries of
+//! allowed sites to `core::crawl::CrawlEngine`, whose requests go to the HTTP fetcher of
+//! `crawlfleet-net`; outcomes come back as links to queue (kept or forwarded to the multinode
+//! scheduler), documents to check with the duplicate servers, and sites to release.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crawlfleet_core::config::CollectionConfig;
+use crawlfleet_core::crawl::counters::doc_skip;
+use crawlfleet_core::crawl::{
+    Action, CrawlCounters, CrawlEngine, EngineOptions, Failure, Fetched, Outcome, Request,
+};
+use crawlfleet_core::marshal::Value;
+use crawlfleet_core::sched::multinode::SchedError;
+use crawlfleet_core::sched::node::{NodeScheduler, Verdict};
+use crawlfleet_core::sched::show;
+use crawlfleet_net::fetch::{FetchError, FetchRequest, FetchResult, Fetcher, FetcherOptions};
+use crossbeam_channel::Receiver;
+use log::{debug, warn};
+use parking_lot::Mutex;
+
+/// What one collection on one node has done, for progress displays and `up --until-idle`.
+#[derive(Clone, Debug, Default)]
+pub struct CollectionStatus {
+    /// The engine's counters (FSCADM 2.2.4.9 names); `stored` counts documents that passed
+    /// the duplicate check, `doc_skip["cs"]` the duplicates.
+    pub counters: CrawlCounters,
+    /// Entries in the node's crawl queue.
+    pub queued: u64,
+    /// Entries held by the engine.
+    pub held: usize,
+    /// Requests open.
+    pub in_flight: usize,
+    /// Sites being crawled.
+    pub active_sites: usize,
+    /// Nothing queued, held, open or waiting for a duplicate check.
+    pub drained: bool,
+}
+
+/// A node's status, published every few hundred milliseconds.
+#[derive(Clone, Debug, Default)]
+pub struct NodeStatus {
+    /// By collection name.
+    pub collections: BTreeMap<String, CollectionStatus>,
+    /// When it was published.
+    pub at: Option<Instant>,
+}
+
+/// Where a node publishes its status.
+pub type StatusSlot = Arc<Mutex<NodeStatus>>;
+
+/// The crawl engine and the fetcher of one node scheduler.
+pub struct Crawler {
+    engine: CrawlEngine,
+    fetcher: Fetcher,
+    epoch: Instant,
+    /// The dict each engine configuration was made from.
+    dicts: HashMap<Vec<u8>, Value<'static>>,
+}
+
+fn failure(e: FetchError) -> Failure {
+    match e {
+        FetchError::Refused => Failure::Refused,
+        FetchError::ConnectTimeout => Failure::ConnectTimeout,
+        FetchError::Timeout => Failure::Timeout,
+        FetchError::Protocol(s) => Failure::Protocol(s),
+        FetchError::Decode(s) => Failure::Decode(s),
+        e @ (FetchError::Tls(_)
+        | FetchError::Io(_)
+        | FetchError::Shutdown
+        | FetchError::InvalidRequest(_)) => Failure::Network(e.to_string()),
+    }
+}
+
+impl Crawler {
+    /// Starts the fetcher.
+    pub fn start(user_agent: &str) -> std::io::Result<Crawler> {
+        let fetcher = Fetcher::spawn(FetcherOptions {
+            user_agent: user_agent.to_string(),
+            ..FetcherOptions::default()
+        })?;
+        Ok(Crawler {
+            engine: CrawlEngine::new(EngineOptions::default()),
+            fetcher,
+            epoch: Instant::now(),
+            dicts: HashMap::new(),
+        })
+    }
+
+    /// Fetch results, for the node's `select!`.
+    pub fn results(&self) -> &Receiver<FetchResult> {
+        &self.fetcher.results
+    }
+
+    fn now(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+
+    /// Brings the engine's configurations in line with the scheduler's collections.
+    fn sync_configs(&mut self, sm: &mut NodeScheduler) {
+        let names: Vec<Vec<u8>> = sm.collections().into_iter().map(|(n, _)| n).collect();
+        for name in &names {
+            let Some(dict) = sm.collection_config(name) else {
+                continue;
+            };
+            if self.dicts.get(name) == Some(dict) {
+                continue;
+            }
+            let label = String::from_utf8_lossy(name).into_owned();
+            match CollectionConfig::from_dict(&label, dict) {
+                Ok(cfg) => {
+                    self.engine.set_config(name, Arc::new(cfg));
+                }
+                Err(e) => {
+                    warn!("collection {label}: configuration not usable by the crawler: {e}");
+                    self.engine
+                        .set_config(name, Arc::new(CollectionConfig::defaults(&label)));
+                }
+            }
+            self.dicts.insert(name.clone(), dict.clone());
+        }
+        let gone: Vec<Vec<u8>> = self
+            .dicts
+            .keys()
+            .filter(|n| !names.contains(n))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.dicts.remove(&name);
+            for a in self.engine.remove_collection(&name) {
+                if let Action::SiteDone { collection, site } = a {
+                    sm.site_done(&collection, &site);
+                }
+            }
+        }
+    }
+
+    /// Moves work along: entries of allowed sites into the engine, requests to the fetcher,
+    /// idle sites released.
+    pub fn step(&mut self, sm: &mut NodeScheduler, now_secs: i64) -> Result<(), SchedError> {
+        self.sync_configs(sm);
+        let want = self.engine.wants();
+        if want > 0 {
+            sm.dispatch(want, now_secs)?;
+            for r in sm.take_ready(want) {
+                self.engine.push(r);
+            }
+        }
+        let (reqs, done) = self.engine.poll(self.now());
+        for a in done {
+            if let Action::SiteDone { collection, site } = a {
+                debug!("collection {}: site {site} done", show(&collection));
+                sm.site_done(&collection, &site);
+            }
+        }
+        let mut batch = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            match to_fetch(&r) {
+                Some(f) => batch.push(f),
+                None => {
+                    // Not fetchable as given (bad address): answered as a network failure.
+                    let o = Outcome {
+                        id: r.id,
+                        result: Err(Failure::Network(format!("bad address {}", r.ip))),
+                        elapsed: 0.0,
+                    };
+                    let now = self.now();
+                    let actions = self.engine.complete(o, now);
+                    self.apply(sm, actions)?;
+                }
+            }
+        }
+        if !batch.is_empty() {
+            if let Err(e) = self.fetcher.submit_many(batch) {
+                warn!("the fetcher refused requests: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one fetch result.
+    pub fn on_result(&mut self, sm: &mut NodeScheduler, r: FetchResult) -> Result<(), SchedError> {
+        let result = match r.result {
+            Ok(resp) => Ok(Fetched {
+                status: resp.status,
+                headers: resp.headers,
+                body: resp.body,
+                truncated: resp.truncated,
+            }),
+            Err(e) => Err(failure(e)),
+        };
+        let o = Outcome {
+            id: r.id,
+            result,
+            elapsed: r.elapsed.as_secs_f64(),
+        };
+        let now = self.now();
+        let actions = self.engine.complete(o, now);
+        self.apply(sm, actions)
+    }
+
+    fn apply(&mut self, sm: &mut NodeScheduler, actions: Vec<Action>) -> Result<(), SchedError> {
+        for a in actions {
+            match a {
+                Action::Queue { collection, entry } => {
+                    sm.add_uri(&collection, &entry, false)?;
+                }
+                Action::Document(d) => {
+                    if let Some(v) = sm.document(&d.collection, &d.uri, d.checksum) {
+                        self.verdict(&v);
+                    }
+                }
+                Action::SiteDone { collection, site } => sm.site_done(&collection, &site),
+            }
+        }
+        for v in sm.take_verdicts() {
+            self.verdict(&v);
+        }
+        Ok(())
+    }
+
+    /// Counts a duplicate-check answer: stored, or skipped as a duplicate (`cs`).
+    fn verdict(&mut self, v: &Verdict) {
+        let c = self.engine.counters_mut(&v.collection);
+        if v.is_duplicate() {
+            c.skip_doc(doc_skip::DUPLICATE);
+        } else {
+            c.stored += 1;
+        }
+    }
+
+    /// Counts verdicts that arrived with frames from the duplicate servers.
+    pub fn collect_verdicts(&mut self, sm: &mut NodeScheduler) {
+        for v in sm.take_verdicts() {
+            self.verdict(&v);
+        }
+    }
+
+    /// The status of every collection.
+    pub fn status(&self, sm: &NodeScheduler) -> NodeStatus {
+        let (held, in_flight, sites) = self.engine.load();
+        let mut out = NodeStatus {
+            collections: BTreeMap::new(),
+            at: Some(Instant::now()),
+        };
+        for (name, _) in sm.collections() {
+            let counters = self.engine.counters(&name).cloned().unwrap_or_default();
+            let queued = sm.queued(&name).map_or(0, |(q, _)| q);
+            out.collections.insert(
+                String::from_utf8_lossy(&name).into_owned(),
+                CollectionStatus {
+                    counters,
+                    queued,
+                    held,
+                    in_flight,
+                    active_sites: sites,
+                    drained: sm.is_drained(&name) && self.engine.is_idle(),
+                },
+            );
+        }
+        out
+    }
+}
+
+fn to_fetch(r: &Request) -> Option<FetchRequest> {
+    let ip: IpAddr = r.ip.parse().ok()?;
+    Some(FetchRequest {
+        id: r.id,
+        url: url::Url::parse(&r.url).ok()?,
+        addr: SocketAddr::new(ip, r.port),
+        headers: r.headers.clone(),
+        max_body: r.max_body,
+        connect_timeout: Duration::from_secs_f64(r.connect_timeout),
+        timeout: Duration::from_secs_f64(r.timeout),
+        head: false,
+    })
+}

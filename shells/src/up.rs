@@ -1,0 +1,399 @@
+//! `crawlfleet up`: a whole cluster in one process on loopback — a duplicate server and its
+//! replica, a multinode scheduler and N node schedulers, each role on its own threads and
+//! sockets exactly as on separate hosts — optionally with a synthetic web to crawl.
+//!
+//! The data directory holds one sub-directory per role (`dupserver`, `dupreplica`,
+//! `multinode`, `node1`...). Collections come from `--config` files and, with
+//! `--synthetic-web`, a collection `synthetic` for the generated web; a collection that names
+//! no duplicate servers is given the embedded pair.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crawlfleet_core::config::{parse_xml, to_xml};
+use crawlfleet_core::crawl::CrawlCounters;
+use crawlfleet_core::marshal::Value;
+use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
+use indicatif::{ProgressBar, ProgressStyle};
+use log::info;
+use parking_lot::Mutex;
+
+use crate::cli::{DupArgs, MultinodeArgs, NodeArgs, SchedTimers, UpArgs};
+use crate::crawl::{NodeStatus, StatusSlot};
+use crate::synthweb::SynthServer;
+
+fn free_addr() -> Result<SocketAddr, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+}
+
+fn spawn_role(
+    name: &str,
+    f: impl FnOnce() -> Result<(), String> + Send + 'static,
+) -> Result<(), String> {
+    let label = name.to_string();
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            if let Err(e) = f() {
+                log::error!("{label} stopped: {e}");
+                eprintln!("crawlfleet up: {label} stopped: {e}");
+                std::process::exit(1);
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start {name}: {e}"))
+}
+
+/// Gives every collection of an XML configuration the embedded duplicate servers when it names
+/// none, and writes each to `<prefix>-<n>.xml`.
+fn with_dupservers(
+    xml: &str,
+    dup: SocketAddr,
+    replica: SocketAddr,
+    prefix: &Path,
+) -> Result<Vec<PathBuf>, String> {
+    let dicts = parse_xml(xml).map_err(|e| e.to_string())?;
+    let s = |x: String| Value::owned_bytes(x.into_bytes());
+    let mut fixed = Vec::new();
+    for (name, dict) in dicts {
+        let mut pairs = dict.as_dict().map(<[_]>::to_vec).unwrap_or_default();
+        let has = dict
+            .get(b"ppdup")
+            .and_then(|p| p.get(b"dupservers"))
+            .and_then(Value::as_list)
+            .is_some_and(|l| !l.is_empty());
+        if !has {
+            pairs.retain(|(k, _)| k.as_bytes() != Some(b"ppdup"));
+            pairs.push((
+                Value::bytes(b"ppdup").into_owned(),
+                Value::Dict(vec![
+                    (
+                        Value::bytes(b"dupservers").into_owned(),
+                        Value::list(vec![s(dup.to_string())]),
+                    ),
+                    (
+                        Value::bytes(b"replicas").into_owned(),
+                        Value::list(vec![s(replica.to_string())]),
+                    ),
+                ]),
+            ));
+        }
+        fixed.push((name, Value::Dict(pairs)));
+    }
+    let mut paths = Vec::new();
+    for (i, (name, dict)) in fixed.iter().enumerate() {
+        let text = to_xml(name, dict).map_err(|e| e.to_string())?;
+        let out = PathBuf::from(format!("{}-{i}.xml", prefix.display()));
+        std::fs::write(&out, text).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        paths.push(out);
+    }
+    Ok(paths)
+}
+
+/// The per-collection summary of a run.
+#[derive(Clone, Debug, Default)]
+struct Summary {
+    counters: CrawlCounters,
+    queued: u64,
+}
+
+fn summarize(slots: &[StatusSlot]) -> BTreeMap<String, Summary> {
+    let mut out: BTreeMap<String, Summary> = BTreeMap::new();
+    for s in slots {
+        let st: NodeStatus = s.lock().clone();
+        for (name, c) in st.collections {
+            let e = out.entry(name).or_default();
+            e.counters.merge(&c.counters);
+            e.queued += c.queued;
+        }
+    }
+    out
+}
+
+fn all_drained(slots: &[StatusSlot], since: Instant) -> bool {
+    slots.iter().all(|s| {
+        let st = s.lock();
+        st.at.is_some_and(|t| t > since) && st.collections.values().all(|c| c.drained)
+    })
+}
+
+/// Runs the cluster; with `--until-idle`, until every collection is crawled.
+pub fn run(args: &UpArgs) -> Result<(), String> {
+    crate::set_quiet(true);
+    let data_dir = match &args.data_dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("crawlfleet-up-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&data_dir)
+        .map_err(|e| format!("data dir {} is unusable: {e}", data_dir.display()))?;
+    let dup = free_addr()?;
+    let replica = free_addr()?;
+    let mn = free_addr()?;
+    let mn_admin = free_addr()?;
+    let mut configs: Vec<PathBuf> = Vec::new();
+    for (i, path) in args.config.iter().enumerate() {
+        let xml = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let prefix = data_dir.join(format!("config{i}"));
+        let written = with_dupservers(&xml, dup, replica, &prefix)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        configs.extend(written);
+    }
+    let mut web_server = None;
+    if let Some(spec) = &args.synthetic_web {
+        let spec: WebSpec = spec
+            .parse()
+            .map_err(|e| format!("--synthetic-web: {e}"))?;
+        let spec = WebSpec {
+            seed: args.seed,
+            ..spec
+        };
+        let base: Ipv4Addr = args.web_base;
+        let port = crate::synthweb::free_port(base);
+        let web = Arc::new(SyntheticWeb::generate(&spec, base, port));
+        let server = SynthServer::start(web.clone())
+            .map_err(|e| format!("cannot serve the synthetic web: {e}"))?;
+        let prefix = data_dir.join("synthetic");
+        configs.extend(with_dupservers(
+            &web.collection_xml("synthetic"),
+            dup,
+            replica,
+            &prefix,
+        )?);
+        if !args.json {
+            eprintln!(
+                "synthetic web: {} hosts x {} pages from {} (port {port})",
+                spec.hosts,
+                spec.pages,
+                web.start_uris().join(" ")
+            );
+        }
+        web_server = Some(server);
+    }
+    if configs.is_empty() {
+        return Err("nothing to crawl: give --config FILE.xml or --synthetic-web HOSTS:PAGES".into());
+    }
+    let timers = || SchedTimers {
+        keepalive: 120.0,
+        sync_ms: 100,
+    };
+    let dup_args = |listen, dir: &str| DupArgs {
+        listen,
+        data_dir: data_dir.join(dir),
+        node_id: None,
+        keepalive: 120.0,
+    };
+    let ra = dup_args(replica, "dupreplica");
+    spawn_role("dupreplica", move || {
+        crate::dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &ra, None)
+    })?;
+    let da = dup_args(dup, "dupserver");
+    spawn_role("dupserver", move || {
+        crate::dupserver::run(crawlfleet_core::dupserver::Mode::Server, &da, Some(replica))
+    })?;
+    let mn_queued = Arc::new(AtomicU64::new(0));
+    let ma = MultinodeArgs {
+        listen: mn,
+        admin: mn_admin,
+        data_dir: data_dir.join("multinode"),
+        config: configs,
+        timers: timers(),
+    };
+    let q = mn_queued.clone();
+    spawn_role("multinode", move || crate::multinode::run_with(&ma, Some(q)))?;
+    let mut slots: Vec<StatusSlot> = Vec::new();
+    for i in 1..=args.nodes.max(1) {
+        let slot: StatusSlot = Arc::new(Mutex::new(NodeStatus::default()));
+        slots.push(slot.clone());
+        let na = NodeArgs {
+            node_id: Some(format!("node{i}")),
+            multinode: Some(mn),
+            standalone: false,
+            admin: free_addr()?,
+            data_dir: data_dir.join(format!("node{i}")),
+            config: Vec::new(),
+            dup_keepalive: 120.0,
+            quarantine_interval: 5.0,
+            stats_interval: 60.0,
+            block_seconds: 1800,
+            timers: timers(),
+        };
+        spawn_role(&format!("node{i}"), move || {
+            crate::node::run_with(&na, Some(slot))
+        })?;
+    }
+    info!(
+        "cluster up: multinode {mn} (admin {mn_admin}), {} nodes, duplicate server {dup}, replica {replica}, data in {}",
+        args.nodes,
+        data_dir.display()
+    );
+    if !args.json {
+        eprintln!(
+            "crawlfleet up: multinode {mn}, {} node schedulers, duplicate server {dup} + replica {replica}; data in {}",
+            args.nodes.max(1),
+            data_dir.display()
+        );
+    }
+    let started = Instant::now();
+    let bar = if args.json || args.no_progress {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new_spinner();
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        b
+    };
+    let mut idle_since: Option<Instant> = None;
+    let mut last_total = u64::MAX;
+    let mut last_rate_at = (Instant::now(), 0u64);
+    let mut rate = 0.0;
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let sum = summarize(&slots);
+        let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
+        let stored: u64 = sum.values().map(|s| s.counters.stored).sum();
+        let queued: u64 =
+            sum.values().map(|s| s.queued).sum::<u64>() + mn_queued.load(Ordering::Relaxed);
+        let dt = last_rate_at.0.elapsed().as_secs_f64();
+        if dt >= 1.0 {
+            rate = (fetched - last_rate_at.1.min(fetched)) as f64 / dt;
+            last_rate_at = (Instant::now(), fetched);
+        }
+        bar.set_message(format!(
+            "{fetched} pages fetched, {stored} stored, {rate:.0} pages/s, {queued} queued"
+        ));
+        bar.tick();
+        if !args.until_idle {
+            continue;
+        }
+        let activity = fetched + stored + queued;
+        let quiet = activity == last_total
+            && queued == 0
+            && mn_queued.load(Ordering::Relaxed) == 0
+            && all_drained(&slots, started)
+            && fetched > 0;
+        last_total = activity;
+        match (quiet, idle_since) {
+            (true, None) => idle_since = Some(Instant::now()),
+            (true, Some(t)) if t.elapsed().as_secs_f64() >= args.idle_seconds => break,
+            (true, Some(_)) => {}
+            (false, _) => idle_since = None,
+        }
+        if args.timeout > 0.0 && started.elapsed().as_secs_f64() > args.timeout {
+            bar.finish_and_clear();
+            return Err(format!(
+                "the crawl was not done after {} seconds (--timeout)",
+                args.timeout
+            ));
+        }
+    }
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64() - args.idle_seconds;
+    let sum = summarize(&slots);
+    print_summary(&sum, elapsed, args.json);
+    if let Some(s) = web_server {
+        s.stop();
+    }
+    Ok(())
+}
+
+fn print_summary(sum: &BTreeMap<String, Summary>, elapsed: f64, json: bool) {
+    let row = |c: &CrawlCounters| {
+        let dups = c.doc_skip.get("cs").copied().unwrap_or(0);
+        (
+            c.processed,
+            c.stored,
+            dups,
+            c.docs_skipped() - dups - c.errors() + c.uris_skipped(),
+            c.errors(),
+        )
+    };
+    if json {
+        let mut cols = serde_json::Map::new();
+        for (name, s) in sum {
+            let (fetched, stored, dups, skipped, errors) = row(&s.counters);
+            let http: serde_json::Map<String, serde_json::Value> = s
+                .counters
+                .http_response
+                .iter()
+                .map(|(k, v)| (k.to_string(), (*v).into()))
+                .collect();
+            let skips: serde_json::Map<String, serde_json::Value> = s
+                .counters
+                .doc_skip
+                .iter()
+                .chain(s.counters.uri_skip.iter())
+                .map(|(k, v)| (k.to_string(), (*v).into()))
+                .collect();
+            cols.insert(
+                name.clone(),
+                serde_json::json!({
+                    "pages_fetched": fetched,
+                    "documents_stored": stored,
+                    "duplicates": dups,
+                    "skipped": skipped,
+                    "errors": errors,
+                    "redirects": s.counters.redirects,
+                    "bytes": s.counters.read_net,
+                    "http_response": http,
+                    "skip_codes": skips,
+                }),
+            );
+        }
+        let total = |f: fn(&(u64, u64, u64, u64, u64)) -> u64| -> u64 {
+            sum.values().map(|s| f(&row(&s.counters))).sum()
+        };
+        let fetched = total(|r| r.0);
+        let v = serde_json::json!({
+            "pages_fetched": fetched,
+            "documents_stored": total(|r| r.1),
+            "duplicates": total(|r| r.2),
+            "skipped": total(|r| r.3),
+            "errors": total(|r| r.4),
+            "elapsed_seconds": (elapsed * 1000.0).round() / 1000.0,
+            "pages_per_second": if elapsed > 0.0 { (fetched as f64 / elapsed).round() } else { 0.0 },
+            "collections": cols,
+        });
+        println!("{v}");
+        return;
+    }
+    println!(
+        "{:<16} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        "collection", "fetched", "stored", "duplicates", "skipped", "errors"
+    );
+    for (name, s) in sum {
+        let (fetched, stored, dups, skipped, errors) = row(&s.counters);
+        println!("{name:<16} {fetched:>10} {stored:>10} {dups:>10} {skipped:>10} {errors:>8}");
+        let codes: Vec<String> = s
+            .counters
+            .doc_skip
+            .iter()
+            .chain(s.counters.uri_skip.iter())
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let http: Vec<String> = s
+            .counters
+            .http_response
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        println!("  HTTP {}  skip codes {}", http.join(" "), codes.join(" "));
+    }
+    let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
+    println!(
+        "{fetched} pages in {elapsed:.1} s ({:.0} pages/s)",
+        if elapsed > 0.0 {
+            fetched as f64 / elapsed
+        } else {
+            0.0
+        }
+    );
+}
