@@ -56,6 +56,7 @@ mod builder;
 mod conn;
 mod event;
 mod event_loop;
+pub mod fetch;
 mod framing;
 mod handle;
 mod ids;

@@ -9,7 +9,6 @@
 //! (see `crawlfleet_core::dupserver`).
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;

@@ -6,7 +6,6 @@
 //! routes and logs durable every `--sync-ms`.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -4,7 +4,6 @@
 //! the sync timer of the crawl queues.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::Write;
 use std::net::ToSocketAddrs;
 use std::time::Duration;
 

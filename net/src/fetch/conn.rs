@@ -1,0 +1,413 @@
+//! One client connection: a non-blocking socket, rustls on top for HTTPS, a fixed read buffer
+//! reused for every response, and the request in flight (at most one: no pipelining).
+//!
+//! The driver calls [`Conn::drive`] on every readiness event; it finishes a pending connect,
+//! writes what is queued and reads until `WouldBlock` (edge-triggered polling), feeding the
+//! [`ResponseReader`]. It reports a finished response or a typed error; closing, pooling and
+//! retrying are the driver's.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mio::net::TcpStream;
+use rustls::{ClientConfig, ClientConnection};
+
+use super::http::{ResponseReader, MAX_HEAD};
+use super::{tls, FetchError, FetchRequest, Response};
+use crate::io_util::{interrupted, would_block};
+
+/// Where a connection stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// TCP connect in progress (a request is waiting on it).
+    Connecting,
+    /// A request is in flight.
+    Busy,
+    /// Kept alive in the pool, no request.
+    Idle,
+}
+
+/// The request a connection is serving.
+#[derive(Debug)]
+pub(super) struct Job {
+    pub(super) req: FetchRequest,
+    pub(super) submitted: Instant,
+    /// When it got this connection.
+    pub(super) started: Instant,
+    /// This is the request's second attempt (the first died on a reused connection).
+    pub(super) retried: bool,
+    /// The connection had served an earlier request.
+    pub(super) reused: bool,
+    pub(super) connect_deadline: Instant,
+    pub(super) deadline: Instant,
+    /// Any response byte arrived: a failure now is not a stale keep-alive connection.
+    pub(super) got_bytes: bool,
+    reader: ResponseReader,
+}
+
+impl Job {
+    pub(super) fn new(req: FetchRequest, submitted: Instant, retried: bool, now: Instant) -> Job {
+        let reader = ResponseReader::new(req.head, req.max_body);
+        Job {
+            connect_deadline: now + req.connect_timeout,
+            deadline: now + req.timeout,
+            req,
+            submitted,
+            started: now,
+            retried,
+            reused: false,
+            got_bytes: false,
+            reader,
+        }
+    }
+}
+
+/// What [`Conn::drive`] came to.
+#[derive(Debug)]
+pub(super) enum Step {
+    /// Waiting for the socket.
+    Pending,
+    /// The response, and whether the connection may carry another request.
+    Done(Response, bool),
+    /// The request failed; the connection must be closed.
+    Failed(FetchError),
+}
+
+/// One read from the transport.
+enum Filled {
+    Data(usize),
+    WouldBlock,
+    Eof,
+}
+
+/// A client connection.
+#[derive(Debug)]
+pub(super) struct Conn {
+    pub(super) stream: TcpStream,
+    tls: Option<Box<ClientConnection>>,
+    /// The pool key: scheme, address, host.
+    pub(super) https: bool,
+    pub(super) addr: SocketAddr,
+    pub(super) host: Box<str>,
+    /// Unique over the fetcher's life: tells a recycled slab slot from the connection a timer
+    /// or idle mark was set for.
+    pub(super) uid: u64,
+    pub(super) phase: Phase,
+    /// Bumped each time the connection goes idle, to tell stale idle marks.
+    pub(super) idle_gen: u64,
+    /// Requests this connection has completed.
+    pub(super) served: u64,
+    pub(super) job: Option<Job>,
+    /// The deadline of this connection's live timer entry, if one is queued.
+    pub(super) armed_at: Option<Instant>,
+    /// The read buffer: unread response bytes are `buf[start..end]`.
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    /// Plain HTTP: the request bytes not yet written (TLS copies them into rustls at once).
+    out: Vec<u8>,
+    out_pos: usize,
+    /// The peer closed its side.
+    eof: bool,
+}
+
+impl Conn {
+    /// Starts a non-blocking connect to `req.addr` (with a TLS session for https).
+    pub(super) fn connect(
+        req: &FetchRequest,
+        uid: u64,
+        tls: &Arc<ClientConfig>,
+    ) -> Result<Conn, FetchError> {
+        let https = req.url.scheme() == "https";
+        let session = if https {
+            Some(Box::new(tls::session(tls, &req.url)?))
+        } else {
+            None
+        };
+        let stream = TcpStream::connect(req.addr)?;
+        // Requests and TLS handshake flights are written whole; waiting for acks only adds latency.
+        if let Err(e) = stream.set_nodelay(true) {
+            log::debug!("fetch: TCP_NODELAY on a socket to {}: {e}", req.addr);
+        }
+        Ok(Conn {
+            stream,
+            tls: session,
+            https,
+            addr: req.addr,
+            host: req.url.host_str().unwrap_or_default().into(),
+            uid,
+            phase: Phase::Connecting,
+            idle_gen: 0,
+            served: 0,
+            job: None,
+            armed_at: None,
+            buf: vec![0; MAX_HEAD].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            out: Vec::with_capacity(512),
+            out_pos: 0,
+            eof: false,
+        })
+    }
+
+    /// The earliest deadline of the request in flight.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        let job = self.job.as_ref()?;
+        Some(if self.phase == Phase::Connecting {
+            job.connect_deadline.min(job.deadline)
+        } else {
+            job.deadline
+        })
+    }
+
+    /// Takes on `job`: queues its request bytes (one buffer, written in one go) and, when the
+    /// connection is up, writes them.
+    pub(super) fn start(&mut self, mut job: Job, user_agent: &str) -> Step {
+        job.reused = self.served > 0;
+        self.start = 0;
+        self.end = 0;
+        encode_request(&job.req, user_agent, &mut self.out);
+        self.out_pos = 0;
+        self.job = Some(job);
+        if let Some(tls) = &mut self.tls {
+            // rustls holds plaintext written before the handshake ends and sends it after.
+            if let Err(e) = tls.writer().write_all(&self.out) {
+                return Step::Failed(FetchError::Tls(e.to_string()));
+            }
+            self.out.clear();
+        }
+        if self.phase == Phase::Connecting {
+            return Step::Pending;
+        }
+        self.phase = Phase::Busy;
+        match self.flush() {
+            Ok(()) => Step::Pending,
+            Err(e) => Step::Failed(e.into()),
+        }
+    }
+
+    /// Handles readiness of a connecting or busy connection.
+    pub(super) fn drive(&mut self) -> Step {
+        if self.phase == Phase::Connecting {
+            match self.connected() {
+                Ok(true) => self.phase = Phase::Busy,
+                Ok(false) => return Step::Pending,
+                Err(e) => return Step::Failed(e.into()),
+            }
+        }
+        if let Err(e) = self.flush() {
+            return Step::Failed(e.into());
+        }
+        match self.read_response() {
+            Ok(Some((resp, keep))) => Step::Done(resp, keep),
+            Ok(None) => Step::Pending,
+            Err(e) => Step::Failed(e),
+        }
+    }
+
+    /// Checks an idle (or just finished) connection: drains the socket and says whether it is
+    /// still good for another request (no EOF, no error, no stray bytes).
+    pub(super) fn settle(&mut self) -> bool {
+        if self.eof || self.start != self.end {
+            return false;
+        }
+        self.start = 0;
+        self.end = 0;
+        let r = fill(&mut self.stream, self.tls.as_deref_mut(), &mut self.buf);
+        match r {
+            Ok(Filled::WouldBlock) => self.flush().is_ok(),
+            Ok(Filled::Data(_)) | Ok(Filled::Eof) | Err(_) => false,
+        }
+    }
+
+    /// `Ok(true)` once the TCP connect finished.
+    fn connected(&mut self) -> io::Result<bool> {
+        if let Some(e) = self.stream.take_error()? {
+            return Err(e);
+        }
+        match self.stream.peer_addr() {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes queued bytes until done or `WouldBlock`.
+    fn flush(&mut self) -> io::Result<()> {
+        if let Some(tls) = &mut self.tls {
+            while tls.wants_write() {
+                match tls.write_tls(&mut self.stream) {
+                    Ok(_) => {}
+                    Err(e) if would_block(&e) => break,
+                    Err(e) if interrupted(&e) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(());
+        }
+        while self.out_pos < self.out.len() {
+            match self.stream.write(&self.out[self.out_pos..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.out_pos += n,
+                Err(e) if would_block(&e) => return Ok(()),
+                Err(e) if interrupted(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads until `WouldBlock`, EOF or a complete response.
+    fn read_response(&mut self) -> Result<Option<(Response, bool)>, FetchError> {
+        let Some(job) = &mut self.job else {
+            return Err(FetchError::Protocol(
+                "response bytes without a request".into(),
+            ));
+        };
+        loop {
+            if self.start == self.end {
+                self.start = 0;
+                self.end = 0;
+            } else if self.end == self.buf.len() && self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            if self.end == self.buf.len() {
+                // The reader refuses heads, chunk lines and trailers this long before it gets here.
+                return Err(FetchError::Protocol(
+                    "response element larger than the read buffer".into(),
+                ));
+            }
+            let done = match fill(
+                &mut self.stream,
+                self.tls.as_deref_mut(),
+                &mut self.buf[self.end..],
+            )? {
+                Filled::WouldBlock => return Ok(None),
+                Filled::Data(n) => {
+                    self.end += n;
+                    job.got_bytes = true;
+                    let fed = job.reader.feed(&self.buf[self.start..self.end])?;
+                    self.start += fed.consumed;
+                    fed.done
+                }
+                Filled::Eof => {
+                    self.eof = true;
+                    job.reader.eof()?
+                }
+            };
+            if done {
+                let (resp, keep) = job.reader.take(job.reused)?;
+                return Ok(Some((resp, keep && !self.eof)));
+            }
+            if self.eof {
+                return Err(FetchError::Protocol(
+                    "response incomplete at end of stream".into(),
+                ));
+            }
+        }
+    }
+}
+
+/// Reads response bytes (plaintext, for TLS) into `buf`.
+fn fill(
+    stream: &mut TcpStream,
+    tls: Option<&mut ClientConnection>,
+    buf: &mut [u8],
+) -> Result<Filled, FetchError> {
+    let Some(tls) = tls else {
+        loop {
+            return match stream.read(buf) {
+                Ok(0) => Ok(Filled::Eof),
+                Ok(n) => Ok(Filled::Data(n)),
+                Err(e) if would_block(&e) => Ok(Filled::WouldBlock),
+                Err(e) if interrupted(&e) => continue,
+                Err(e) => Err(e.into()),
+            };
+        }
+    };
+    let mut tcp_eof = false;
+    loop {
+        match tls.reader().read(buf) {
+            Ok(0) => return Ok(Filled::Eof), // close_notify
+            Ok(n) => return Ok(Filled::Data(n)),
+            // Closed without close_notify: many servers do; the HTTP framing says if it matters.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Filled::Eof),
+            Err(e) if would_block(&e) && tcp_eof => return Ok(Filled::Eof),
+            Err(e) if would_block(&e) => {}
+            Err(e) => return Err(FetchError::Tls(e.to_string())),
+        }
+        match tls.read_tls(stream) {
+            Ok(0) => tcp_eof = true,
+            Ok(_) => {}
+            Err(e) if would_block(&e) => return Ok(Filled::WouldBlock),
+            Err(e) if interrupted(&e) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        if let Err(e) = tls.process_new_packets() {
+            // Best effort: tell the server why (rustls queued an alert).
+            let _ = tls.write_tls(stream);
+            return Err(FetchError::Tls(e.to_string()));
+        }
+        // Handshake flights and key updates go out as soon as rustls has them.
+        while tls.wants_write() {
+            match tls.write_tls(stream) {
+                Ok(_) => {}
+                Err(e) if would_block(&e) => break,
+                Err(e) if interrupted(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// True when the caller's headers include `name`.
+fn caller_sets(req: &FetchRequest, name: &str) -> bool {
+    req.headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case(name))
+}
+
+/// Writes the request head (RFC 9112 section 3) into `out`.
+pub(super) fn encode_request(req: &FetchRequest, user_agent: &str, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(if req.head { b"HEAD " } else { b"GET " });
+    let target = &req.url[url::Position::BeforePath..url::Position::AfterQuery];
+    out.extend_from_slice(if target.is_empty() {
+        b"/"
+    } else {
+        target.as_bytes()
+    });
+    out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+    // RFC 9110 7.2: the port only when it is not the scheme's default (url leaves it out then).
+    out.extend_from_slice(req.url.host_str().unwrap_or_default().as_bytes());
+    if let Some(port) = req.url.port() {
+        out.push(b':');
+        out.extend_from_slice(port.to_string().as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    if !caller_sets(req, "user-agent") {
+        out.extend_from_slice(b"User-Agent: ");
+        out.extend_from_slice(user_agent.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !caller_sets(req, "accept-encoding") {
+        out.extend_from_slice(b"Accept-Encoding: gzip, deflate\r\n");
+    }
+    if !caller_sets(req, "connection") {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    for (name, value) in &req.headers {
+        if name.eq_ignore_ascii_case("host") {
+            continue;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}

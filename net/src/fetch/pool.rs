@@ -1,0 +1,497 @@
+//! The poll thread: a slab of connections (slab key = mio token), the keep-alive pool keyed by
+//! (scheme, address, host), the queue of requests waiting for a socket under `max_connections`,
+//! and one min-heap of request deadlines.
+//!
+//! Each turn: poll (sleeping until the next deadline or idle expiry at most), drive the
+//! connections that had events, take new submissions, fire due deadlines, close expired idle
+//! connections, and hand free sockets to waiting requests.
+//!
+//! Timers are lazy: a connection has at most one live heap entry, for the earliest deadline it
+//! had when armed. A later request on the same connection does not push another; when the entry
+//! surfaces, the connection's current deadline is checked and re-armed if still ahead. So the
+//! heap holds about one entry per connection, not one per request.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+use mio::{Events, Interest, Poll, Token};
+use rustls::ClientConfig;
+use slab::Slab;
+
+use super::conn::{Conn, Job, Phase, Step};
+use super::{FetchError, FetchRequest, FetchResult, FetcherOptions, Response, Shared, Submitted};
+use crate::io_util::interrupted;
+
+/// The waker's token; connection tokens are slab keys and never come near it.
+pub(super) const WAKER: Token = Token(usize::MAX);
+/// Readiness events taken per poll.
+const EVENT_CAPACITY: usize = 1024;
+
+/// A request not on a connection yet.
+#[derive(Debug)]
+struct Pending {
+    req: FetchRequest,
+    submitted: Instant,
+    /// Second attempt after a reused connection died: must go on a fresh connection.
+    retried: bool,
+}
+
+/// An idle connection in age order, valid while the connection is still idle in that round.
+#[derive(Debug)]
+struct IdleMark {
+    id: usize,
+    uid: u64,
+    idle_gen: u64,
+    since: Instant,
+}
+
+/// The poll thread's state.
+pub(super) struct Driver {
+    poll: Poll,
+    events: Events,
+    /// Tokens that had events this turn (copied out so the connections can be borrowed).
+    ready: Vec<usize>,
+    opts: FetcherOptions,
+    tls: Arc<ClientConfig>,
+    submitted: Receiver<Submitted>,
+    done: Sender<FetchResult>,
+    shared: Arc<Shared>,
+    conns: Slab<Conn>,
+    /// Idle connections per (https, address), most recently used last; the host is checked on
+    /// the connection (no allocation per lookup).
+    idle: HashMap<(bool, SocketAddr), Vec<usize>>,
+    /// Idle connections oldest first, for the idle timeout and for eviction. Marks of
+    /// connections that were reused or closed are skipped when met, and purged when they pile up.
+    idle_order: VecDeque<IdleMark>,
+    waiting: VecDeque<Pending>,
+    /// `(deadline, slab key, uid)`.
+    timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
+    next_uid: u64,
+}
+
+impl Driver {
+    pub(super) fn new(
+        poll: Poll,
+        opts: FetcherOptions,
+        tls: Arc<ClientConfig>,
+        submitted: Receiver<Submitted>,
+        done: Sender<FetchResult>,
+        shared: Arc<Shared>,
+    ) -> Driver {
+        Driver {
+            poll,
+            events: Events::with_capacity(EVENT_CAPACITY),
+            ready: Vec::with_capacity(EVENT_CAPACITY),
+            opts: FetcherOptions {
+                max_connections: opts.max_connections.max(1),
+                ..opts
+            },
+            tls,
+            submitted,
+            done,
+            shared,
+            conns: Slab::new(),
+            idle: HashMap::new(),
+            idle_order: VecDeque::new(),
+            waiting: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            next_uid: 0,
+        }
+    }
+
+    /// The poll thread's body: runs until the fetcher stops, then answers what is left.
+    pub(super) fn run(mut self) {
+        loop {
+            let timeout = self
+                .next_wakeup()
+                .map(|at| at.saturating_duration_since(Instant::now()));
+            if let Err(e) = self.poll.poll(&mut self.events, timeout) {
+                if interrupted(&e) {
+                    continue;
+                }
+                log::error!("fetch: poll failed, stopping the fetcher: {e}");
+                break;
+            }
+            self.ready.clear();
+            self.ready.extend(
+                self.events
+                    .iter()
+                    .map(|ev| ev.token())
+                    .filter(|&t| t != WAKER)
+                    .map(|t| t.0),
+            );
+            for i in 0..self.ready.len() {
+                self.on_ready(self.ready[i]);
+            }
+            // Acquire pairs with the Release in `Fetcher::stop`.
+            if self.shared.stop.load(Ordering::Acquire) {
+                break;
+            }
+            let now = Instant::now();
+            while let Ok(s) = self.submitted.try_recv() {
+                let p = Pending {
+                    req: s.req,
+                    submitted: s.at,
+                    retried: false,
+                };
+                if self.waiting.is_empty() {
+                    self.dispatch(p, now);
+                } else {
+                    self.waiting.push_back(p); // first come, first served
+                }
+            }
+            self.fire_timers(now);
+            self.expire_idle(now);
+            self.pump_waiting(now);
+        }
+        self.answer_all_shutdown();
+    }
+
+    /// The earliest deadline or idle expiry.
+    fn next_wakeup(&self) -> Option<Instant> {
+        let timer = self.timers.peek().map(|Reverse((at, ..))| *at);
+        let idle = self
+            .idle_order
+            .front()
+            .map(|m| m.since + self.opts.idle_timeout);
+        match (timer, idle) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn on_ready(&mut self, id: usize) {
+        let Some(conn) = self.conns.get_mut(id) else {
+            return;
+        };
+        if conn.phase == Phase::Idle {
+            if !conn.settle() {
+                log::debug!(
+                    "fetch: idle connection to {} ({}) closed by the server",
+                    conn.addr,
+                    conn.host
+                );
+                self.close(id);
+            }
+            return;
+        }
+        let step = conn.drive();
+        self.after(id, step);
+    }
+
+    /// Carries out what a connection's step came to.
+    fn after(&mut self, id: usize, step: Step) {
+        let Some(conn) = self.conns.get_mut(id) else {
+            return;
+        };
+        match step {
+            Step::Pending => self.arm(id),
+            Step::Done(resp, keep) => {
+                conn.served += 1;
+                let Some(job) = conn.job.take() else { return };
+                let keep = keep && conn.settle();
+                if keep {
+                    conn.phase = Phase::Idle;
+                    conn.idle_gen += 1;
+                    let mark = IdleMark {
+                        id,
+                        uid: conn.uid,
+                        idle_gen: conn.idle_gen,
+                        since: Instant::now(),
+                    };
+                    self.idle
+                        .entry((conn.https, conn.addr))
+                        .or_default()
+                        .push(id);
+                    self.idle_order.push_back(mark);
+                    self.purge_idle_marks();
+                } else {
+                    self.close(id);
+                }
+                self.answer(job.req, job.submitted, job.started, Ok(resp));
+            }
+            Step::Failed(e) => {
+                let Some(job) = conn.job.take() else { return };
+                self.close(id);
+                // A kept-alive connection the server dropped before answering: the request never
+                // reached it, so once more on a fresh connection (RFC 9112 section 9.3.1).
+                let stale =
+                    matches!(e, FetchError::Io(_)) && job.reused && !job.got_bytes && !job.retried;
+                if stale {
+                    log::debug!(
+                        "fetch: {} failed on a reused connection ({e}), retrying",
+                        job.req.url
+                    );
+                    let p = Pending {
+                        req: job.req,
+                        submitted: job.submitted,
+                        retried: true,
+                    };
+                    self.dispatch(p, Instant::now());
+                } else {
+                    self.answer(job.req, job.submitted, job.started, Err(e));
+                }
+            }
+        }
+    }
+
+    /// Puts a request on a pooled connection, a new one, or the waiting queue.
+    fn dispatch(&mut self, p: Pending, now: Instant) {
+        if !p.retried {
+            if let Some(id) = self.take_idle(&p.req) {
+                self.start(id, p, now);
+                return;
+            }
+        }
+        if self.conns.len() >= self.opts.max_connections && !self.evict_idle() {
+            self.waiting.push_back(p);
+            return;
+        }
+        self.next_uid += 1;
+        let conn = match Conn::connect(&p.req, self.next_uid, &self.tls) {
+            Ok(c) => c,
+            Err(e) => return self.answer(p.req, p.submitted, now, Err(e)),
+        };
+        let entry = self.conns.vacant_entry();
+        let id = entry.key();
+        let conn = entry.insert(conn);
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut conn.stream, Token(id), interest)
+        {
+            self.conns.remove(id);
+            return self.answer(p.req, p.submitted, now, Err(FetchError::Io(e)));
+        }
+        self.count_open();
+        self.start(id, p, now);
+    }
+
+    /// Publishes the open-socket gauges.
+    fn count_open(&self) {
+        let open = self.conns.len();
+        // Relaxed: gauges read for statistics only.
+        self.shared.open.store(open, Ordering::Relaxed);
+        self.shared.peak.fetch_max(open, Ordering::Relaxed);
+    }
+
+    fn start(&mut self, id: usize, p: Pending, now: Instant) {
+        let job = Job::new(p.req, p.submitted, p.retried, now);
+        let Some(conn) = self.conns.get_mut(id) else {
+            return;
+        };
+        let step = conn.start(job, &self.opts.user_agent);
+        self.after(id, step);
+    }
+
+    /// Hands free sockets to waiting requests, first come first served.
+    fn pump_waiting(&mut self, now: Instant) {
+        while let Some(p) = self.waiting.front() {
+            let free = self.conns.len() < self.opts.max_connections;
+            if !free
+                && !self.has_idle_for(&p.req)
+                && !self.idle_order.iter().any(|m| self.is_idle(m))
+            {
+                return;
+            }
+            let Some(p) = self.waiting.pop_front() else {
+                return;
+            };
+            self.dispatch(p, now);
+        }
+    }
+
+    fn has_idle_for(&self, req: &FetchRequest) -> bool {
+        let host = req.url.host_str().unwrap_or_default();
+        let key = (req.url.scheme() == "https", req.addr);
+        self.idle.get(&key).is_some_and(|ids| {
+            ids.iter()
+                .any(|&id| self.conns.get(id).is_some_and(|c| &*c.host == host))
+        })
+    }
+
+    /// Takes the most recently used idle connection of the request's key.
+    fn take_idle(&mut self, req: &FetchRequest) -> Option<usize> {
+        let host = req.url.host_str().unwrap_or_default();
+        let ids = self
+            .idle
+            .get_mut(&(req.url.scheme() == "https", req.addr))?;
+        let i = ids
+            .iter()
+            .rposition(|&id| self.conns.get(id).is_some_and(|c| &*c.host == host))?;
+        let id = ids.remove(i);
+        if let Some(conn) = self.conns.get_mut(id) {
+            conn.phase = Phase::Busy; // its idle mark is stale from here on
+        }
+        Some(id)
+    }
+
+    fn is_idle(&self, m: &IdleMark) -> bool {
+        self.conns
+            .get(m.id)
+            .is_some_and(|c| c.uid == m.uid && c.phase == Phase::Idle && c.idle_gen == m.idle_gen)
+    }
+
+    /// Closes the oldest idle connection (of any key). False when there is none.
+    fn evict_idle(&mut self) -> bool {
+        while let Some(m) = self.idle_order.pop_front() {
+            if self.is_idle(&m) {
+                self.close(m.id);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Closes idle connections past the idle timeout.
+    fn expire_idle(&mut self, now: Instant) {
+        while let Some(m) = self.idle_order.front() {
+            if !self.is_idle(m) {
+                self.idle_order.pop_front();
+            } else if m.since + self.opts.idle_timeout <= now {
+                let id = m.id;
+                self.idle_order.pop_front();
+                self.close(id);
+            } else {
+                return;
+            }
+        }
+    }
+
+    /// Drops stale idle marks once they outnumber the connections.
+    fn purge_idle_marks(&mut self) {
+        if self.idle_order.len() > 2 * self.conns.len() + 64 {
+            let mut order = std::mem::take(&mut self.idle_order);
+            order.retain(|m| self.is_idle(m));
+            self.idle_order = order;
+        }
+    }
+
+    fn close(&mut self, id: usize) {
+        let Some(mut conn) = self.conns.try_remove(id) else {
+            return;
+        };
+        self.count_open();
+        if let Err(e) = self.poll.registry().deregister(&mut conn.stream) {
+            log::debug!("fetch: deregistering a socket to {}: {e}", conn.addr);
+        }
+        if conn.phase == Phase::Idle {
+            if let Some(ids) = self.idle.get_mut(&(conn.https, conn.addr)) {
+                ids.retain(|&i| i != id);
+                if ids.is_empty() {
+                    self.idle.remove(&(conn.https, conn.addr));
+                }
+            }
+        }
+    }
+
+    /// Makes sure the connection's current deadline has a heap entry at or before it.
+    fn arm(&mut self, id: usize) {
+        let Some(conn) = self.conns.get_mut(id) else {
+            return;
+        };
+        let Some(at) = conn.deadline() else { return };
+        if conn.armed_at.is_none_or(|armed| at < armed) {
+            conn.armed_at = Some(at);
+            self.timers.push(Reverse((at, id, conn.uid)));
+        }
+    }
+
+    fn fire_timers(&mut self, now: Instant) {
+        while let Some(&Reverse((at, id, uid))) = self.timers.peek() {
+            if at > now {
+                return;
+            }
+            self.timers.pop();
+            let Some(conn) = self.conns.get_mut(id) else {
+                continue;
+            };
+            if conn.uid != uid || conn.armed_at != Some(at) {
+                continue; // superseded by an earlier entry, or the slot was recycled
+            }
+            conn.armed_at = None;
+            let Some(deadline) = conn.deadline() else {
+                continue;
+            };
+            if deadline > now {
+                self.arm(id);
+                continue;
+            }
+            let Some(job) = &conn.job else { continue };
+            let e = if conn.phase == Phase::Connecting && job.connect_deadline <= now {
+                FetchError::ConnectTimeout
+            } else {
+                FetchError::Timeout
+            };
+            self.after(id, Step::Failed(e));
+        }
+    }
+
+    /// Sends a request's result.
+    fn answer(
+        &self,
+        req: FetchRequest,
+        submitted: Instant,
+        started: Instant,
+        result: Result<Response, FetchError>,
+    ) {
+        let now = Instant::now();
+        let res = FetchResult {
+            id: req.id,
+            url: req.url,
+            result,
+            started,
+            elapsed: now.saturating_duration_since(started),
+            queued: started.saturating_duration_since(submitted),
+        };
+        if self.done.send(res).is_err() {
+            log::debug!(
+                "fetch: result of request {} dropped: nobody reads results",
+                req.id
+            );
+        }
+        // Relaxed: a gauge (see `Fetcher::in_flight`); decremented after the result left.
+        self.shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// On stop: every request not answered yet gets `Shutdown`.
+    fn answer_all_shutdown(&mut self) {
+        let now = Instant::now();
+        let jobs: Vec<Job> = self
+            .conns
+            .drain()
+            .filter_map(|mut c| c.job.take())
+            .collect();
+        self.count_open();
+        for job in jobs {
+            self.answer(
+                job.req,
+                job.submitted,
+                job.started,
+                Err(FetchError::Shutdown),
+            );
+        }
+        for p in std::mem::take(&mut self.waiting) {
+            self.answer(p.req, p.submitted, now, Err(FetchError::Shutdown));
+        }
+        while let Ok(s) = self.submitted.try_recv() {
+            self.answer(s.req, s.at, now, Err(FetchError::Shutdown));
+        }
+    }
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("conns", &self.conns.len())
+            .field("waiting", &self.waiting.len())
+            .field("timers", &self.timers.len())
+            .finish_non_exhaustive()
+    }
+}
