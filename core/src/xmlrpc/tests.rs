@@ -82,7 +82,8 @@ fn faults_encode_code_1_and_the_message() {
 
 #[test]
 fn bad_bodies_get_typed_errors() {
-    let cases: &[(&str, fn(&XmlRpcError) -> bool)] = &[
+    type Check = fn(&XmlRpcError) -> bool;
+    let cases: &[(&str, Check)] = &[
         ("<methodCall><methodName>m</methodName>", |e| {
             matches!(e, XmlRpcError::Syntax(_))
         }),
