@@ -59,6 +59,9 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot start the event loop: {e}"))?;
     let handle = spawned.handle;
     let stopped = |_| "the event loop stopped".to_string();
+    let admin_opts = crate::admin::options(args.admin, &args.admin_opts);
+    let mut admin = crate::admin::Admin::open(&args.data_dir, &admin_opts, now_secs())?;
+    let admin_server = crate::admin::start(&admin_opts)?;
     let mn_link: Option<LinkId> = match args.multinode {
         Some(addr) => Some(handle.connect(addr).map_err(stopped)?),
         None => None,
@@ -112,6 +115,11 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
                     let now = now_secs();
                     let e = DnsEntry { addrinfo: addrs, resolved_at: now, ttl: 3600 };
                     sm.dns_answer(&host, e, now).map_err(|e| e.to_string())?;
+                }
+            }
+            recv(admin_server.calls) -> m => {
+                if let Ok(m) = m {
+                    admin.handle(&mut sm, m, now_secs());
                 }
             }
         }
