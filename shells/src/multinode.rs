@@ -131,7 +131,7 @@ pub fn run(args: &MultinodeArgs) -> Result<(), String> {
     let handle = spawned.handle;
     let admin_opts = crate::admin::options(args.admin, &args.admin_opts);
     let mut admin = crate::admin::Admin::open(&args.data_dir, &admin_opts, now_secs())?;
-    let admin_server = crate::admin::start(&admin_opts)?;
+    let admin_server = crate::admin::start(&admin_opts);
     println!(
         "crawlfleet multinode listening on {}",
         spawned.local_addrs[0]

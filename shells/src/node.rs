@@ -39,11 +39,15 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
         (None, true) => "standalone".to_string(),
         (None, false) => return Err("--node-id is required".into()),
     };
+    let admin_opts = crate::admin::options(args.admin, &args.admin_opts);
+    let mut admin = crate::admin::Admin::open(&args.data_dir, &admin_opts, now_secs())?;
+    let admin_server = crate::admin::start(&admin_opts);
     let mut opts = NodeOptions::new(node_id.as_bytes());
     opts.standalone = args.standalone;
+    // The bound address: --admin with port 0 reports the port picked.
     opts.xmlrpc = (
-        args.admin.ip().to_string().into_bytes(),
-        i64::from(args.admin.port()),
+        admin_server.addr.ip().to_string().into_bytes(),
+        i64::from(admin_server.addr.port()),
     );
     opts.block_seconds = args.block_seconds;
     let configs = read_configs(&args.config)?;
@@ -59,9 +63,6 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot start the event loop: {e}"))?;
     let handle = spawned.handle;
     let stopped = |_| "the event loop stopped".to_string();
-    let admin_opts = crate::admin::options(args.admin, &args.admin_opts);
-    let mut admin = crate::admin::Admin::open(&args.data_dir, &admin_opts, now_secs())?;
-    let admin_server = crate::admin::start(&admin_opts)?;
     let mn_link: Option<LinkId> = match args.multinode {
         Some(addr) => Some(handle.connect(addr).map_err(stopped)?),
         None => None,

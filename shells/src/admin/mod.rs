@@ -345,10 +345,23 @@ impl Admin {
     }
 }
 
-/// Starts the administrative server of a role.
-pub fn start(opts: &AdminOptions) -> Result<Server, String> {
-    server::spawn(opts.addr, opts.merge_every, opts.limits)
-        .map_err(|e| format!("cannot listen on {} (admin): {e}", opts.addr))
+/// Starts the administrative server of a role. When the address cannot be bound the role runs
+/// on without its administrative interface (logged as an error): crawling must not stop because
+/// of a port taken by another process.
+pub fn start(opts: &AdminOptions) -> Server {
+    match server::spawn(opts.addr, opts.merge_every, opts.limits) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!(
+                "cannot listen on {} for the administrative interface ({e}); running without it",
+                opts.addr
+            );
+            Server {
+                calls: crossbeam_channel::never(),
+                addr: opts.addr,
+            }
+        }
+    }
 }
 
 /// The options of a role's `--admin` address and [`crate::cli::AdminOpts`].
