@@ -1,5 +1,6 @@
 //! The one integration-test binary: each module below is one area.
 
+mod admin;
 mod decode_errors;
 mod differential;
 mod dupserver;

@@ -25,3 +25,5 @@ pub mod msg;
 pub mod queue;
 pub mod routing;
 pub mod sched;
+pub mod stats;
+pub mod xmlrpc;

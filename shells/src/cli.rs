@@ -41,6 +41,8 @@ pub enum Command {
     /// scheduler, node schedulers) and crawl: real sites (--config) or a generated web
     /// (--synthetic-web).
     Up(UpArgs),
+    /// Call one administrative method (MS-FSCADM) of a node or multinode scheduler.
+    Admin(AdminArgs),
 }
 
 /// Arguments of `crawlfleet up`.
@@ -82,6 +84,38 @@ pub struct UpArgs {
     pub no_progress: bool,
 }
 
+/// Arguments of `crawlfleet admin`.
+#[derive(Debug, Args)]
+pub struct AdminArgs {
+    /// The scheduler's administrative address (its --admin).
+    #[arg(long, default_value = "127.0.0.1:14101")]
+    pub server: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The method: its FSCADM name (CollectionGetList) or in kebab case (collection-get-list).
+    pub command: String,
+    /// The method's arguments in order; an array of URIs takes every remaining argument; a
+    /// string argument `@path` is the content of a local file.
+    #[arg(allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+/// Settings of the administrative interface (MS-FSCADM) of the scheduler roles.
+#[derive(Debug, Args)]
+pub struct AdminOpts {
+    /// Seconds between merges of the statistics delta into the current cycle (FSCADM 2.2.4.4
+    /// says 1-2 minutes); statistics are persisted at each merge.
+    #[arg(long, default_value_t = 60.0)]
+    pub stats_merge: f64,
+    /// Refresh cycles of statistics retained besides the complete one.
+    #[arg(long, default_value_t = 8)]
+    pub stats_cycles: usize,
+    /// Largest XML-RPC request body accepted, in bytes.
+    #[arg(long, default_value_t = 16 << 20)]
+    pub admin_max_body: usize,
+}
+
 /// Timers and sync settings shared by the scheduler roles.
 #[derive(Debug, Args)]
 pub struct SchedTimers {
@@ -112,6 +146,9 @@ pub struct MultinodeArgs {
     /// Timers.
     #[command(flatten)]
     pub timers: SchedTimers,
+    /// The administrative interface.
+    #[command(flatten)]
+    pub admin_opts: AdminOpts,
 }
 
 /// Arguments of `crawlfleet node`.
@@ -154,6 +191,9 @@ pub struct NodeArgs {
     /// Multinode keep-alive and sync.
     #[command(flatten)]
     pub timers: SchedTimers,
+    /// The administrative interface.
+    #[command(flatten)]
+    pub admin_opts: AdminOpts,
 }
 
 /// Arguments shared by the duplicate server and its replica.

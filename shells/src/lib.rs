@@ -5,6 +5,7 @@
 //! subcommand.
 #![deny(missing_docs)]
 
+pub mod admin;
 pub mod bench;
 pub mod cli;
 pub mod crawl;
@@ -68,6 +69,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Multinode(args) => multinode::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Node(args) => node::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Up(args) => up::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Admin(args) => admin::cli::run(&args),
         cli::Command::Bench(cli::BenchCommand::Dup(args)) => bench::dup::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),

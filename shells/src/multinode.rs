@@ -137,6 +137,9 @@ pub fn run_with(
         .spawn()
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let handle = spawned.handle;
+    let admin_opts = crate::admin::options(args.admin, &args.admin_opts);
+    let mut admin = crate::admin::Admin::open(&args.data_dir, &admin_opts, now_secs())?;
+    let admin_server = crate::admin::start(&admin_opts);
     crate::announce(format_args!(
         "crawlfleet multinode listening on {}",
         spawned.local_addrs[0]
@@ -171,7 +174,15 @@ pub fn run_with(
                         sm.dns_resolved(&host, addrs, now_secs());
                     }
                 }
+                recv(admin_server.calls) -> m => {
+                    if let Ok(m) = m {
+                        admin.handle(&mut sm, m, now_secs());
+                    }
+                }
             }
+        }
+        while let Ok(m) = admin_server.calls.try_recv() {
+            admin.handle(&mut sm, m, now_secs());
         }
         while let Ok((host, addrs)) = resolver.answers.try_recv() {
             sm.dns_resolved(&host, addrs, now_secs());

@@ -50,11 +50,15 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
         (None, true) => "standalone".to_string(),
         (None, false) => return Err("--node-id is required".into()),
     };
+    let admin_opts = crate::admin::options(args.admin, &args.admin_opts);
+    let mut admin = crate::admin::Admin::open(&args.data_dir, &admin_opts, now_secs())?;
+    let admin_server = crate::admin::start(&admin_opts);
     let mut opts = NodeOptions::new(node_id.as_bytes());
     opts.standalone = args.standalone;
+    // The bound address: --admin with port 0 reports the port picked.
     opts.xmlrpc = (
-        args.admin.ip().to_string().into_bytes(),
-        i64::from(args.admin.port()),
+        admin_server.addr.ip().to_string().into_bytes(),
+        i64::from(admin_server.addr.port()),
     );
     opts.block_seconds = args.block_seconds;
     let configs = read_configs(&args.config)?;
@@ -135,6 +139,11 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                         let Ok(r) = crawler.results().try_recv() else { break };
                         crawler.on_result(&mut sm, r).map_err(|e| fatal(&handle, e))?;
                     }
+                }
+            }
+            recv(admin_server.calls) -> m => {
+                if let Ok(m) = m {
+                    admin.handle(&mut sm, m, now_secs());
                 }
             }
         }

@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use log::info;
 use parking_lot::Mutex;
 
-use crate::cli::{DupArgs, MultinodeArgs, NodeArgs, SchedTimers, UpArgs};
+use crate::cli::{AdminOpts, DupArgs, MultinodeArgs, NodeArgs, SchedTimers, UpArgs};
 use crate::crawl::{NodeStatus, StatusSlot};
 use crate::synthweb::SynthServer;
 
@@ -183,6 +183,11 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         keepalive: 120.0,
         sync_ms: 100,
     };
+    let admin_opts = || AdminOpts {
+        stats_merge: 60.0,
+        stats_cycles: 8,
+        admin_max_body: 16 << 20,
+    };
     let dup_args = |listen, dir: &str| DupArgs {
         listen,
         data_dir: data_dir.join(dir),
@@ -204,6 +209,7 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         data_dir: data_dir.join("multinode"),
         config: configs,
         timers: timers(),
+        admin_opts: admin_opts(),
     };
     let q = mn_queued.clone();
     spawn_role("multinode", move || crate::multinode::run_with(&ma, Some(q)))?;
@@ -223,6 +229,7 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
             stats_interval: 60.0,
             block_seconds: 1800,
             timers: timers(),
+            admin_opts: admin_opts(),
         };
         spawn_role(&format!("node{i}"), move || {
             crate::node::run_with(&na, Some(slot))

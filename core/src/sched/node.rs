@@ -367,6 +367,16 @@ impl NodeScheduler {
         &self.opts.node_id
     }
 
+    /// Whether the node runs without a multinode scheduler (FSCADM IsDistributed = 0).
+    pub fn is_standalone(&self) -> bool {
+        self.opts.standalone
+    }
+
+    /// The administrative interface (host, port) reported in CMD_UM_INIT.
+    pub fn xmlrpc_addr(&self) -> (Vec<u8>, i64) {
+        self.opts.xmlrpc.clone()
+    }
+
     /// Collections and their states.
     pub fn collections(&self) -> Vec<(Vec<u8>, i64)> {
         self.collections

@@ -1,0 +1,378 @@
+//! The administrative interface of the schedulers (MS-FSCADM): the XML-RPC server
+//! ([`server`]), the 34 methods of 2.2.8-2.2.10 for both roles ([`methods`] over the
+//! [`roles::Role`] trait the node and multinode schedulers implement), statistics
+//! ([`crawlfleet_core::stats`]), a blocking client ([`client`]) and `crawlfleet admin` ([`cli`]).
+//!
+//! A role shell starts the server with [`start`] and gives each [`server::AdminMsg`] it receives
+//! to [`Admin::handle`] together with its scheduler core. The crawl engine feeds statistics
+//! through [`Admin::stats_mut`] (see [`crawlfleet_core::stats::Stats::add`]).
+
+pub mod cli;
+pub mod client;
+pub mod methods;
+pub mod roles;
+pub mod server;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crawlfleet_core::marshal::{self, Value as M};
+use crawlfleet_core::stats::Stats;
+use crawlfleet_core::xmlrpc::{Limits, Value};
+use log::{info, warn};
+
+pub use server::{AdminMsg, Responder, Server};
+
+/// The argument types of FSCADM methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    /// `int` (Python's `True`/`False` are accepted as 1/0).
+    Int,
+    /// `string` (and `hostport`, `contentdest`).
+    Str,
+    /// `array` of strings.
+    Strings,
+}
+
+/// Every method of FSCADM 2.2.8, 2.2.9 and 2.2.10 and its parameters.
+pub const METHODS: [(&str, &[Ty]); 34] = {
+    use Ty::{Int as I, Str as S, Strings as A};
+    [
+        // 2.2.8 Web crawler management.
+        ("GetLogLevel", &[]),
+        ("GetNodeSchedulerXmlRpcPorts", &[]),
+        ("GetSiteManagerNum", &[]),
+        ("IsDistributed", &[]),
+        ("IsMultiNodeScheduler", &[]),
+        ("SetLogLevel", &[I]),
+        // 2.2.9 Crawl collection management.
+        ("AddURIs", &[S, I, A]),
+        ("AddURIFile", &[S, I, S]),
+        ("CollectionAdd", &[S, I]),
+        ("CollectionDelete", &[S, I]),
+        ("CollectionDeleteSite", &[S, S]),
+        ("CollectionDeleteURIs", &[S, A]),
+        ("CollectionDeleteURIFile", &[S, S]),
+        ("CollectionGetConfigurationXML", &[S]),
+        ("CollectionGetList", &[]),
+        ("CollectionGetSiteRoutingAddress", &[S, S]),
+        ("CollectionPreemptSite", &[S, S]),
+        ("CollectionQuarantineSite", &[S, S, I]),
+        ("CollectionRefetch", &[S, S]),
+        ("CollectionRefetchURI", &[S, S, I, I, I]),
+        ("CollectionReprocessSite", &[S, S, S]),
+        ("CollectionReprocessSitePrefix", &[S, S, S, S]),
+        ("CollectionReprocessURI", &[S, S, A]),
+        ("CollectionResume", &[S]),
+        ("CollectionResumeFeeding", &[S, S]),
+        ("CollectionSuspend", &[S]),
+        ("CollectionSuspendFeeding", &[S, S]),
+        // 2.2.10 Crawl collection status.
+        ("CollectionDisableRefreshOnly", &[S]),
+        ("CollectionEnableRefreshOnly", &[S]),
+        ("CollectionGetStatus", &[S]),
+        ("CollectionGetSiteStatistics", &[S, S]),
+        ("CollectionGetStatistics", &[S]),
+        ("CollectionGetStatistics2", &[S]),
+        ("GetGlobalStatistics", &[]),
+    ]
+};
+
+/// The parameter types of `method`, None when FSCADM has no such method.
+pub fn signature(method: &str) -> Option<&'static [Ty]> {
+    METHODS.iter().find(|(m, _)| *m == method).map(|(_, s)| *s)
+}
+
+/// Checks a call against its signature (2.2.8-2.2.10: all arguments MUST be specified); the
+/// error is the fault string.
+pub fn check_params(method: &str, params: &[Value]) -> Result<(), String> {
+    let sig = signature(method).ok_or_else(|| format!("unknown method {method:?}"))?;
+    if params.len() != sig.len() {
+        return Err(format!(
+            "{method} takes {} argument{}, {} given",
+            sig.len(),
+            if sig.len() == 1 { "" } else { "s" },
+            params.len()
+        ));
+    }
+    for (i, (p, ty)) in params.iter().zip(sig).enumerate() {
+        let ok = match ty {
+            Ty::Int => matches!(p, Value::Int(_) | Value::Bool(_)),
+            Ty::Str => matches!(p, Value::String(_)),
+            Ty::Strings => p
+                .as_array()
+                .is_some_and(|a| a.iter().all(|v| matches!(v, Value::String(_)))),
+        };
+        if !ok {
+            let want = match ty {
+                Ty::Int => "an int",
+                Ty::Str => "a string",
+                Ty::Strings => "an array of strings",
+            };
+            return Err(format!(
+                "{method}: argument {} must be {want}, not {}",
+                i + 1,
+                p.type_name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Settings of the administrative interface.
+#[derive(Clone, Debug)]
+pub struct AdminOptions {
+    /// Where the server listens.
+    pub addr: SocketAddr,
+    /// Seconds between statistics merges (FSCADM 2.2.4.4: 1-2 minutes).
+    pub merge_every: Duration,
+    /// Refresh cycles of statistics retained (k of 2.2.4.3).
+    pub retain_cycles: usize,
+    /// Request bodies and nesting.
+    pub limits: Limits,
+}
+
+/// The log levels of FSCADM 2.2.3.5.
+pub mod log_level {
+    /// Info.
+    pub const INFO: i64 = 0x04;
+    /// Debug.
+    pub const DEBUG: i64 = 0x08;
+    /// Warning.
+    pub const WARNING: i64 = 0x10;
+    /// Error.
+    pub const ERROR: i64 = 0x20;
+    /// Critical.
+    pub const CRITICAL: i64 = 0x40;
+    /// Verbose.
+    pub const VERBOSE: i64 = 0x80;
+    /// Every defined bit.
+    pub const ALL: i64 = INFO | DEBUG | WARNING | ERROR | CRITICAL | VERBOSE;
+}
+
+/// The mask for the `log` crate's current level: that level and every more severe one.
+pub fn mask_of(level: log::LevelFilter) -> i64 {
+    use log_level::*;
+    match level {
+        log::LevelFilter::Off => 0,
+        log::LevelFilter::Error => ERROR | CRITICAL,
+        log::LevelFilter::Warn => WARNING | ERROR | CRITICAL,
+        log::LevelFilter::Info => INFO | WARNING | ERROR | CRITICAL,
+        log::LevelFilter::Debug => DEBUG | INFO | WARNING | ERROR | CRITICAL,
+        log::LevelFilter::Trace => ALL,
+    }
+}
+
+/// The `log` level for a mask: its most verbose bit.
+pub fn level_of(mask: i64) -> log::LevelFilter {
+    use log_level::*;
+    if mask & VERBOSE != 0 {
+        log::LevelFilter::Trace
+    } else if mask & DEBUG != 0 {
+        log::LevelFilter::Debug
+    } else if mask & INFO != 0 {
+        log::LevelFilter::Info
+    } else if mask & WARNING != 0 {
+        log::LevelFilter::Warn
+    } else if mask & (ERROR | CRITICAL) != 0 {
+        log::LevelFilter::Error
+    } else {
+        log::LevelFilter::Off
+    }
+}
+
+/// Per collection, what the administrative interface keeps beside the scheduler core (persisted
+/// in `admin.state`): refresh-only mode (2.2.10.1/2) and, for the multinode scheduler, which
+/// feeding destinations are suspended (the nodes keep their own).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AdminState {
+    /// Collections in refresh-only mode.
+    pub refresh_only: BTreeSet<Vec<u8>>,
+    /// Collection -> suspended feeding destinations ("" is every destination).
+    pub feeding_suspended: BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>>,
+    /// The log level mask set by SetLogLevel (0: the startup level).
+    pub log_level: i64,
+}
+
+impl AdminState {
+    fn to_value(&self) -> M<'static> {
+        let names =
+            |s: &BTreeSet<Vec<u8>>| M::list(s.iter().map(|n| M::owned_bytes(n.clone())).collect());
+        let feeding = self
+            .feeding_suspended
+            .iter()
+            .map(|(c, d)| (M::owned_bytes(c.clone()), names(d)))
+            .collect();
+        M::Dict(vec![
+            (M::bytes(b"refresh_only"), names(&self.refresh_only)),
+            (M::bytes(b"feeding"), M::Dict(feeding)),
+            (M::bytes(b"log_level"), M::int(self.log_level)),
+        ])
+    }
+
+    fn from_value(v: &M<'_>) -> Option<AdminState> {
+        let names = |v: &M<'_>| -> Option<BTreeSet<Vec<u8>>> {
+            v.as_list()?
+                .iter()
+                .map(|n| n.as_bytes().map(<[u8]>::to_vec))
+                .collect()
+        };
+        let mut feeding = BTreeMap::new();
+        for (c, d) in v.get(b"feeding")?.as_dict()? {
+            feeding.insert(c.as_bytes()?.to_vec(), names(d)?);
+        }
+        Some(AdminState {
+            refresh_only: names(v.get(b"refresh_only")?)?,
+            feeding_suspended: feeding,
+            log_level: v.get(b"log_level")?.as_i64()?,
+        })
+    }
+}
+
+/// The administrative interface of one scheduler: its statistics and state, persisted in the
+/// data directory.
+pub struct Admin {
+    stats: Stats,
+    stats_path: PathBuf,
+    state: AdminState,
+    state_path: PathBuf,
+    /// Per collection, the last core counters folded into the statistics.
+    seen: BTreeMap<Vec<u8>, BTreeMap<String, f64>>,
+    /// Per collection, the refresh cycle the statistics are in.
+    cycles: BTreeMap<Vec<u8>, i64>,
+}
+
+impl Admin {
+    /// Reads the statistics and state files of `data_dir` (missing files: empty).
+    pub fn open(data_dir: &Path, opts: &AdminOptions, now: i64) -> Result<Admin, String> {
+        let stats_path = data_dir.join("statistics");
+        let state_path = data_dir.join("admin.state");
+        let stats = Stats::load(&stats_path, opts.retain_cycles, now)?;
+        let state = match std::fs::read(&state_path) {
+            Ok(b) => marshal::from_bytes(&b, &marshal::Limits::default())
+                .ok()
+                .and_then(|v| AdminState::from_value(&v))
+                .ok_or_else(|| format!("{}: not an admin state file", state_path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => AdminState::default(),
+            Err(e) => return Err(format!("{}: {e}", state_path.display())),
+        };
+        if state.log_level != 0 {
+            log::set_max_level(level_of(state.log_level));
+        }
+        let cycles = stats
+            .collections
+            .iter()
+            .map(|(n, c)| (n.clone(), c.table.cycle))
+            .collect();
+        Ok(Admin {
+            stats,
+            stats_path,
+            state,
+            state_path,
+            seen: BTreeMap::new(),
+            cycles,
+        })
+    }
+
+    /// The statistics, for the crawl engine to feed ([`Stats::add`], [`Stats::add_site`],
+    /// [`Stats::hist`], [`Stats::set`], ...).
+    pub fn stats_mut(&mut self) -> &mut Stats {
+        &mut self.stats
+    }
+
+    /// The statistics.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The persisted state (refresh-only collections, ...).
+    pub fn state(&self) -> &AdminState {
+        &self.state
+    }
+
+    fn save_state(&self) -> Result<(), String> {
+        use std::io::Write;
+        let tmp = self.state_path.with_extension("tmp");
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&marshal::to_bytes(&self.state.to_value()))?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.state_path)
+        };
+        write().map_err(|e| format!("cannot save {}: {e}", self.state_path.display()))
+    }
+
+    fn save_stats(&self) {
+        if let Err(e) = self.stats.save(&self.stats_path) {
+            warn!("cannot save statistics {}: {e}", self.stats_path.display());
+        }
+    }
+
+    /// One message from the server: a call answered through its responder, or the timer.
+    pub fn handle(&mut self, role: &mut dyn roles::Role, msg: AdminMsg, now: i64) {
+        match msg {
+            AdminMsg::Tick => {
+                self.absorb(role, now);
+                self.stats.merge(now);
+                self.save_stats();
+            }
+            AdminMsg::Call {
+                method,
+                params,
+                reply,
+            } => {
+                if let Err(e) = check_params(&method, &params) {
+                    warn!("admin call refused: {e}");
+                    reply.send(Err(e));
+                    return;
+                }
+                self.absorb(role, now);
+                match methods::call(self, role, &method, &params, now) {
+                    methods::Outcome::Done(r) => {
+                        if let Err(e) = &r {
+                            info!("{method}: fault: {e}");
+                        }
+                        reply.send(r);
+                    }
+                    methods::Outcome::Forward { nodes, level } => {
+                        methods::forward_log_level(nodes, level, reply)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Starts the administrative server of a role. When the address cannot be bound the role runs
+/// on without its administrative interface (logged as an error): crawling must not stop because
+/// of a port taken by another process.
+pub fn start(opts: &AdminOptions) -> Server {
+    match server::spawn(opts.addr, opts.merge_every, opts.limits) {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!(
+                "cannot listen on {} for the administrative interface ({e}); running without it",
+                opts.addr
+            );
+            Server {
+                calls: crossbeam_channel::never(),
+                addr: opts.addr,
+            }
+        }
+    }
+}
+
+/// The options of a role's `--admin` address and [`crate::cli::AdminOpts`].
+pub fn options(addr: SocketAddr, o: &crate::cli::AdminOpts) -> AdminOptions {
+    AdminOptions {
+        addr,
+        merge_every: Duration::from_secs_f64(o.stats_merge.max(1.0)),
+        retain_cycles: o.stats_cycles.max(1),
+        limits: Limits {
+            max_body: o.admin_max_body,
+            ..Limits::default()
+        },
+    }
+}
