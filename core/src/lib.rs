@@ -24,3 +24,4 @@ pub mod msg;
 pub mod queue;
 pub mod routing;
 pub mod sched;
+pub mod synthweb;
