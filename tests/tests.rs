@@ -9,5 +9,6 @@ mod inspect_cli;
 mod queue_bench;
 mod queue_crash;
 mod sched;
+mod synthweb;
 mod util;
 mod vectors;

@@ -27,3 +27,4 @@ pub mod routing;
 pub mod sched;
 pub mod stats;
 pub mod xmlrpc;
+pub mod synthweb;

@@ -43,6 +43,9 @@ pub enum Command {
     Up(UpArgs),
     /// Call one administrative method (MS-FSCADM) of a node or multinode scheduler.
     Admin(AdminArgs),
+    /// Serve a generated web on loopback addresses (for crawl tests and benchmarks) until
+    /// killed, printing its start URIs; or write it out for nginx with --nginx-dir.
+    Synthweb(SynthwebArgs),
 }
 
 /// Arguments of `crawlfleet up`.
@@ -60,6 +63,19 @@ pub struct UpArgs {
     /// First address of the generated web's hosts.
     #[arg(long, default_value = "127.77.0.1")]
     pub web_base: std::net::Ipv4Addr,
+    /// Port of the generated web's hosts (default: a free one).
+    #[arg(long)]
+    pub web_port: Option<u16>,
+    /// Append every request the generated web answers to this file (tab-separated:
+    /// address:port, path, status, start, end, connection).
+    #[arg(long)]
+    pub access_log: Option<PathBuf>,
+    /// The generated web's collection: seconds between requests to one site (default 0).
+    #[arg(long)]
+    pub web_delay: Option<f64>,
+    /// The generated web's collection: concurrent requests per site (max_pending, default 2).
+    #[arg(long)]
+    pub web_connections: Option<u32>,
     /// Node schedulers.
     #[arg(long, default_value_t = 2)]
     pub nodes: usize,
@@ -114,6 +130,40 @@ pub struct AdminOpts {
     /// Largest XML-RPC request body accepted, in bytes.
     #[arg(long, default_value_t = 16 << 20)]
     pub admin_max_body: usize,
+}
+
+/// Arguments of `crawlfleet synthweb`.
+#[derive(Debug, Args)]
+pub struct SynthwebArgs {
+    /// HOSTS:PAGES, e.g. 20:500 (tree pages per host; see crawlfleet_core::synthweb).
+    #[arg(long)]
+    pub web: crawlfleet_core::synthweb::WebSpec,
+    /// The first host's address; host i listens on the i-th address from it (.0 and .255
+    /// skipped).
+    #[arg(long, default_value = "127.77.0.1")]
+    pub base: std::net::Ipv4Addr,
+    /// The port every host listens on (default: one free on --base).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// The seed of every random choice.
+    #[arg(long, default_value_t = crawlfleet_core::synthweb::WebSpec::DEFAULT_SEED)]
+    pub seed: u64,
+    /// Only ordinary pages with links: no robots rules, redirects, duplicates or other traps.
+    #[arg(long)]
+    pub plain: bool,
+    /// Append every request to this file (tab-separated: address:port, path, status, start,
+    /// end, connection; times in Unix seconds).
+    #[arg(long)]
+    pub access_log: Option<PathBuf>,
+    /// Write the web as static files and nginx.conf into this directory and exit.
+    #[arg(long)]
+    pub nginx_dir: Option<PathBuf>,
+    /// Write a collection configuration (XML) for crawling the web to this file.
+    #[arg(long)]
+    pub collection: Option<PathBuf>,
+    /// The collection name in --collection.
+    #[arg(long, default_value = "synthweb")]
+    pub collection_name: String,
 }
 
 /// Timers and sync settings shared by the scheduler roles.

@@ -15,6 +15,7 @@ pub mod inspect;
 pub mod multinode;
 pub mod node;
 pub mod resolver;
+pub mod synthweb;
 pub mod up;
 
 use std::process::ExitCode;
@@ -80,6 +81,9 @@ pub fn run(cli: cli::Cli) -> ExitCode {
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
         cli::Command::Bench(cli::BenchCommand::Queue(args)) => bench::queue::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string()),
+        cli::Command::Synthweb(args) => synthweb::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
     };

@@ -57,6 +57,7 @@ fn with_dupservers(
     dup: SocketAddr,
     replica: SocketAddr,
     prefix: &Path,
+    overrides: &[(&str, Value<'static>)],
 ) -> Result<Vec<PathBuf>, String> {
     let dicts = parse_xml(xml).map_err(|e| e.to_string())?;
     let s = |x: String| Value::owned_bytes(x.into_bytes());
@@ -83,6 +84,10 @@ fn with_dupservers(
                     ),
                 ]),
             ));
+        }
+        for (k, v) in overrides {
+            pairs.retain(|(key, _)| key.as_bytes() != Some(k.as_bytes()));
+            pairs.push((Value::owned_bytes(k.as_bytes().to_vec()), v.clone()));
         }
         fixed.push((name, Value::Dict(pairs)));
     }
@@ -141,7 +146,7 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         let xml = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let prefix = data_dir.join(format!("config{i}"));
-        let written = with_dupservers(&xml, dup, replica, &prefix)
+        let written = with_dupservers(&xml, dup, replica, &prefix, &[])
             .map_err(|e| format!("{}: {e}", path.display()))?;
         configs.extend(written);
     }
@@ -155,16 +160,27 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
             ..spec
         };
         let base: Ipv4Addr = args.web_base;
-        let port = crate::synthweb::free_port(base);
+        let port = match args.web_port {
+            Some(p) => p,
+            None => crate::synthweb::free_port(base),
+        };
         let web = Arc::new(SyntheticWeb::generate(&spec, base, port));
-        let server = SynthServer::start(web.clone())
+        let server = SynthServer::start_logging(web.clone(), args.access_log.as_deref())
             .map_err(|e| format!("cannot serve the synthetic web: {e}"))?;
+        let mut overrides = Vec::new();
+        if let Some(d) = args.web_delay {
+            overrides.push(("delay", Value::Float(d)));
+        }
+        if let Some(n) = args.web_connections {
+            overrides.push(("max_pending", Value::int(i64::from(n))));
+        }
         let prefix = data_dir.join("synthetic");
         configs.extend(with_dupservers(
             &web.collection_xml("synthetic"),
             dup,
             replica,
             &prefix,
+            &overrides,
         )?);
         if !args.json {
             eprintln!(

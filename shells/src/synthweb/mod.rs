@@ -1,0 +1,233 @@
+//! `crawlfleet synthweb`: serves a [`SyntheticWeb`] on its loopback addresses, for crawl tests,
+//! `crawlfleet up --synthetic-web` and benchmarks, or writes it out for nginx.
+//!
+//! [`SynthServer`] binds every host's address on the web's port and answers from one mio thread
+//! (see `server`), keeping an access log in memory and, if asked, in a tab-separated file:
+//! `address:port  path  status  start  end  connection`, times in Unix seconds.
+//!
+//! ```no_run
+//! use crawlfleet_shells::synthweb::SynthServer;
+//!
+//! let (web, server) = SynthServer::serve(&"3:20".parse().unwrap(), "127.77.0.1".parse().unwrap())
+//!     .unwrap();
+//! println!("crawl from {:?}", web.start_uris());
+//! // ... crawl ...
+//! assert!(server.log().iter().all(|r| r.path != "/private/v0.html"));
+//! server.stop();
+//! ```
+
+mod server;
+
+use std::fs::OpenOptions;
+use std::io::{self, BufWriter, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
+use log::info;
+use mio::net::TcpListener;
+use mio::{Interest, Poll, Token, Waker};
+use parking_lot::Mutex;
+
+use crate::cli::SynthwebArgs;
+use server::{Server, Shared, WAKER};
+
+/// One request the server answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessRecord {
+    /// The host address the request came in on.
+    pub host: SocketAddr,
+    /// The request target's path (and query), as sent.
+    pub path: String,
+    /// The status answered.
+    pub status: u16,
+    /// When the request head was complete.
+    pub start: Instant,
+    /// When the last byte of the reply was written.
+    pub end: Instant,
+    /// The connection, numbered from 0 in order of acceptance.
+    pub conn: u64,
+}
+
+/// A running server of a synthetic web. Stops when dropped.
+pub struct SynthServer {
+    web: Arc<SyntheticWeb>,
+    shared: Arc<Shared>,
+    waker: Arc<Waker>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+/// A port that is free on `base` now (the kernel's pick for a listener bound there and closed at
+/// once), or 0 when none could be bound.
+pub fn free_port(base: Ipv4Addr) -> u16 {
+    std::net::TcpListener::bind((base, 0))
+        .and_then(|l| l.local_addr())
+        .map_or(0, |a| a.port())
+}
+
+impl SynthServer {
+    /// Serves `web` on every host address at the web's port.
+    pub fn start(web: Arc<SyntheticWeb>) -> io::Result<SynthServer> {
+        SynthServer::start_logging(web, None)
+    }
+
+    /// Serves `web`, also appending each access record to the file `access_log`.
+    pub fn start_logging(
+        web: Arc<SyntheticWeb>,
+        access_log: Option<&Path>,
+    ) -> io::Result<SynthServer> {
+        let poll = Poll::new()?;
+        let mut listeners = Vec::new();
+        for (i, addr) in web.hosts().into_iter().enumerate() {
+            if addr.port() == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the web's port is 0: pick one with free_port first",
+                ));
+            }
+            let mut l = TcpListener::bind(addr)
+                .map_err(|e| io::Error::new(e.kind(), format!("binding {addr}: {e}")))?;
+            poll.registry()
+                .register(&mut l, Token(i), Interest::READABLE)?;
+            listeners.push((l, addr));
+        }
+        let file = match access_log {
+            Some(p) => Some(BufWriter::new(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| {
+                        io::Error::new(e.kind(), format!("access log {}: {e}", p.display()))
+                    })?,
+            )),
+            None => None,
+        };
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            log: Mutex::new(Vec::new()),
+        });
+        let server = Server::new(poll, listeners, web.clone(), shared.clone(), file);
+        let thread = std::thread::Builder::new()
+            .name("synthweb".into())
+            .spawn(move || server.run())?;
+        Ok(SynthServer {
+            web,
+            shared,
+            waker,
+            thread: Some(thread),
+        })
+    }
+
+    /// Generates the web of `spec` from `base` on a free port and serves it, trying another
+    /// port when one is taken on some host address meanwhile.
+    pub fn serve(spec: &WebSpec, base: Ipv4Addr) -> io::Result<(Arc<SyntheticWeb>, SynthServer)> {
+        let mut last = io::Error::other("no free port");
+        for _ in 0..5 {
+            let web = Arc::new(SyntheticWeb::generate(spec, base, free_port(base)));
+            match SynthServer::start(web.clone()) {
+                Ok(s) => return Ok((web, s)),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    /// The web served.
+    pub fn web(&self) -> &Arc<SyntheticWeb> {
+        &self.web
+    }
+
+    /// Every request answered so far, in order of completion.
+    pub fn log(&self) -> Vec<AccessRecord> {
+        self.shared.log.lock().clone()
+    }
+
+    /// Blocks until the server thread ends (it ends only on an error or [`SynthServer::stop`]
+    /// from elsewhere).
+    pub fn wait(mut self) -> io::Result<()> {
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(io::Error::other("the synthweb server thread panicked")),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops serving and closes every socket.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _ = self.waker.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for SynthServer {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// `crawlfleet synthweb`: serves the web until killed (printing `crawlfleet synthweb listening
+/// on ADDRESS` of host 0, then the start URIs, one per line),
+/// or writes it out for nginx with `--nginx-dir` (printing the path of nginx.conf).
+pub fn run(args: &SynthwebArgs) -> io::Result<()> {
+    let spec = WebSpec {
+        seed: args.seed,
+        plain: args.plain,
+        ..args.web
+    };
+    let port = match args.port {
+        Some(p) => p,
+        None => free_port(args.base),
+    };
+    let started = Instant::now();
+    let web = Arc::new(SyntheticWeb::generate(&spec, args.base, port));
+    info!(
+        "synthweb {}:{} (seed {}) generated in {:?}",
+        spec.hosts,
+        spec.pages,
+        spec.seed,
+        started.elapsed()
+    );
+    if let Some(path) = &args.collection {
+        std::fs::write(path, web.collection_xml(&args.collection_name))?;
+    }
+    if let Some(dir) = &args.nginx_dir {
+        let conf = web.write_nginx(dir)?;
+        println!("{}", conf.display());
+        return Ok(());
+    }
+    let server = SynthServer::start_logging(web.clone(), args.access_log.as_deref())?;
+    let hosts = web.hosts();
+    let ip = |a: Option<&SocketAddr>| a.map_or(IpAddr::V4(args.base), |a| a.ip());
+    info!(
+        "synthweb serving {} hosts ({} .. {}) on port {port}",
+        spec.hosts,
+        ip(hosts.first()),
+        ip(hosts.last())
+    );
+    // The first line as every role prints it, then the start URIs. Nobody reading them is no
+    // reason to stop serving, so write errors are ignored.
+    let mut out = io::stdout().lock();
+    if let Some(first) = hosts.first() {
+        let _ = writeln!(out, "crawlfleet synthweb listening on {first}");
+    }
+    for uri in web.start_uris() {
+        let _ = writeln!(out, "{uri}");
+    }
+    let _ = out.flush();
+    drop(out);
+    server.wait()
+}
