@@ -49,6 +49,9 @@
 //! Queued frames are not kept across connections: when a connection closes, whatever was still
 //! queued for it is discarded and its [`Event::Closed`] says how much ([`Unsent`]); the role
 //! resends on the next connection if the protocol needs it.
+//!
+//! The [`fetch`] module is the crawl engine's HTTP/1.1 and HTTPS client; it runs a poll thread
+//! of its own rather than this loop.
 #![deny(missing_docs)]
 
 mod backoff;

@@ -15,6 +15,8 @@ use super::{FetchError, Response};
 /// Largest response head (status line and headers), also the per-connection read buffer size:
 /// a head that does not fit is refused rather than buffered without bound.
 pub(crate) const MAX_HEAD: usize = 32 << 10;
+/// Most body bytes reserved up front from a `Content-Length`; the body grows past it as bytes come.
+const MAX_RESERVE: usize = 1 << 20;
 /// Most header fields in a response head; more is a protocol error.
 const MAX_HEADERS: usize = 128;
 /// Most trailer fields after the last chunk.
@@ -416,7 +418,11 @@ impl ResponseReader {
         let keep_alive =
             !conn_close && (version == 1 || conn_keep) && !matches!(framing, Framing::Close);
         let reserve = match framing {
-            Framing::Length(n) => usize::try_from(n).unwrap_or(usize::MAX).min(self.max_body),
+            // The server's word alone does not get a large allocation.
+            Framing::Length(n) => usize::try_from(n)
+                .unwrap_or(usize::MAX)
+                .min(self.max_body)
+                .min(MAX_RESERVE),
             _ => 0,
         };
         let out = Capped {

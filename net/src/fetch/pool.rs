@@ -234,6 +234,7 @@ impl Driver {
                     };
                     self.dispatch(p, Instant::now());
                 } else {
+                    log::debug!("fetch: {}: {e}", job.req.url);
                     self.answer(job.req, job.submitted, job.started, Err(e));
                 }
             }
