@@ -26,5 +26,5 @@ pub mod queue;
 pub mod routing;
 pub mod sched;
 pub mod stats;
-pub mod xmlrpc;
 pub mod synthweb;
+pub mod xmlrpc;

@@ -41,13 +41,24 @@ pub fn announce(line: std::fmt::Arguments<'_>) {
 /// The whole program: logging, the command line, one subcommand.
 pub fn main() -> ExitCode {
     use clap::Parser;
-    init_logging();
-    run(cli::Cli::parse())
+    let cli = cli::Cli::parse();
+    // `up` draws a progress line: only warnings unless RUST_LOG asks for more.
+    init_logging_at(if matches!(cli.command, cli::Command::Up(_)) {
+        "warn"
+    } else {
+        "info"
+    });
+    run(cli)
 }
 
 /// Sends `log` records to stderr; `RUST_LOG` overrides the default level (info).
 pub fn init_logging() {
-    let env = env_logger::Env::default().default_filter_or("info");
+    init_logging_at("info");
+}
+
+/// Sends `log` records to stderr; `RUST_LOG` overrides the default `level`.
+pub fn init_logging_at(level: &str) {
+    let env = env_logger::Env::default().default_filter_or(level);
     let _ = env_logger::Builder::from_env(env)
         .format_timestamp_millis()
         .try_init();

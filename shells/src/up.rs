@@ -152,9 +152,7 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
     }
     let mut web_server = None;
     if let Some(spec) = &args.synthetic_web {
-        let spec: WebSpec = spec
-            .parse()
-            .map_err(|e| format!("--synthetic-web: {e}"))?;
+        let spec: WebSpec = spec.parse().map_err(|e| format!("--synthetic-web: {e}"))?;
         let spec = WebSpec {
             seed: args.seed,
             ..spec
@@ -193,7 +191,9 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         web_server = Some(server);
     }
     if configs.is_empty() {
-        return Err("nothing to crawl: give --config FILE.xml or --synthetic-web HOSTS:PAGES".into());
+        return Err(
+            "nothing to crawl: give --config FILE.xml or --synthetic-web HOSTS:PAGES".into(),
+        );
     }
     let timers = || SchedTimers {
         keepalive: 120.0,
@@ -228,7 +228,9 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         admin_opts: admin_opts(),
     };
     let q = mn_queued.clone();
-    spawn_role("multinode", move || crate::multinode::run_with(&ma, Some(q)))?;
+    spawn_role("multinode", move || {
+        crate::multinode::run_with(&ma, Some(q))
+    })?;
     let mut slots: Vec<StatusSlot> = Vec::new();
     for i in 1..=args.nodes.max(1) {
         let slot: StatusSlot = Arc::new(Mutex::new(NodeStatus::default()));
@@ -302,7 +304,7 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
             && queued == 0
             && mn_queued.load(Ordering::Relaxed) == 0
             && all_drained(&slots, started)
-            && fetched > 0;
+            && (fetched > 0 || started.elapsed() > Duration::from_secs(5));
         last_total = activity;
         match (quiet, idle_since) {
             (true, None) => idle_since = Some(Instant::now()),

@@ -498,9 +498,13 @@ impl CrawlEngine {
             let (status, body) = match &o.result {
                 Ok(r) => {
                     counters.read_net += r.body.len() as u64;
+                    *counters.http_response.entry(r.status).or_default() += 1;
                     (Some(r.status), r.body.as_slice())
                 }
-                Err(_) => (None, &b""[..]),
+                Err(e) => {
+                    counters.skip_doc(failure_code(e));
+                    (None, &b""[..])
+                }
             };
             let rules = Rules::from_fetch(&cfg.user_agent, status, body);
             if rules.has_sitemap() {
@@ -517,14 +521,7 @@ impl CrawlEngine {
         let r = match o.result {
             Ok(r) => r,
             Err(e) => {
-                counters.skip_doc(match e {
-                    Failure::Refused => doc_skip::CONNECT,
-                    Failure::ConnectTimeout => doc_skip::CONNECT_TIMEOUT,
-                    Failure::Timeout => doc_skip::TIMEOUT,
-                    Failure::Network(_) => doc_skip::NETWORK,
-                    Failure::Protocol(_) => doc_skip::HEADER,
-                    Failure::Decode(_) => doc_skip::ENCODING,
-                });
+                counters.skip_doc(failure_code(&e));
                 return out;
             }
         };
@@ -701,6 +698,18 @@ impl CrawlEngine {
             }
         }
         d
+    }
+}
+
+/// The document skip code of a failed fetch (MS-FSCADM 2.2.3.2).
+fn failure_code(f: &Failure) -> &'static str {
+    match f {
+        Failure::Refused => doc_skip::CONNECT,
+        Failure::ConnectTimeout => doc_skip::CONNECT_TIMEOUT,
+        Failure::Timeout => doc_skip::TIMEOUT,
+        Failure::Network(_) => doc_skip::NETWORK,
+        Failure::Protocol(_) => doc_skip::HEADER,
+        Failure::Decode(_) => doc_skip::ENCODING,
     }
 }
 

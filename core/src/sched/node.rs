@@ -36,7 +36,6 @@ use super::{parse_record, record, show, start_uri_entry, start_uris, Outbox};
 
 #[path = "node_docs.rs"]
 mod docs;
-pub use docs::Verdict;
 use crate::frame::Priority;
 use crate::marshal::{self, Limits, Value};
 use crate::msg::types::conf_state;
@@ -48,6 +47,7 @@ use crate::msg::{
 };
 use crate::queue::{CrawlQueue, QueueOptions, SyncPolicy};
 use crate::routing::{crawl_site, routing_attribute, site_host, RoutingDb};
+pub use docs::Verdict;
 
 /// Where a frame of the node scheduler goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -126,7 +126,10 @@ impl SeenSet {
     /// Forgets everything (a new refresh cycle).
     pub fn clear(&mut self) -> Result<(), StoreError> {
         self.file.flush().map_err(|e| err(&self.path, e))?;
-        self.file.get_ref().set_len(0).map_err(|e| err(&self.path, e))?;
+        self.file
+            .get_ref()
+            .set_len(0)
+            .map_err(|e| err(&self.path, e))?;
         self.file
             .get_ref()
             .sync_data()

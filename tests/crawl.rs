@@ -1,0 +1,255 @@
+//! Crawls of the synthetic web by a whole cluster (`crawlfleet up`: a multinode scheduler, two
+//! node schedulers, a duplicate server and its replica, each on its own sockets), checked
+//! against what the generator knows and the server's access log.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::Path;
+use std::process::Command;
+
+use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
+
+use crate::util::temp_dir;
+
+/// One line of the server's access log.
+#[derive(Debug)]
+struct Access {
+    url: String,
+    status: u16,
+    start: f64,
+    end: f64,
+}
+
+fn read_log(path: &Path) -> Vec<Access> {
+    let text = std::fs::read_to_string(path).expect("access log");
+    text.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 6, "access log line {l:?}");
+            Access {
+                url: format!("http://{}{}", f[0], f[1]),
+                status: f[2].parse().unwrap(),
+                start: f[3].parse().unwrap(),
+                end: f[4].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// Runs `crawlfleet up` on a web of `spec` until idle; returns the web, its JSON summary and
+/// the access log.
+fn crawl(
+    name: &str,
+    spec: &str,
+    base: Ipv4Addr,
+    extra: &[&str],
+) -> (SyntheticWeb, serde_json::Value, Vec<Access>) {
+    let dir = temp_dir(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = TcpListener::bind((base, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = dir.join("access.log");
+    let port_s = port.to_string();
+    let base_s = base.to_string();
+    let log_s = log.display().to_string();
+    let data_s = dir.join("data").display().to_string();
+    let mut args = vec![
+        "up",
+        "--synthetic-web",
+        spec,
+        "--web-base",
+        &base_s,
+        "--web-port",
+        &port_s,
+        "--access-log",
+        &log_s,
+        "--data-dir",
+        &data_s,
+        "--nodes",
+        "2",
+        "--until-idle",
+        "--json",
+        "--timeout",
+        "240",
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+        .args(&args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("crawlfleet up runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "crawlfleet {args:?} failed\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    let spec: WebSpec = spec.parse().unwrap();
+    let web = SyntheticWeb::generate(&spec, base, port);
+    let accesses = read_log(&log);
+    let _ = std::fs::remove_dir_all(&dir);
+    (web, summary, accesses)
+}
+
+fn count(v: &serde_json::Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+#[test]
+fn a_cluster_crawls_exactly_the_allowed_reachable_web() {
+    let (web, summary, log) = crawl("exact", "6:60", Ipv4Addr::new(127, 78, 0, 1), &[]);
+    let exp = web.expected();
+    // Every request the server saw, as a set and with no URL fetched twice (the nodes share
+    // the work through the multinode scheduler's routing; nobody fetches another's site).
+    let mut per_url: BTreeMap<&str, usize> = BTreeMap::new();
+    for a in &log {
+        *per_url.entry(a.url.as_str()).or_default() += 1;
+    }
+    let twice: Vec<_> = per_url.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "fetched more than once: {twice:?}");
+    let fetched: BTreeSet<String> = per_url.keys().map(|u| u.to_string()).collect();
+    let missing: Vec<_> = exp.fetched.difference(&fetched).collect();
+    let extra: Vec<_> = fetched.difference(&exp.fetched).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {missing:?}\nunexpected {extra:?}"
+    );
+    let forbidden: Vec<_> = exp.never.intersection(&fetched).collect();
+    assert!(
+        forbidden.is_empty(),
+        "robots/excluded fetched: {forbidden:?}"
+    );
+    // Statuses as the generator says.
+    for a in &log {
+        if exp.not_found.contains(&a.url) {
+            assert_eq!(a.status, 404, "{}", a.url);
+        }
+    }
+    let c = &summary["collections"]["synthetic"];
+    let robots = log
+        .iter()
+        .filter(|a| a.url.ends_with("/robots.txt"))
+        .count() as u64;
+    assert_eq!(count(c, "pages_fetched"), log.len() as u64 - robots);
+    // Stored: every storable document, and one of each group of identical documents.
+    let groups = exp.duplicate_groups.len() as u64;
+    let dups: u64 = exp
+        .duplicate_groups
+        .iter()
+        .map(|g| g.len() as u64 - 1)
+        .sum();
+    assert!(!exp.duplicate_groups.is_empty());
+    assert_eq!(
+        count(c, "documents_stored"),
+        exp.stored.len() as u64 + groups
+    );
+    assert_eq!(count(c, "duplicates"), dups);
+    assert_eq!(count(c, "errors"), 0);
+    // Skip codes and the HTTP histogram.
+    let codes = &c["skip_codes"];
+    let img = exp.fetched.iter().filter(|u| u.ends_with(".png")).count() as u64;
+    assert_eq!(count(codes, "mi"), img, "wrong MIME type: the png images");
+    assert_eq!(count(codes, "tl"), 1, "the oversized page");
+    // Every 404 the server sent: the missing pages and one host's robots.txt.
+    let robots_404 = log
+        .iter()
+        .filter(|a| a.status == 404 && a.url.ends_with("/robots.txt"))
+        .count() as u64;
+    assert_eq!(
+        count(&c["http_response"], "404"),
+        exp.not_found.len() as u64 + robots_404
+    );
+    assert_eq!(
+        count(c, "redirects"),
+        (exp.redirects.len() + exp.meta_refresh.len()) as u64
+    );
+    assert!(count(codes, "ni") > 0 && count(codes, "nf") > 0);
+    assert!(count(codes, "ro") > 0 && count(codes, "ur") > 0);
+}
+
+#[test]
+fn politeness_one_connection_per_site_and_the_delay_between_requests() {
+    let delay = 0.15;
+    let (web, _, log) = crawl(
+        "polite",
+        "3:12",
+        Ipv4Addr::new(127, 79, 0, 1),
+        &["--web-delay", "0.15", "--web-connections", "1"],
+    );
+    let mut by_host: BTreeMap<String, Vec<&Access>> = BTreeMap::new();
+    for a in &log {
+        let host = a.url.split('/').nth(2).unwrap().to_string();
+        by_host.entry(host).or_default().push(a);
+    }
+    assert_eq!(by_host.len(), web.hosts().len());
+    for (host, mut reqs) in by_host {
+        reqs.sort_by(|a, b| a.start.total_cmp(&b.start));
+        for w in reqs.windows(2) {
+            // Never two at once; the next starts a delay after the previous one ended (with 20
+            // ms of slack for clocks read on different threads).
+            assert!(
+                w[1].start >= w[0].end - 0.001,
+                "{host}: overlapping requests {w:?}"
+            );
+            assert!(
+                w[1].start - w[0].end >= delay - 0.02,
+                "{host}: {} s between {} and {}",
+                w[1].start - w[0].end,
+                w[0].url,
+                w[1].url
+            );
+        }
+    }
+}
+
+#[test]
+fn refused_and_timed_out_fetches_are_counted_with_their_codes() {
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    // Accepted by the kernel, never answered.
+    let hang = TcpListener::bind("127.0.0.2:0").unwrap();
+    let hang_addr = hang.local_addr().unwrap();
+    let dir = temp_dir("failures");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("dead.xml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"<CrawlerConfig><DomainSpecification name="dead">
+  <attrib name="start_uris" type="list-string"><member>http://{dead}/</member><member>http://{hang_addr}/x.html</member></attrib>
+  <attrib name="robots" type="boolean">no</attrib>
+  <attrib name="fetch_timeout" type="real">1</attrib>
+  <attrib name="delay" type="real">0</attrib>
+</DomainSpecification></CrawlerConfig>"#
+        ),
+    )
+    .unwrap();
+    let data = dir.join("data");
+    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+        .args(["up", "--config"])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--until-idle", "--json", "--timeout", "120"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("crawlfleet up runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let c = &v["collections"]["dead"];
+    assert_eq!(count(c, "pages_fetched"), 2, "{v}");
+    assert_eq!(count(&c["skip_codes"], "co"), 1, "{v}");
+    assert_eq!(count(&c["skip_codes"], "ti"), 1, "{v}");
+    assert_eq!(count(c, "errors"), 2);
+    assert_eq!(count(c, "documents_stored"), 0);
+    drop(hang);
+    let _ = std::fs::remove_dir_all(&dir);
+}
