@@ -267,6 +267,7 @@ fn the_role_serves_until_killed() {
     let dir = temp_dir("synthweb-role");
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("access.log");
+    let collection = dir.join("collection.xml");
     let role = Role::start(&[
         "synthweb",
         "--web",
@@ -275,6 +276,10 @@ fn the_role_serves_until_killed() {
         "127.78.4.1",
         "--access-log",
         log.to_str().unwrap(),
+        "--collection",
+        collection.to_str().unwrap(),
+        "--collection-name",
+        "web3",
     ]);
     let host = role.addr();
     assert_eq!(host.ip().to_string(), "127.78.4.1");
@@ -283,6 +288,10 @@ fn the_role_serves_until_killed() {
         Ipv4Addr::new(127, 78, 4, 1),
         host.port(),
     );
+    let xml = std::fs::read_to_string(&collection).unwrap();
+    assert_eq!(xml, web.collection_xml("web3"));
+    let specs = crawlfleet_core::config::parse_xml(&xml).unwrap();
+    assert_eq!(specs[0].0, "web3");
     let page = Client::connect(host).get("/s0/p7.html");
     assert_eq!(page.body, web.respond(host, "/s0/p7.html").body);
     // The file is flushed once per loop turn; wait for the line rather than for a time.

@@ -320,6 +320,7 @@ impl SyntheticWeb {
     /// `http://address:port` of a host, without the port when it is 80 (the normal form URL
     /// parsers give).
     pub(crate) fn origin(&self, host: u32) -> String {
+        // Host indices come from `outlinks` and `host_of`, which only name hosts of the web.
         let addr = self.addrs[host as usize];
         match self.port {
             80 => format!("http://{addr}"),
