@@ -19,6 +19,7 @@ pub mod checksum;
 pub mod config;
 pub mod dupserver;
 pub mod frame;
+pub mod links;
 pub mod marshal;
 pub mod msg;
 pub mod queue;
