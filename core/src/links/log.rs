@@ -245,3 +245,98 @@ impl LinkLog {
         &self.path
     }
 }
+
+/// Where the log of `application` and `collection` lives under the store's data directory:
+/// `<dir>/<application>/<collection>.log`, the collection name with every byte outside
+/// `A-Z a-z 0-9 - _` written as `%XX` (so no name can climb out of the directory), and the
+/// empty name as `%`.
+pub fn log_path(dir: &Path, application: super::Application, collection: &[u8]) -> PathBuf {
+    let mut name = String::with_capacity(collection.len() + 4);
+    for &c in collection {
+        if c.is_ascii_alphanumeric() || c == b'-' || c == b'_' {
+            name.push(c as char);
+        } else {
+            name.push_str(&format!("%{c:02X}"));
+        }
+    }
+    if name.is_empty() {
+        name.push('%');
+    }
+    name.push_str(".log");
+    dir.join(application.name()).join(name)
+}
+
+/// The collection name of a log file name written by [`log_path`]; `None` for other files.
+fn collection_of(file_name: &str) -> Option<Vec<u8>> {
+    let stem = file_name.strip_suffix(".log")?;
+    if stem == "%" {
+        return Some(Vec::new());
+    }
+    let b = stem.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// Every log under the data directory `dir`: application, collection and path, sorted. A
+/// missing directory holds none.
+pub fn stored_logs(dir: &Path) -> Result<Vec<(super::Application, Vec<u8>, PathBuf)>, LogError> {
+    let mut out = Vec::new();
+    for app in super::Application::ALL {
+        let sub = dir.join(app.name());
+        let entries = match std::fs::read_dir(&sub) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(error) => {
+                return Err(LogError {
+                    path: sub,
+                    action: "list",
+                    error,
+                })
+            }
+        };
+        for entry in entries {
+            let entry = entry.map_err(|error| LogError {
+                path: sub.clone(),
+                action: "list",
+                error,
+            })?;
+            let name = entry.file_name();
+            if let Some(coll) = name.to_str().and_then(collection_of) {
+                out.push((app, coll, entry.path()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::links::Application;
+
+    #[test]
+    fn collection_names_map_to_safe_file_names_and_back() {
+        let dir = Path::new("/d");
+        for name in [&b"sp"[..], b"", b"../x", b"a b%\xff", b"Web_Crawl-1"] {
+            let p = log_path(dir, Application::SharePoint, name);
+            assert_eq!(p.parent(), Some(Path::new("/d/sharepoint")));
+            let file = p.file_name().unwrap().to_str().unwrap();
+            assert!(!file.contains('/') && !file.starts_with('.'), "{file}");
+            assert_eq!(collection_of(file).as_deref(), Some(name));
+        }
+        assert_eq!(collection_of("x.tmp"), None);
+        assert_eq!(collection_of("%zz.log"), None);
+    }
+}

@@ -33,7 +33,7 @@ use md5::{Digest, Md5};
 
 pub use build::{Message, Operation, SprelBatch, WebAnalyzerBatch, EMPTY_DUPLICATE};
 pub use index::{Anchor, Equivalence, InLink, IndexBuilder, LinkIndex, OutLink, SprelEntry};
-pub use log::{read_log, LinkLog, LogError, RecoveredLog};
+pub use log::{log_path, read_log, stored_logs, LinkLog, LogError, RecoveredLog};
 pub use parse::{parse_message, parse_records, Received, Record};
 
 /// The end of every data message (MS-FSWASDR 2.2.1).
