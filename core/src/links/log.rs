@@ -296,7 +296,15 @@ pub fn stored_logs(dir: &Path) -> Result<Vec<(super::Application, Vec<u8>, PathB
         let sub = dir.join(app.name());
         let entries = match std::fs::read_dir(&sub) {
             Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            // No directory, or something else in its place: no logs of this application.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                continue
+            }
             Err(error) => {
                 return Err(LogError {
                     path: sub,
