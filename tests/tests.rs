@@ -7,6 +7,7 @@ mod differential;
 mod dupserver;
 mod fuzz_corpus;
 mod inspect_cli;
+mod linkstore;
 mod queue_bench;
 mod queue_crash;
 mod sched;

@@ -20,6 +20,7 @@ pub mod config;
 pub mod crawl;
 pub mod dupserver;
 pub mod frame;
+pub mod links;
 pub mod marshal;
 pub mod msg;
 pub mod queue;

@@ -46,6 +46,11 @@ pub enum Command {
     /// Serve a generated web on loopback addresses (for crawl tests and benchmarks) until
     /// killed, printing its start URIs; or write it out for nginx with --nginx-dir.
     Synthweb(SynthwebArgs),
+    /// Run the link store (MS-FSWASDR): receives WebAnalyzer / SPRel link data on base port +
+    /// 291 and stores it durably by application and collection.
+    Linkstore(LinkstoreArgs),
+    /// Query the link store's data: in-links, anchor texts, out-links or equivalents of a URL.
+    Links(LinksArgs),
 }
 
 /// Arguments of `crawlfleet up`.
@@ -164,6 +169,89 @@ pub struct SynthwebArgs {
     /// The collection name in --collection.
     #[arg(long, default_value = "synthweb")]
     pub collection_name: String,
+}
+
+/// Arguments of `crawlfleet linkstore`.
+#[derive(Debug, Args)]
+pub struct LinkstoreArgs {
+    /// Address to listen on (default: 127.0.0.1 on base port + 291; port 0 picks a free port,
+    /// printed on standard output).
+    #[arg(long)]
+    pub listen: Option<std::net::SocketAddr>,
+    /// The base port the listening port derives from (MS-FSWASDR 2.1: base port + 291).
+    #[arg(long, default_value_t = 13000)]
+    pub base_port: u16,
+    /// Directory of the logs, one per application and collection (created if missing).
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Largest message accepted, in bytes; a longer one is answered failed and its connection
+    /// closed.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub max_message: usize,
+}
+
+/// Arguments of `crawlfleet links`.
+#[derive(Debug, Args)]
+pub struct LinksArgs {
+    /// The link store's data directory.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Only this collection (default: all).
+    #[arg(long)]
+    pub collection: Option<String>,
+    /// Print one JSON object instead of tab-separated lines.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The query.
+    #[command(subcommand)]
+    pub query: LinksQuery,
+}
+
+/// The queries of `crawlfleet links`.
+#[derive(Debug, Subcommand)]
+pub enum LinksQuery {
+    /// Hyperlinks to URL: linking document, intra/inter site, timestamp, anchor text.
+    Inlinks {
+        /// The URL.
+        url: String,
+    },
+    /// The anchor texts of hyperlinks to URL, most frequent first.
+    Anchors {
+        /// The URL.
+        url: String,
+    },
+    /// Hyperlinks of the document URL (its newest crawl).
+    Outlinks {
+        /// The URL.
+        url: String,
+    },
+    /// The equivalence class (redirects) URL belongs to, and its SPRel duplicates.
+    Equivalents {
+        /// The URL.
+        url: String,
+    },
+}
+
+impl LinksQuery {
+    /// The queried URL.
+    pub fn url(&self) -> &str {
+        match self {
+            LinksQuery::Inlinks { url }
+            | LinksQuery::Anchors { url }
+            | LinksQuery::Outlinks { url }
+            | LinksQuery::Equivalents { url } => url,
+        }
+    }
+
+    /// The query's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LinksQuery::Inlinks { .. } => "inlinks",
+            LinksQuery::Anchors { .. } => "anchors",
+            LinksQuery::Outlinks { .. } => "outlinks",
+            LinksQuery::Equivalents { .. } => "equivalents",
+        }
+    }
 }
 
 /// Timers and sync settings shared by the scheduler roles.
@@ -290,6 +378,28 @@ pub enum BenchCommand {
     /// compared with redis-server LPUSH/RPOP pipelined in the same run; or, with --fill, a queue
     /// of N entries on disk.
     Queue(BenchQueueArgs),
+    /// Link lines per second a link store child process ingests and acknowledges.
+    Links(BenchLinksArgs),
+}
+
+/// Arguments of `crawlfleet bench links`.
+#[derive(Debug, Args)]
+pub struct BenchLinksArgs {
+    /// Link lines in all.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub lines: u64,
+    /// Connections, one sending thread each.
+    #[arg(long, default_value_t = 2)]
+    pub connections: usize,
+    /// Link lines per message.
+    #[arg(long, default_value_t = 20_000)]
+    pub batch_lines: usize,
+    /// A running link store (default: start one on a fresh data dir).
+    #[arg(long)]
+    pub target: Option<SocketAddr>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `crawlfleet bench route`.

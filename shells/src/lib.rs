@@ -12,6 +12,8 @@ pub mod crawl;
 pub mod dupclient;
 pub mod dupserver;
 pub mod inspect;
+pub mod linkclient;
+pub mod linkstore;
 pub mod multinode;
 pub mod node;
 pub mod resolver;
@@ -97,6 +99,11 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Synthweb(args) => synthweb::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
+        cli::Command::Bench(cli::BenchCommand::Links(args)) => bench::links::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string()),
+        cli::Command::Linkstore(args) => linkstore::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Links(args) => linkstore::query::run(&args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -3,6 +3,7 @@
 
 pub mod dup;
 pub mod dupstore;
+pub mod links;
 pub mod queue;
 pub mod route;
 

@@ -1,0 +1,398 @@
+//! Building the batch fields of a data message (MS-FSWASDR 2.2.1.3) and the message itself.
+
+use std::collections::HashSet;
+use std::io::Write;
+
+use super::{check_url, cidhash, Application, CidHash, LinkError, TERMINATOR};
+use crate::marshal::{self, Value};
+
+/// The DUPLICATE column of an SPRel `uris` line when there is no duplicate to name: the two
+/// bytes C7 82 (2.2.1.3.2.1).
+pub const EMPTY_DUPLICATE: &[u8; 2] = b"\xc7\x82";
+
+/// The fields of a WebAnalyzer batch (2.2.1.3.1.1-7), each a string of lines ending in `\n`.
+///
+/// The document-level methods ([`link`](Self::link), [`equivalence`](Self::equivalence),
+/// [`no_links`](Self::no_links)) also write the `urimap` lines 2.2.1.3.1.6 asks for (every URL
+/// of `links`, `urieq` and `no_links` with its CIDHASH), once per URL and batch. The `*_line`
+/// methods write one line of one field and nothing else.
+#[derive(Clone, Debug, Default)]
+pub struct WebAnalyzerBatch {
+    links: Vec<u8>,
+    urieq: Vec<u8>,
+    eqrepr: Vec<u8>,
+    delete: Vec<u8>,
+    no_links: Vec<u8>,
+    urimap: Vec<u8>,
+    sitemap: Vec<u8>,
+    /// URLs already in `urimap`, by CIDHASH.
+    mapped: HashSet<CidHash>,
+    lines: usize,
+}
+
+/// Appends ` <ts>` in ASCII digits (2.2.1.3.1.1 TIMESTAMP).
+fn put_ts(out: &mut Vec<u8>, ts: u64) {
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{ts}");
+}
+
+impl WebAnalyzerBatch {
+    /// One `links` line (2.2.1.3.1.1): `<CIDHASH> <TO> <INTRA> <TIMESTAMP> <ANCHORTEXT>\n`.
+    /// Line feeds and carriage returns in the anchor text become spaces (they would end the
+    /// line).
+    pub fn link_line(&mut self, from: &CidHash, to: &CidHash, intra: bool, ts: u64, anchor: &[u8]) {
+        let out = &mut self.links;
+        out.extend_from_slice(from.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(to.as_bytes());
+        out.extend_from_slice(if intra { b" 1 " } else { b" 0 " });
+        put_ts(out, ts);
+        out.push(b' ');
+        out.extend(
+            anchor
+                .iter()
+                .map(|&c| if c == b'\n' || c == b'\r' { b' ' } else { c }),
+        );
+        out.push(b'\n');
+        self.lines += 1;
+    }
+
+    /// A hyperlink of the document `from` to `to` with its anchor text: a `links` line and the
+    /// `urimap` lines of both URLs. `intra`: `to` is on the same site as `from`.
+    pub fn link(
+        &mut self,
+        from: &[u8],
+        to: &[u8],
+        intra: bool,
+        ts: u64,
+        anchor: &[u8],
+    ) -> Result<(), LinkError> {
+        check_url("links", from)?;
+        check_url("links", to)?;
+        let (f, t) = (cidhash(from), cidhash(to));
+        self.link_line(&f, &t, intra, ts, anchor);
+        self.map(from, f);
+        self.map(to, t);
+        Ok(())
+    }
+
+    /// One `urieq` line (2.2.1.3.1.2): `<CIDHASH> <MEMBER> <TIMESTAMP>\n`.
+    pub fn urieq_line(&mut self, doc: &CidHash, member: &CidHash, ts: u64) {
+        let out = &mut self.urieq;
+        out.extend_from_slice(doc.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(member.as_bytes());
+        out.push(b' ');
+        put_ts(out, ts);
+        out.push(b'\n');
+        self.lines += 1;
+    }
+
+    /// One `eqrepr` line (2.2.1.3.1.3): `<CIDHASH> <DOCUMENT ID> <TIMESTAMP> <EQREPR>\n`, the
+    /// class's URLs separated by single NUL bytes.
+    pub fn eqrepr_line(&mut self, doc: &[u8], ts: u64, class: &[&[u8]]) -> Result<(), LinkError> {
+        check_url("eqrepr", doc)?;
+        for m in class {
+            check_url("eqrepr", m)?;
+        }
+        let out = &mut self.eqrepr;
+        out.extend_from_slice(cidhash(doc).as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(doc);
+        out.push(b' ');
+        put_ts(out, ts);
+        out.push(b' ');
+        for (i, m) in class.iter().enumerate() {
+            if i > 0 {
+                out.push(0);
+            }
+            out.extend_from_slice(m);
+        }
+        out.push(b'\n');
+        self.lines += 1;
+        Ok(())
+    }
+
+    /// The equivalence class of the document `doc` (the URLs that redirect to it, in the order
+    /// given): a `urieq` line per member, one `eqrepr` line, and the `urimap` lines.
+    pub fn equivalence(&mut self, doc: &[u8], class: &[&[u8]], ts: u64) -> Result<(), LinkError> {
+        check_url("urieq", doc)?;
+        for m in class {
+            check_url("urieq", m)?;
+        }
+        let d = cidhash(doc);
+        for m in class {
+            self.urieq_line(&d, &cidhash(m), ts);
+        }
+        self.eqrepr_line(doc, ts, class)?;
+        self.map(doc, d);
+        for m in class {
+            self.map(m, cidhash(m));
+        }
+        Ok(())
+    }
+
+    /// A `delete` line (2.2.1.3.1.4): `<CIDHASH> <TIMESTAMP>\n`.
+    pub fn delete(&mut self, doc: &[u8], ts: u64) -> Result<(), LinkError> {
+        check_url("delete", doc)?;
+        let out = &mut self.delete;
+        out.extend_from_slice(cidhash(doc).as_bytes());
+        out.push(b' ');
+        put_ts(out, ts);
+        out.push(b'\n');
+        self.lines += 1;
+        Ok(())
+    }
+
+    /// A document without hyperlinks: a `no_links` line (2.2.1.3.1.5,
+    /// `<DOCUMENT ID> <CIDHASH> <TIMESTAMP>\n`) and its `urimap` line.
+    pub fn no_links(&mut self, doc: &[u8], ts: u64) -> Result<(), LinkError> {
+        check_url("no_links", doc)?;
+        let h = cidhash(doc);
+        let out = &mut self.no_links;
+        out.extend_from_slice(doc);
+        out.push(b' ');
+        out.extend_from_slice(h.as_bytes());
+        out.push(b' ');
+        put_ts(out, ts);
+        out.push(b'\n');
+        self.lines += 1;
+        self.map(doc, h);
+        Ok(())
+    }
+
+    /// A `urimap` line (2.2.1.3.1.6, `<DOCUMENT ID> <CIDHASH>\n`), unless this batch maps the
+    /// URL already.
+    pub fn urimap(&mut self, url: &[u8]) -> Result<(), LinkError> {
+        check_url("urimap", url)?;
+        self.map(url, cidhash(url));
+        Ok(())
+    }
+
+    fn map(&mut self, url: &[u8], h: CidHash) {
+        if !self.mapped.insert(h) {
+            return;
+        }
+        let out = &mut self.urimap;
+        out.extend_from_slice(url);
+        out.push(b' ');
+        out.extend_from_slice(h.as_bytes());
+        out.push(b'\n');
+        self.lines += 1;
+    }
+
+    /// A `sitemap` line (2.2.1.3.1.7): `<CIDHASH> <SITEURL>\n`.
+    pub fn sitemap(&mut self, doc: &[u8], site: &[u8]) -> Result<(), LinkError> {
+        check_url("sitemap", doc)?;
+        check_url("sitemap", site)?;
+        let out = &mut self.sitemap;
+        out.extend_from_slice(cidhash(doc).as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(site);
+        out.push(b'\n');
+        self.lines += 1;
+        Ok(())
+    }
+
+    /// The non-empty fields, by key, in the order of 2.2.1.3.1.1-7.
+    pub fn fields(&self) -> Vec<(&'static str, &[u8])> {
+        [
+            ("links", &self.links),
+            ("urieq", &self.urieq),
+            ("eqrepr", &self.eqrepr),
+            ("delete", &self.delete),
+            ("no_links", &self.no_links),
+            ("urimap", &self.urimap),
+            ("sitemap", &self.sitemap),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k, v.as_slice()))
+        .collect()
+    }
+
+    /// The value of field `key` (empty when absent).
+    pub fn field(&self, key: &str) -> &[u8] {
+        self.fields()
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .map_or(&[][..], |(_, v)| v)
+    }
+
+    /// Lines written so far, all fields together.
+    pub fn lines(&self) -> usize {
+        self.lines
+    }
+
+    /// Bytes of all fields together.
+    pub fn byte_len(&self) -> usize {
+        self.fields().iter().map(|(_, v)| v.len()).sum()
+    }
+
+    /// True when no line was written.
+    pub fn is_empty(&self) -> bool {
+        self.lines == 0
+    }
+}
+
+/// The operation of an SPRel `uris` line (2.2.1.3.2.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// `ADD`: the document was added to the index.
+    Add,
+    /// `DEL`: the document was deleted from the index.
+    Del,
+    /// `URLSCHCHANGE`.
+    UrlSchChange,
+}
+
+impl Operation {
+    /// The OPERATION column.
+    pub fn name(self) -> &'static [u8] {
+        match self {
+            Operation::Add => b"ADD",
+            Operation::Del => b"DEL",
+            Operation::UrlSchChange => b"URLSCHCHANGE",
+        }
+    }
+
+    /// The operation named `name`.
+    pub fn from_name(name: &[u8]) -> Option<Operation> {
+        match name {
+            b"ADD" => Some(Operation::Add),
+            b"DEL" => Some(Operation::Del),
+            b"URLSCHCHANGE" => Some(Operation::UrlSchChange),
+            _ => None,
+        }
+    }
+}
+
+/// The one field of an SPRel batch: `uris` (2.2.1.3.2.1).
+#[derive(Clone, Debug, Default)]
+pub struct SprelBatch {
+    uris: Vec<u8>,
+    lines: usize,
+}
+
+impl SprelBatch {
+    /// The `uris` lines of one document, `<DOCUMENT ID> <TIMESTAMP> <OPERATION> <DUPLICATE>\n`,
+    /// by the DUPLICATE rule of 2.2.1.3.2.1: for ADD and URLSCHCHANGE with a non-empty
+    /// equivalence class, one line per member naming it; otherwise one line with the two bytes
+    /// C7 82 ([`EMPTY_DUPLICATE`]). DEL always takes C7 82, whatever the class.
+    pub fn uri(
+        &mut self,
+        doc: &[u8],
+        ts: u64,
+        op: Operation,
+        class: &[&[u8]],
+    ) -> Result<(), LinkError> {
+        check_url("uris", doc)?;
+        for m in class {
+            check_url("uris", m)?;
+        }
+        if op == Operation::Del || class.is_empty() {
+            self.line(doc, ts, op, EMPTY_DUPLICATE);
+        } else {
+            for m in class {
+                self.line(doc, ts, op, m);
+            }
+        }
+        Ok(())
+    }
+
+    fn line(&mut self, doc: &[u8], ts: u64, op: Operation, dup: &[u8]) {
+        let out = &mut self.uris;
+        out.extend_from_slice(doc);
+        out.push(b' ');
+        put_ts(out, ts);
+        out.push(b' ');
+        out.extend_from_slice(op.name());
+        out.push(b' ');
+        out.extend_from_slice(dup);
+        out.push(b'\n');
+        self.lines += 1;
+    }
+
+    /// The `uris` field.
+    pub fn uris(&self) -> &[u8] {
+        &self.uris
+    }
+
+    /// Lines written so far.
+    pub fn lines(&self) -> usize {
+        self.lines
+    }
+
+    /// Bytes of the field.
+    pub fn byte_len(&self) -> usize {
+        self.uris.len()
+    }
+
+    /// True when no line was written.
+    pub fn is_empty(&self) -> bool {
+        self.lines == 0
+    }
+}
+
+/// A data message (2.2.1) ready to encode: application, collection and the batch's fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message<'a> {
+    /// The `application` entry.
+    pub application: Application,
+    /// The `collection` entry.
+    pub collection: &'a [u8],
+    /// The batch entries, by key, in the order they are written.
+    pub fields: Vec<(&'a str, &'a [u8])>,
+}
+
+impl<'a> Message<'a> {
+    /// A message carrying a WebAnalyzer batch.
+    pub fn webanalyzer(collection: &'a [u8], batch: &'a WebAnalyzerBatch) -> Self {
+        Message {
+            application: Application::WebAnalyzer,
+            collection,
+            fields: batch.fields(),
+        }
+    }
+
+    /// A message carrying an SPRel batch.
+    pub fn sharepoint(collection: &'a [u8], batch: &'a SprelBatch) -> Self {
+        Message {
+            application: Application::SharePoint,
+            collection,
+            fields: vec![("uris", batch.uris())],
+        }
+    }
+
+    /// The marshal dict `{application, collection, batch}` (entries in that order, as in the
+    /// golden vectors; a dict's order carries no meaning).
+    pub fn to_value(&self) -> Value<'a> {
+        let batch = self
+            .fields
+            .iter()
+            .map(|(k, v)| (Value::bytes(k.as_bytes()), Value::bytes(v)))
+            .collect();
+        Value::Dict(vec![
+            (
+                Value::bytes(b"application"),
+                Value::bytes(self.application.name().as_bytes()),
+            ),
+            (Value::bytes(b"collection"), Value::bytes(self.collection)),
+            (Value::bytes(b"batch"), Value::Dict(batch)),
+        ])
+    }
+
+    /// Appends the marshal dict and the terminator: the bytes sent to the store.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        marshal::encode_into(&self.to_value(), out);
+        out.extend_from_slice(TERMINATOR);
+    }
+
+    /// The bytes sent to the store.
+    pub fn to_wire(&self) -> Vec<u8> {
+        let mut out =
+            Vec::with_capacity(64 + self.fields.iter().map(|f| f.1.len() + 16).sum::<usize>());
+        self.encode_into(&mut out);
+        out
+    }
+}
