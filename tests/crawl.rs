@@ -43,7 +43,7 @@ fn crawl(
     spec: &str,
     base: Ipv4Addr,
     extra: &[&str],
-) -> (SyntheticWeb, serde_json::Value, Vec<Access>) {
+) -> (SyntheticWeb, serde_json::Value, Vec<Access>, Links) {
     let dir = temp_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
     let port = TcpListener::bind((base, 0))
@@ -92,8 +92,37 @@ fn crawl(
     let spec: WebSpec = spec.parse().unwrap();
     let web = SyntheticWeb::generate(&spec, base, port);
     let accesses = read_log(&log);
+    let pages: Vec<String> = accesses.iter().map(|a| a.url.clone()).collect();
+    let links = stored_links(&dir.join("data").join("linkstore"), &pages);
     let _ = std::fs::remove_dir_all(&dir);
-    (web, summary, accesses)
+    (web, summary, accesses, links)
+}
+
+/// (from, to) -> anchor text, as the link store has them.
+type Links = BTreeMap<(String, String), String>;
+
+/// The hyperlinks of `pages` the embedded link store received, read back through its index.
+fn stored_links(dir: &Path, pages: &[String]) -> Links {
+    use crawlfleet_core::links::{stored_logs, LinkIndex};
+    let mut b = LinkIndex::builder();
+    for (_, _, path) in stored_logs(dir).expect("link store logs") {
+        b.add_log(&path).expect("readable link log");
+    }
+    let ix = b.finish();
+    let mut out = Links::new();
+    for from in pages {
+        for l in ix.outlinks(from.as_bytes()) {
+            let to = l.to_url.map(|u| String::from_utf8_lossy(u).into_owned());
+            out.insert(
+                (
+                    from.clone(),
+                    to.unwrap_or_else(|| l.to.as_str().to_string()),
+                ),
+                String::from_utf8_lossy(l.anchor).into_owned(),
+            );
+        }
+    }
+    out
 }
 
 fn count(v: &serde_json::Value, key: &str) -> u64 {
@@ -102,7 +131,7 @@ fn count(v: &serde_json::Value, key: &str) -> u64 {
 
 #[test]
 fn a_cluster_crawls_exactly_the_allowed_reachable_web() {
-    let (web, summary, log) = crawl("exact", "6:60", Ipv4Addr::new(127, 78, 0, 1), &[]);
+    let (web, summary, log, links) = crawl("exact", "6:60", Ipv4Addr::new(127, 78, 0, 1), &[]);
     let exp = web.expected();
     // Every request the server saw, as a set and with no URL fetched twice (the nodes share
     // the work through the multinode scheduler's routing; nobody fetches another's site).
@@ -170,12 +199,35 @@ fn a_cluster_crawls_exactly_the_allowed_reachable_web() {
     );
     assert!(count(codes, "ni") > 0 && count(codes, "nf") > 0);
     assert!(count(codes, "ro") > 0 && count(codes, "ur") > 0);
+    // The link store holds the web's link graph: every link of every page whose links a
+    // crawler follows, with its anchor text (MS-FSWASDR links lines, read back by CIDHASH).
+    let mut graph = Links::new();
+    for (from, to, anchor) in web.link_graph() {
+        // A page linking one target twice (`<link>` and `<a>`) gives one link, with the anchor
+        // text there is.
+        let slot = graph.entry((from, to)).or_default();
+        if slot.is_empty() {
+            *slot = anchor;
+        }
+    }
+    let missing: Vec<_> = graph
+        .iter()
+        .filter(|(k, _)| !links.contains_key(*k))
+        .collect();
+    let extra: Vec<_> = links.keys().filter(|k| !graph.contains_key(*k)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "link store vs the generator's graph: missing {missing:?}\nunexpected {extra:?}"
+    );
+    for (k, anchor) in &graph {
+        assert_eq!(&links[k], anchor, "anchor of {k:?}");
+    }
 }
 
 #[test]
 fn politeness_one_connection_per_site_and_the_delay_between_requests() {
     let delay = 0.15;
-    let (web, _, log) = crawl(
+    let (web, _, log, _) = crawl(
         "polite",
         "3:12",
         Ipv4Addr::new(127, 79, 0, 1),

@@ -326,6 +326,10 @@ pub struct NodeArgs {
     /// Seconds a site is blocked after START_CRAWL_IP refuses it (3.1.5.21).
     #[arg(long, default_value_t = 1800)]
     pub block_seconds: i64,
+    /// The link store (MS-FSWASDR) that receives the link data of crawled pages; batches it
+    /// does not acknowledge wait in the data dir's link-backlog and are sent again.
+    #[arg(long)]
+    pub linkstore: Option<SocketAddr>,
     /// Multinode keep-alive and sync.
     #[command(flatten)]
     pub timers: SchedTimers,

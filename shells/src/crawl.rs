@@ -19,6 +19,8 @@ use crawlfleet_core::sched::node::{NodeScheduler, Verdict};
 use crawlfleet_core::sched::show;
 use crawlfleet_net::fetch::{FetchError, FetchRequest, FetchResult, Fetcher, FetcherOptions};
 use crossbeam_channel::Receiver;
+
+use crate::linkclient::{Applications, LinkBatcher, OutLink};
 use log::{debug, warn};
 use parking_lot::Mutex;
 
@@ -56,6 +58,7 @@ pub type StatusSlot = Arc<Mutex<NodeStatus>>;
 pub struct Crawler {
     engine: CrawlEngine,
     fetcher: Fetcher,
+    links: Option<LinkBatcher>,
     epoch: Instant,
     /// The dict each engine configuration was made from.
     dicts: HashMap<Vec<u8>, Value<'static>>,
@@ -76,8 +79,8 @@ fn failure(e: FetchError) -> Failure {
 }
 
 impl Crawler {
-    /// Starts the fetcher.
-    pub fn start(user_agent: &str) -> std::io::Result<Crawler> {
+    /// Starts the fetcher; `links` ships link data to a link store (MS-FSWASDR).
+    pub fn start(user_agent: &str, links: Option<LinkBatcher>) -> std::io::Result<Crawler> {
         let fetcher = Fetcher::spawn(FetcherOptions {
             user_agent: user_agent.to_string(),
             ..FetcherOptions::default()
@@ -85,6 +88,7 @@ impl Crawler {
         Ok(Crawler {
             engine: CrawlEngine::new(EngineOptions::default()),
             fetcher,
+            links,
             epoch: Instant::now(),
             dicts: HashMap::new(),
         })
@@ -119,6 +123,9 @@ impl Crawler {
                     self.engine
                         .set_config(name, Arc::new(CollectionConfig::defaults(&label)));
                 }
+            }
+            if let Some(b) = &self.links {
+                b.set_applications(name, link_applications(dict));
             }
             self.dicts.insert(name.clone(), dict.clone());
         }
@@ -209,8 +216,37 @@ impl Crawler {
                     sm.add_uri(&collection, &entry, false)?;
                 }
                 Action::Document(d) => {
+                    if let (Some(b), false) = (&self.links, d.redirected_from.is_empty()) {
+                        // The redirect chain and its target: one equivalence class.
+                        let mut class: Vec<&[u8]> =
+                            d.redirected_from.iter().map(Vec::as_slice).collect();
+                        class.push(&d.uri);
+                        if let Err(e) = b.add_equivalents(&d.collection, &d.uri, &class, unix_now())
+                        {
+                            debug!("link store: equivalence class of a document refused: {e}");
+                        }
+                    }
                     if let Some(v) = sm.document(&d.collection, &d.uri, d.checksum) {
                         self.verdict(&v);
+                    }
+                }
+                Action::Links {
+                    collection,
+                    from,
+                    links,
+                } => {
+                    if let Some(b) = &self.links {
+                        let out: Vec<OutLink<'_>> = links
+                            .iter()
+                            .map(|l| OutLink {
+                                url: l.url.as_bytes(),
+                                anchor: l.anchor.as_bytes(),
+                                intra: l.intra,
+                            })
+                            .collect();
+                        if let Err(e) = b.add_links(&collection, &from, &out, unix_now()) {
+                            debug!("link store: links of a page refused: {e}");
+                        }
                     }
                 }
                 Action::SiteDone { collection, site } => sm.site_done(&collection, &site),
@@ -262,6 +298,35 @@ impl Crawler {
             );
         }
         out
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Which applications receive a collection's link data: the `linkstore` section's
+/// `applications` list ("webanalyzer", "sharepoint"); WebAnalyzer alone when absent.
+fn link_applications(dict: &Value<'_>) -> Applications {
+    let Some(list) = dict
+        .get(b"linkstore")
+        .and_then(|s| s.get(b"applications"))
+        .and_then(Value::as_list)
+    else {
+        return Applications {
+            webanalyzer: true,
+            sharepoint: false,
+        };
+    };
+    let has = |n: &[u8]| {
+        list.iter()
+            .any(|v| v.as_bytes().is_some_and(|b| b.eq_ignore_ascii_case(n)))
+    };
+    Applications {
+        webanalyzer: has(b"webanalyzer"),
+        sharepoint: has(b"sharepoint"),
     }
 }
 

@@ -93,7 +93,20 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
         handle.set_timer(id, every, Some(every)).map_err(stopped)?;
     }
     let resolver = Resolver::new(2);
-    let mut crawler = Crawler::start(&format!("crawlfleet/{}", env!("CARGO_PKG_VERSION")))
+    let links = match args.linkstore {
+        Some(server) => {
+            let cfg = crate::linkclient::LinkClientConfig::new(
+                server,
+                args.data_dir.join("link-backlog"),
+            );
+            Some(
+                crate::linkclient::LinkBatcher::start(cfg)
+                    .map_err(|e| format!("link store client: {e}"))?,
+            )
+        }
+        None => None,
+    };
+    let mut crawler = Crawler::start(&format!("crawlfleet/{}", env!("CARGO_PKG_VERSION")), links)
         .map_err(|e| format!("cannot start the fetcher: {e}"))?;
     let mut published = std::time::Instant::now();
     let mut mn_conn: Option<ConnId> = None;

@@ -50,6 +50,17 @@ fn spawn_role(
         .map_err(|e| format!("cannot start {name}: {e}"))
 }
 
+/// Waits (at most five seconds) until something accepts connections at `addr`.
+fn wait_listening(addr: SocketAddr) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Gives every collection of an XML configuration the embedded duplicate servers when it names
 /// none, and writes each to `<prefix>-<n>.xml`.
 fn with_dupservers(
@@ -218,6 +229,14 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
     spawn_role("dupserver", move || {
         crate::dupserver::run(crawlfleet_core::dupserver::Mode::Server, &da, Some(replica))
     })?;
+    let links = free_addr()?;
+    let la = crate::cli::LinkstoreArgs {
+        listen: Some(links),
+        base_port: 13000,
+        data_dir: data_dir.join("linkstore"),
+        max_message: 64 << 20,
+    };
+    spawn_role("linkstore", move || crate::linkstore::run(&la))?;
     let mn_queued = Arc::new(AtomicU64::new(0));
     let ma = MultinodeArgs {
         listen: mn,
@@ -231,6 +250,8 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
     spawn_role("multinode", move || {
         crate::multinode::run_with(&ma, Some(q))
     })?;
+    // Node schedulers reconnect with backoff, but a start without warnings is nicer.
+    wait_listening(mn);
     let mut slots: Vec<StatusSlot> = Vec::new();
     for i in 1..=args.nodes.max(1) {
         let slot: StatusSlot = Arc::new(Mutex::new(NodeStatus::default()));
@@ -246,6 +267,7 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
             quarantine_interval: 5.0,
             stats_interval: 60.0,
             block_seconds: 1800,
+            linkstore: Some(links),
             timers: timers(),
             admin_opts: admin_opts(),
         };

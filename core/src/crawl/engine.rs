@@ -147,6 +147,19 @@ pub struct Document {
     pub body: Vec<u8>,
     /// The entry's URI flags (URIF_META_NOINDEX etc.).
     pub uri_flags: i64,
+    /// The URIs that redirected to this one, first first (its equivalence class with it).
+    pub redirected_from: Vec<Vec<u8>>,
+}
+
+/// A link of a fetched page, for the link store (MS-FSWASDR 2.2.1.3.1.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageLink {
+    /// The absolute target.
+    pub url: String,
+    /// The anchor text.
+    pub anchor: String,
+    /// The target is on the page's own site.
+    pub intra: bool,
 }
 
 /// What the node scheduler does next.
@@ -161,6 +174,15 @@ pub enum Action {
     },
     /// Check and store a document.
     Document(Box<Document>),
+    /// The links a fetched HTML page carries (those a crawler follows), for the link store.
+    Links {
+        /// The collection.
+        collection: Vec<u8>,
+        /// The page.
+        from: Vec<u8>,
+        /// Its links, each once.
+        links: Vec<PageLink>,
+    },
     /// The site has nothing more to fetch: release it (CMD_UM_STOP_CRAWL_IP).
     SiteDone {
         /// The collection.
@@ -625,11 +647,18 @@ impl CrawlEngine {
                 }
             }
             let depth = depth_of(&entry);
+            let mut page_links = Vec::new();
             for l in &ex.links {
                 if ex.nofollow || entry.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
                     counters.skip_uri(uri_skip::NOFOLLOW);
                     continue;
                 }
+                // The link graph holds every link a page gives, crawled or not.
+                page_links.push(PageLink {
+                    url: l.url.clone(),
+                    anchor: l.text.clone(),
+                    intra: site_of(l.url.as_bytes()).as_deref() == Some(f.site.as_str()),
+                });
                 if let Some(code) = rule_skip(&cfg, &l.url) {
                     counters.skip_uri(code);
                     continue;
@@ -650,6 +679,7 @@ impl CrawlEngine {
                 } else {
                     counters.local_fwd += 1;
                 }
+
                 let mut e = CrawlQueueEntry::new(UriStructure::unparsed(Cow::Owned(
                     l.url.as_bytes().to_vec(),
                 )));
@@ -664,6 +694,13 @@ impl CrawlEngine {
                 out.push(Action::Queue {
                     collection: f.collection.clone(),
                     entry: Box::new(e),
+                });
+            }
+            if !ex.nofollow {
+                out.push(Action::Links {
+                    collection: f.collection.clone(),
+                    from: f.url.as_bytes().to_vec(),
+                    links: page_links,
                 });
             }
             if ex.noindex {
@@ -684,6 +721,7 @@ impl CrawlEngine {
             headers: r.headers,
             body: r.body,
             uri_flags: flags,
+            redirected_from: entry.redirects.iter().map(|r| r.from.to_vec()).collect(),
         })));
         out
     }

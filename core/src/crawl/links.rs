@@ -271,7 +271,7 @@ pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
             *slot = t;
         }
     }
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = std::collections::HashMap::new();
     for ((tag, raw), text) in st.raw.into_iter().zip(texts) {
         if out.links.len() >= MAX_LINKS {
             break;
@@ -280,8 +280,18 @@ pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
             continue;
         };
         let s = String::from(u);
-        if seen.insert(s.clone()) {
-            out.links.push(Link { url: s, text, tag });
+        match seen.get(&s) {
+            // Linked again: keep the first, with the first anchor text there is.
+            Some(&i) => {
+                let first: &mut Link = &mut out.links[i];
+                if first.text.is_empty() {
+                    first.text = text;
+                }
+            }
+            None => {
+                seen.insert(s.clone(), out.links.len());
+                out.links.push(Link { url: s, text, tag });
+            }
         }
     }
     for content in &st.meta_robots {
@@ -341,6 +351,9 @@ mod tests {
             ]
         );
         assert_eq!(e.links[0].text, "First link");
+        let twice = ex(r#"<link href="n.html"><a href="n.html">next</a>"#, ALL);
+        assert_eq!(twice.links.len(), 1);
+        assert_eq!(twice.links[0].text, "next");
         assert_eq!(e.links[0].tag, tags::A);
         assert!(!e.noindex && !e.nofollow && e.refresh.is_none());
     }

@@ -9,7 +9,7 @@ pub mod robots;
 
 pub use counters::CrawlCounters;
 pub use engine::{
-    Action, CrawlEngine, Document, EngineOptions, Failure, Fetched, Outcome, Request,
+    Action, CrawlEngine, Document, EngineOptions, Failure, Fetched, Outcome, PageLink, Request,
 };
 
 #[cfg(test)]

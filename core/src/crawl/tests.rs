@@ -132,6 +132,37 @@ fn links_are_queued_with_referrer_and_rules_applied() {
         unreachable!()
     };
     assert_eq!(&entry.referrer.uri[..], b"http://h.example:8080/");
+    let links = acts.iter().find_map(|a| match a {
+        Action::Links { from, links, .. } => Some((from, links)),
+        _ => None,
+    });
+    let (from, links) = links.expect("the page's links for the link store");
+    assert_eq!(from, b"http://h.example:8080/");
+    assert_eq!(
+        links,
+        &[
+            PageLink {
+                url: "http://h.example:8080/a".into(),
+                anchor: "a".into(),
+                intra: true
+            },
+            PageLink {
+                url: "http://h.example:8080/excluded/x".into(),
+                anchor: "x".into(),
+                intra: true
+            },
+            PageLink {
+                url: "ftp://h.example/f".into(),
+                anchor: "f".into(),
+                intra: false
+            },
+            PageLink {
+                url: "http://other.example/".into(),
+                anchor: "o".into(),
+                intra: false
+            }
+        ]
+    );
     let c = e.counters(C).unwrap();
     assert_eq!(c.uri_skip.get(uri_skip::URI), Some(&1));
     assert_eq!(c.uri_skip.get(uri_skip::SCHEME), Some(&1));

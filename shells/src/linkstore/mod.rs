@@ -16,7 +16,6 @@ pub mod framing;
 pub mod query;
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
@@ -273,8 +272,10 @@ pub fn run(args: &LinkstoreArgs) -> Result<(), String> {
         },
     )?;
     // Scripts (and the tests) read the bound address from this line.
-    println!("crawlfleet linkstore listening on {}", running.addr);
-    let _ = std::io::stdout().flush();
+    crate::announce(format_args!(
+        "crawlfleet linkstore listening on {}",
+        running.addr
+    ));
     running
         .join
         .join()
