@@ -17,6 +17,7 @@ use crawlfleet_core::marshal::Value;
 use crawlfleet_core::sched::multinode::SchedError;
 use crawlfleet_core::sched::node::{NodeScheduler, Verdict};
 use crawlfleet_core::sched::show;
+use crawlfleet_core::stats::Stats;
 use crawlfleet_net::fetch::{FetchError, FetchRequest, FetchResult, Fetcher, FetcherOptions};
 use crossbeam_channel::Receiver;
 
@@ -62,6 +63,8 @@ pub struct Crawler {
     epoch: Instant,
     /// The dict each engine configuration was made from.
     dicts: HashMap<Vec<u8>, Value<'static>>,
+    /// The counters as last given to the statistics.
+    fed: HashMap<Vec<u8>, CrawlCounters>,
 }
 
 fn failure(e: FetchError) -> Failure {
@@ -91,6 +94,7 @@ impl Crawler {
             links,
             epoch: Instant::now(),
             dicts: HashMap::new(),
+            fed: HashMap::new(),
         })
     }
 
@@ -272,6 +276,42 @@ impl Crawler {
     pub fn collect_verdicts(&mut self, sm: &mut NodeScheduler) {
         for v in sm.take_verdicts() {
             self.verdict(&v);
+        }
+    }
+
+    /// Adds what the engine counted since the last call to the FSCADM statistics (2.2.4.9
+    /// attribute names), and sets the discrete values (ActiveSites, QueueLength, LastUri is
+    /// not tracked).
+    pub fn feed_stats(&mut self, sm: &mut NodeScheduler, stats: &mut Stats) {
+        let (_, _, sites) = self.engine.load();
+        for (name, cur) in self.engine.all_counters() {
+            if stats.collection(name).is_none() {
+                stats.add_collection(name, unix_now() as i64);
+            }
+            let old = self.fed.entry(name.clone()).or_default();
+            for ((key, now), (_, before)) in cur.continuous().iter().zip(old.continuous()) {
+                if *now != before {
+                    stats.add(name, key, now - before);
+                }
+            }
+            for ((key, now), (_, before)) in cur.histograms().iter().zip(old.histograms()) {
+                for (bucket, n) in now {
+                    let prev = before
+                        .iter()
+                        .find(|(b, _)| b == bucket)
+                        .map_or(0, |(_, v)| *v);
+                    if *n > prev {
+                        stats.hist(name, key, bucket, (*n - prev) as f64);
+                    }
+                }
+            }
+            // The same delta goes to the multinode scheduler with the next CMD_UM_STAT.
+            sm.add_crawl_stats(name, &cur.since(old).to_value());
+            *old = cur.clone();
+            stats.set(name, "ActiveSites", sites as f64);
+            if let Some((q, _)) = sm.queued(name) {
+                stats.set(name, "QueueLength", q as f64);
+            }
         }
     }
 

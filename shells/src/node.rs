@@ -236,11 +236,12 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                 }
                 Event::Timer(SYNC_TIMER) => sm.sync(),
                 Event::Timer(CRAWL_TIMER) => {
-                    if let Some(slot) = &status {
-                        if published.elapsed() >= Duration::from_millis(200) {
+                    if published.elapsed() >= Duration::from_millis(200) {
+                        crawler.feed_stats(&mut sm, admin.stats_mut());
+                        if let Some(slot) = &status {
                             *slot.lock() = crawler.status(&sm);
-                            published = std::time::Instant::now();
                         }
+                        published = std::time::Instant::now();
                     }
                     Ok(())
                 }

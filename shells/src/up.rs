@@ -253,6 +253,7 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
     // Node schedulers reconnect with backoff, but a start without warnings is nicer.
     wait_listening(mn);
     let mut slots: Vec<StatusSlot> = Vec::new();
+    let mut node_admins = Vec::new();
     for i in 1..=args.nodes.max(1) {
         let slot: StatusSlot = Arc::new(Mutex::new(NodeStatus::default()));
         slots.push(slot.clone());
@@ -260,12 +261,16 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
             node_id: Some(format!("node{i}")),
             multinode: Some(mn),
             standalone: false,
-            admin: free_addr()?,
+            admin: {
+                let a = free_addr()?;
+                node_admins.push(a);
+                a
+            },
             data_dir: data_dir.join(format!("node{i}")),
             config: Vec::new(),
             dup_keepalive: 120.0,
             quarantine_interval: 5.0,
-            stats_interval: 60.0,
+            stats_interval: 10.0,
             block_seconds: 1800,
             linkstore: Some(links),
             timers: timers(),
@@ -281,10 +286,13 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         data_dir.display()
     );
     if !args.json {
+        let admins: Vec<String> = node_admins.iter().map(|a| a.to_string()).collect();
         eprintln!(
-            "crawlfleet up: multinode {mn}, {} node schedulers, duplicate server {dup} + replica {replica}; data in {}",
+            "crawlfleet up: multinode {mn}, {} node schedulers, duplicate server {dup} + replica {replica}, link store {links}; data in {}\n\
+             administration (XML-RPC, `crawlfleet admin --server ADDR ...`): multinode {mn_admin}, nodes {}",
             args.nodes.max(1),
-            data_dir.display()
+            data_dir.display(),
+            admins.join(" ")
         );
     }
     let started = Instant::now();

@@ -43,6 +43,7 @@ pub const KNOWN_ATTRIBS: &[&str] = &[
     "link_extraction",
     "ppdup.dupservers",
     "ppdup.replicas",
+    "linkstore.applications",
     "max_sites",
     "max_pending",
     "max_inter_docs",

@@ -149,6 +149,101 @@ impl CrawlCounters {
         .sum()
     }
 
+    /// The continuous counts under their MS-FSCADM 2.2.4.9 names.
+    pub fn continuous(&self) -> [(&'static str, f64); 16] {
+        [
+            ("Processed", self.processed as f64),
+            ("Downloaded", self.downloaded as f64),
+            ("Stored", self.stored as f64),
+            ("Modified", self.modified as f64),
+            ("Unchanged", self.unchanged as f64),
+            ("Deleted", self.deleted as f64),
+            ("ReadNet", self.read_net as f64),
+            ("WriteNet", self.write_net as f64),
+            ("HasLastMod", self.has_last_mod as f64),
+            ("HasETag", self.has_etag as f64),
+            ("DLTime", self.dl_time),
+            ("DocSize", self.doc_size as f64),
+            ("Retries", self.retries as f64),
+            ("HasSitemap", self.has_sitemap as f64),
+            ("LocalFwd", self.local_fwd as f64),
+            ("Local", self.local as f64),
+        ]
+    }
+
+    /// The histograms under their MS-FSCADM 2.2.4.9 names, buckets as strings.
+    pub fn histograms(&self) -> [(&'static str, Vec<(String, u64)>); 4] {
+        [
+            (
+                "HTTPResponse",
+                self.http_response
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), *v))
+                    .collect(),
+            ),
+            (
+                "URISkip",
+                self.uri_skip
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), *v))
+                    .collect(),
+            ),
+            (
+                "DocSkip",
+                self.doc_skip
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), *v))
+                    .collect(),
+            ),
+            (
+                "MimeType",
+                self.mime_type
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect(),
+            ),
+        ]
+    }
+
+    /// What was counted since `old` (an earlier copy of these counters).
+    pub fn since(&self, old: &CrawlCounters) -> CrawlCounters {
+        fn hist<K: Ord + Clone>(
+            now: &BTreeMap<K, u64>,
+            old: &BTreeMap<K, u64>,
+        ) -> BTreeMap<K, u64> {
+            now.iter()
+                .filter_map(|(k, v)| {
+                    let d = v.saturating_sub(old.get(k).copied().unwrap_or(0));
+                    (d > 0).then(|| (k.clone(), d))
+                })
+                .collect()
+        }
+        CrawlCounters {
+            processed: self.processed.saturating_sub(old.processed),
+            downloaded: self.downloaded.saturating_sub(old.downloaded),
+            stored: self.stored.saturating_sub(old.stored),
+            modified: self.modified.saturating_sub(old.modified),
+            unchanged: self.unchanged.saturating_sub(old.unchanged),
+            deleted: self.deleted.saturating_sub(old.deleted),
+            read_net: self.read_net.saturating_sub(old.read_net),
+            write_net: self.write_net.saturating_sub(old.write_net),
+            has_last_mod: self.has_last_mod.saturating_sub(old.has_last_mod),
+            has_etag: self.has_etag.saturating_sub(old.has_etag),
+            dl_time: (self.dl_time - old.dl_time).max(0.0),
+            doc_size: self.doc_size.saturating_sub(old.doc_size),
+            doc_size_max: self.doc_size_max,
+            retries: self.retries.saturating_sub(old.retries),
+            has_sitemap: self.has_sitemap.saturating_sub(old.has_sitemap),
+            local_fwd: self.local_fwd.saturating_sub(old.local_fwd),
+            local: self.local.saturating_sub(old.local),
+            redirects: self.redirects.saturating_sub(old.redirects),
+            http_response: hist(&self.http_response, &old.http_response),
+            uri_skip: hist(&self.uri_skip, &old.uri_skip),
+            doc_skip: hist(&self.doc_skip, &old.doc_skip),
+            mime_type: hist(&self.mime_type, &old.mime_type),
+        }
+    }
+
     /// Adds `other` into `self`.
     pub fn merge(&mut self, other: &CrawlCounters) {
         self.processed += other.processed;

@@ -170,6 +170,8 @@ struct Collection {
     pending_adds: HashMap<Vec<u8>, Checksum>,
     /// URIs queued in this refresh cycle.
     seen: SeenSet,
+    /// Statistics the crawl engine counted since the last CMD_UM_STAT (FSCADM names).
+    crawl_delta: Value<'static>,
     counters: NodeCounters,
     sent: NodeCounters,
 }
@@ -329,6 +331,7 @@ impl NodeScheduler {
             checksums: HashMap::new(),
             pending_adds: HashMap::new(),
             seen: SeenSet::open(&dir.join("seen"))?,
+            crawl_delta: Value::Dict(Vec::new()),
             counters: NodeCounters::default(),
             sent: NodeCounters::default(),
         })
@@ -1573,9 +1576,12 @@ impl NodeScheduler {
                 uris_seen: cur.uris_seen - s.uris_seen,
             };
             c.sent = cur;
+            let mut stats = delta.to_value();
+            let crawl = std::mem::replace(&mut c.crawl_delta, Value::Dict(Vec::new()));
+            super::multinode::merge_stats(&mut stats, &crawl);
             msgs.push(Message::CmdUmStat(Stat {
                 collection: owned(name),
-                stats: delta.to_value(),
+                stats,
             }));
         }
         for m in msgs {

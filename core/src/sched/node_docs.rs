@@ -53,6 +53,14 @@ impl NodeScheduler {
         })
     }
 
+    /// Adds statistics the crawl engine counted (a dict of FSCADM 2.2.4.9 names) to the next
+    /// CMD_UM_STAT of the collection (3.1.6 Statistics timer).
+    pub fn add_crawl_stats(&mut self, name: &[u8], delta: &crate::marshal::Value<'_>) {
+        if let Some(c) = self.collections.get_mut(name) {
+            crate::sched::multinode::merge_stats(&mut c.crawl_delta, delta);
+        }
+    }
+
     /// Verdicts that arrived from duplicate servers since the last call.
     pub fn take_verdicts(&mut self) -> Vec<Verdict> {
         std::mem::take(&mut self.verdicts)
