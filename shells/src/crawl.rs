@@ -189,6 +189,14 @@ impl Crawler {
                 warn!("the fetcher refused requests: {e}");
             }
         }
+        self.finish_entries(sm)
+    }
+
+    /// Tells the scheduler which entries the engine finished (their in-flight journal records).
+    fn finish_entries(&mut self, sm: &mut NodeScheduler) -> Result<(), SchedError> {
+        for (name, seq) in self.engine.take_done() {
+            sm.entry_done(&name, seq)?;
+        }
         Ok(())
     }
 
@@ -259,7 +267,7 @@ impl Crawler {
         for v in sm.take_verdicts() {
             self.verdict(&v);
         }
-        Ok(())
+        self.finish_entries(sm)
     }
 
     /// Counts a duplicate-check answer: stored, or skipped as a duplicate (`cs`).

@@ -194,7 +194,8 @@ pub enum Action {
 
 struct Site {
     ip: String,
-    queue: VecDeque<Vec<u8>>,
+    /// (in-flight sequence number, record).
+    queue: VecDeque<(u64, Vec<u8>)>,
     in_flight: u32,
     /// Earliest start of the next request (engine clock, seconds).
     next_at: f64,
@@ -206,7 +207,7 @@ struct Flight {
     collection: Vec<u8>,
     site: String,
     /// None: the site's robots.txt.
-    record: Option<Vec<u8>>,
+    record: Option<(u64, Vec<u8>)>,
     url: String,
 }
 
@@ -222,6 +223,8 @@ pub struct CrawlEngine {
     robots: RobotsCache,
     next_id: u64,
     queued: usize,
+    /// Entries finished since the last [`CrawlEngine::take_done`].
+    done: Vec<(Vec<u8>, u64)>,
 }
 
 fn site_of(uri: &[u8]) -> Option<String> {
@@ -275,6 +278,7 @@ impl CrawlEngine {
             flights: HashMap::new(),
             next_id: 1,
             queued: 0,
+            done: Vec::new(),
         }
     }
 
@@ -302,6 +306,8 @@ impl CrawlEngine {
         for k in keys {
             if let Some(s) = self.sites.remove(&k) {
                 self.queued -= s.queue.len();
+                self.done
+                    .extend(s.queue.into_iter().map(|(seq, _)| (k.0.clone(), seq)));
             }
             out.push(Action::SiteDone {
                 collection: k.0,
@@ -331,6 +337,12 @@ impl CrawlEngine {
         self.opts.max_queued.saturating_sub(self.queued)
     }
 
+    /// The entries finished (crawled or skipped) since the last call, by collection and
+    /// in-flight sequence number ([`Ready::seq`]).
+    pub fn take_done(&mut self) -> Vec<(Vec<u8>, u64)> {
+        std::mem::take(&mut self.done)
+    }
+
     /// Entries held, requests open, active sites.
     pub fn load(&self) -> (usize, usize, usize) {
         (self.queued, self.flights.len(), self.sites.len())
@@ -353,7 +365,7 @@ impl CrawlEngine {
             idle_since: None,
         });
         site.ip = r.ip;
-        site.queue.push_back(r.record);
+        site.queue.push_back((r.seq, r.record));
         site.idle_since = None;
         self.queued += 1;
     }
@@ -420,7 +432,7 @@ impl CrawlEngine {
                     let scheme = site
                         .queue
                         .front()
-                        .and_then(|r| parse_record(r).ok())
+                        .and_then(|(_, r)| parse_record(r).ok())
                         .map(|(e, _)| {
                             if e.uri.uri.starts_with(b"https:") {
                                 "https"
@@ -448,31 +460,36 @@ impl CrawlEngine {
                     reqs.push(req);
                     break;
                 }
-                let rec = site.queue.pop_front().expect("not empty");
+                let (seq, rec) = site.queue.pop_front().expect("not empty");
                 self.queued -= 1;
                 let counters = self.counters.entry(key.0.clone()).or_default();
                 let Ok((entry, _)) = parse_record(&rec) else {
                     counters.skip_doc(doc_skip::OTHER);
+                    self.done.push((key.0.clone(), seq));
                     continue;
                 };
                 let uri = String::from_utf8_lossy(&entry.uri.uri).into_owned();
+                let mut skip = None;
                 if entry.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
-                    if let Some(code) = rule_skip(&cfg, &uri) {
-                        counters.skip_uri(code);
-                        continue;
-                    }
+                    skip = rule_skip(&cfg, &uri);
                 }
-                if cfg.robots
+                if skip.is_none()
+                    && cfg.robots
                     && !self
                         .robots
                         .get(&key.1, now)
                         .is_none_or(|r: &Rules| r.allowed(&uri))
                 {
-                    counters.skip_uri(uri_skip::ROBOTS);
+                    skip = Some(uri_skip::ROBOTS);
+                }
+                if let Some(code) = skip {
+                    counters.skip_uri(code);
+                    self.done.push((key.0.clone(), seq));
                     continue;
                 }
                 let Some(req) = self.new_request(&cfg, &uri, &ip) else {
                     self.counters_mut(&key.0).skip_uri(uri_skip::SCHEME);
+                    self.done.push((key.0.clone(), seq));
                     continue;
                 };
                 self.counters_mut(&key.0).processed += 1;
@@ -483,7 +500,7 @@ impl CrawlEngine {
                     Flight {
                         collection: key.0.clone(),
                         site: key.1.clone(),
-                        record: Some(rec),
+                        record: Some((seq, rec)),
                         url: uri,
                     },
                 );
@@ -535,6 +552,8 @@ impl CrawlEngine {
             self.robots.insert(&f.site, rules, now);
             return Vec::new();
         };
+        let (seq, rec) = rec;
+        self.done.push((f.collection.clone(), seq));
         let Ok((entry, _)) = parse_record(&rec) else {
             return Vec::new();
         };

@@ -31,6 +31,7 @@ fn ready(uri: &str) -> Ready {
         site: crate::routing::crawl_site(uri.as_bytes()).unwrap(),
         ip: "127.0.0.9".into(),
         record: record(&start_uri_entry(uri.as_bytes()), false),
+        seq: 7,
     }
 }
 
@@ -79,6 +80,11 @@ fn robots_first_then_disallowed_entries_are_skipped() {
     let c = e.counters(C).unwrap();
     assert_eq!(c.uri_skip.get(uri_skip::ROBOTS), Some(&1));
     assert_eq!(c.processed, 1);
+    // The skipped entry is finished; the fetched one when its outcome arrives.
+    assert_eq!(e.take_done(), [(C.to_vec(), 7)]);
+    e.complete(ok(reqs[0].id, 200, "text/html", "x"), 0.0);
+    assert_eq!(e.take_done(), [(C.to_vec(), 7)]);
+    assert!(e.take_done().is_empty());
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 pub mod collections;
 pub mod dns;
+pub mod inflight;
 pub mod multinode;
 pub mod node;
 pub mod seen;

@@ -30,6 +30,7 @@ use log::{debug, error, info, warn};
 
 use super::collections::{meta, CollectionDirs, StoreError};
 use super::dns::{DnsCache, DnsEntry};
+use super::inflight::Inflight;
 use super::multinode::SchedError;
 use super::seen::SeenSet;
 use super::{parse_record, record, show, start_uri_entry, start_uris, Outbox};
@@ -136,6 +137,9 @@ pub struct Ready {
     pub ip: String,
     /// The queue record ([`super::parse_record`] gives the entry).
     pub record: Vec<u8>,
+    /// Its number in the collection's in-flight journal: hand it to
+    /// [`NodeScheduler::entry_done`] when the entry is finished.
+    pub seq: u64,
 }
 
 /// A site waiting for its address or for permission.
@@ -143,7 +147,8 @@ pub struct Ready {
 struct Waiting {
     host: String,
     ip: Option<String>,
-    records: Vec<Vec<u8>>,
+    /// (in-flight sequence number, record).
+    records: Vec<(u64, Vec<u8>)>,
 }
 
 struct Collection {
@@ -170,6 +175,8 @@ struct Collection {
     pending_adds: HashMap<Vec<u8>, Checksum>,
     /// URIs queued in this refresh cycle.
     seen: SeenSet,
+    /// Entries taken from the queues and not finished.
+    inflight: Inflight,
     /// Statistics the crawl engine counted since the last CMD_UM_STAT (FSCADM names).
     crawl_delta: Value<'static>,
     counters: NodeCounters,
@@ -314,13 +321,28 @@ impl NodeScheduler {
             segment_bytes: self.opts.queue_segment_bytes,
             sync: SyncPolicy::Manual,
         };
+        let mut queue = CrawlQueue::open(&dir.join("queue"), qo())?;
+        // What the last run had taken and not finished goes back to the front of the queue.
+        let (mut inflight, pending) = Inflight::open(&dir.join("inflight"))?;
+        if !pending.is_empty() {
+            for r in pending.iter().rev() {
+                queue.push_front(r)?;
+            }
+            queue.sync()?;
+            info!(
+                "collection {}: {} entries taken and not finished before the restart are queued again",
+                show(name),
+                pending.len()
+            );
+        }
+        inflight.reset()?;
         Ok(Collection {
             dict,
             state: conf_state::ACTIVE,
             feeding_all_suspended: false,
             feeding_suspended: BTreeSet::new(),
             refresh_cycle: 0,
-            queue: CrawlQueue::open(&dir.join("queue"), qo())?,
+            queue,
             quarantine_queue: CrawlQueue::open(&dir.join("quarantine"), qo())?,
             quarantine: HashMap::new(),
             blocked: HashMap::new(),
@@ -331,6 +353,7 @@ impl NodeScheduler {
             checksums: HashMap::new(),
             pending_adds: HashMap::new(),
             seen: SeenSet::open(&dir.join("seen"))?,
+            inflight,
             crawl_delta: Value::Dict(Vec::new()),
             counters: NodeCounters::default(),
             sent: NodeCounters::default(),
@@ -993,8 +1016,14 @@ impl NodeScheduler {
         if options & refresh_options::TRUNCATE_AND_RESTART != 0 {
             c.queue.clear()?;
             c.quarantine_queue.clear()?;
-            c.ready.clear();
-            c.waiting.clear();
+            for r in c.ready.drain(..) {
+                c.inflight.done(r.seq)?;
+            }
+            for (_, w) in c.waiting.drain() {
+                for (seq, _) in w.records {
+                    c.inflight.done(seq)?;
+                }
+            }
         }
         c.refresh_cycle += 1;
         c.seen.clear()?;
@@ -1037,7 +1066,7 @@ impl NodeScheduler {
         let Some(c) = self.collections.get_mut(name) else {
             return Ok(());
         };
-        let mut records: Vec<Vec<u8>> = Vec::new();
+        let mut records: Vec<(u64, Vec<u8>)> = Vec::new();
         let waiting: Vec<String> = c.waiting.keys().filter(|s| which(s)).cloned().collect();
         for s in waiting {
             if let Some(w) = c.waiting.remove(&s) {
@@ -1047,7 +1076,7 @@ impl NodeScheduler {
         let mut kept = VecDeque::new();
         for r in c.ready.drain(..) {
             if which(&r.site) {
-                records.push(r.record);
+                records.push((r.seq, r.record));
             } else {
                 kept.push_back(r);
             }
@@ -1055,13 +1084,16 @@ impl NodeScheduler {
         c.ready = kept;
         let stopped: Vec<String> = c.active.keys().filter(|s| which(s)).cloned().collect();
         if front {
-            for r in records.iter().rev() {
+            for (_, r) in records.iter().rev() {
                 c.queue.push_front(r)?;
             }
         } else {
-            for r in &records {
+            for (_, r) in &records {
                 c.queue.push_back(r)?;
             }
+        }
+        for (seq, _) in &records {
+            c.inflight.done(*seq)?;
         }
         for s in stopped {
             self.release_site(name, &s);
@@ -1133,17 +1165,27 @@ impl NodeScheduler {
                 }
             }
         }
+        let mut finished = Vec::new();
         c.ready.retain(|r| {
             let m = matches(&r.record);
             dropped += u64::from(m);
+            if m {
+                finished.push(r.seq);
+            }
             !m
         });
         for w in c.waiting.values_mut() {
-            w.records.retain(|r| {
+            w.records.retain(|(seq, r)| {
                 let m = matches(r);
                 dropped += u64::from(m);
+                if m {
+                    finished.push(*seq);
+                }
                 !m
             });
+        }
+        for seq in finished {
+            c.inflight.done(seq)?;
         }
         c.counters.uris_dropped += dropped;
         // Documents of the deleted URIs no longer own their checksums.
@@ -1252,6 +1294,8 @@ impl NodeScheduler {
                     c.counters.uris_quarantined += 1;
                     continue;
                 }
+                // From here the entry lives in memory: journaled until it is finished.
+                let seq = c.inflight.add(&rec)?;
                 if let Some(ip) = c.active.get(&site) {
                     let ip = ip.clone();
                     c.ready.push_back(Ready {
@@ -1259,11 +1303,12 @@ impl NodeScheduler {
                         site,
                         ip,
                         record: rec,
+                        seq,
                     });
                     continue;
                 }
                 if let Some(w) = c.waiting.get_mut(&site) {
-                    w.records.push(rec);
+                    w.records.push((seq, rec));
                     continue;
                 }
                 let host = site_host(&site).to_string();
@@ -1272,7 +1317,7 @@ impl NodeScheduler {
                     Waiting {
                         host: host.clone(),
                         ip: None,
-                        records: vec![rec],
+                        records: vec![(seq, rec)],
                     },
                 );
                 self.resolve_site(&name, &site, &host, now)?;
@@ -1338,6 +1383,11 @@ impl NodeScheduler {
         if let Some(c) = self.collections.get_mut(name) {
             if let Some(w) = c.waiting.remove(site) {
                 c.counters.uris_dropped += w.records.len() as u64;
+                for (seq, _) in &w.records {
+                    if let Err(e) = c.inflight.done(*seq) {
+                        warn!("collection {}: {e}", show(name));
+                    }
+                }
                 warn!(
                     "collection {}: site {site}: {why}; {} entries dropped",
                     show(name),
@@ -1437,8 +1487,11 @@ impl NodeScheduler {
             c.blocked
                 .insert(site.to_string(), now.saturating_add(block));
             c.counters.sites_blocked += 1;
-            for r in w.records.iter().rev() {
+            for (_, r) in w.records.iter().rev() {
                 c.queue.push_front(r)?;
+            }
+            for (seq, _) in &w.records {
+                c.inflight.done(*seq)?;
             }
             info!(
                 "collection {}: site {site} ({ip}) blocked for {block} s ({})",
@@ -1453,12 +1506,13 @@ impl NodeScheduler {
         }
         c.active.insert(site.to_string(), ip.to_string());
         c.counters.sites_started += 1;
-        for r in w.records {
+        for (seq, r) in w.records {
             c.ready.push_back(Ready {
                 collection: name.to_vec(),
                 site: site.to_string(),
                 ip: ip.to_string(),
                 record: r,
+                seq,
             });
         }
         Ok(())
@@ -1607,6 +1661,7 @@ impl NodeScheduler {
             c.queue.sync()?;
             c.quarantine_queue.sync()?;
             c.seen.sync()?;
+            c.inflight.sync()?;
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 use crate::msg::Checksum;
 
 use super::NodeScheduler;
+use crate::sched::multinode::SchedError;
 
 /// The answer to a duplicate check.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +67,15 @@ impl NodeScheduler {
         std::mem::take(&mut self.verdicts)
     }
 
+    /// The crawl engine finished the entry `seq` of [`super::Ready`] (crawled or skipped): it
+    /// no longer comes back after a restart.
+    pub fn entry_done(&mut self, name: &[u8], seq: u64) -> Result<(), SchedError> {
+        if let Some(c) = self.collections.get_mut(name) {
+            c.inflight.done(seq)?;
+        }
+        Ok(())
+    }
+
     /// True when the collection's crawl queues and the site manager hold nothing.
     pub fn is_drained(&self, name: &[u8]) -> bool {
         self.collections.get(name).is_none_or(|c| {
@@ -73,6 +83,7 @@ impl NodeScheduler {
                 && c.ready.is_empty()
                 && c.waiting.values().all(|w| w.records.is_empty())
                 && c.pending_adds.is_empty()
+                && c.inflight.is_empty()
         })
     }
 }

@@ -1,0 +1,243 @@
+//! Crawl queue entries a node scheduler has taken from its queue and not finished: the site
+//! manager's ready and waiting entries and the crawl engine's, which live in memory. Each is
+//! journaled when taken (`+`) and when finished (`-`); a restart puts what was taken and not
+//! finished back at the front of the crawl queue, so a SIGKILL loses no entry. An entry whose
+//! `-` was not synced before the kill is crawled again: the re-fetch window is the sync
+//! interval (100 ms by default).
+//!
+//! Records: `+` seq (u64 LE) len (u32 LE) entry bytes, or `-` seq. A torn last record is
+//! ignored. The file is rewritten with only the outstanding entries when it grows past
+//! [`COMPACT_BYTES`].
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use super::collections::StoreError;
+
+/// Journal size that triggers a rewrite.
+pub const COMPACT_BYTES: u64 = 32 << 20;
+
+/// The journal of one collection.
+pub struct Inflight {
+    path: PathBuf,
+    file: BufWriter<File>,
+    outstanding: BTreeMap<u64, Vec<u8>>,
+    next: u64,
+    written: u64,
+    dirty: bool,
+}
+
+fn err(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    }
+}
+
+fn replay(bytes: &[u8]) -> BTreeMap<u64, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut i = 0;
+    while i + 9 <= bytes.len() {
+        let seq = u64::from_le_bytes(bytes[i + 1..i + 9].try_into().expect("8 bytes"));
+        match bytes[i] {
+            b'+' => {
+                let Some(len) = bytes.get(i + 9..i + 13) else {
+                    break;
+                };
+                let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+                let Some(rec) = bytes.get(i + 13..i + 13 + len) else {
+                    break;
+                };
+                out.insert(seq, rec.to_vec());
+                i += 13 + len;
+            }
+            b'-' => {
+                out.remove(&seq);
+                i += 9;
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
+impl Inflight {
+    /// Opens the journal at `path` and returns the entries taken and not finished by the last
+    /// run, oldest first. The caller puts them back in its queue, syncs it, then calls
+    /// [`Inflight::reset`].
+    pub fn open(path: &Path) -> Result<(Inflight, Vec<Vec<u8>>), StoreError> {
+        let mut bytes = Vec::new();
+        if let Ok(mut f) = File::open(path) {
+            f.read_to_end(&mut bytes).map_err(|e| err(path, e))?;
+        }
+        let pending: Vec<Vec<u8>> = replay(&bytes).into_values().collect();
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| err(path, e))?;
+        Ok((
+            Inflight {
+                path: path.to_path_buf(),
+                file: BufWriter::with_capacity(256 << 10, file),
+                outstanding: BTreeMap::new(),
+                next: 1,
+                written: bytes.len() as u64,
+                dirty: false,
+            },
+            pending,
+        ))
+    }
+
+    /// Forgets the last run's entries (they are back in the queue).
+    pub fn reset(&mut self) -> Result<(), StoreError> {
+        self.rewrite()
+    }
+
+    /// Journals an entry taken from the queue; returns its sequence number.
+    pub fn add(&mut self, rec: &[u8]) -> Result<u64, StoreError> {
+        let seq = self.next;
+        self.next += 1;
+        let len = u32::try_from(rec.len()).map_err(|_| StoreError {
+            path: self.path.clone(),
+            error: "entry over 4 GiB".into(),
+        })?;
+        let w = &mut self.file;
+        let r = w
+            .write_all(b"+")
+            .and_then(|()| w.write_all(&seq.to_le_bytes()))
+            .and_then(|()| w.write_all(&len.to_le_bytes()))
+            .and_then(|()| w.write_all(rec));
+        r.map_err(|e| err(&self.path, e))?;
+        self.written += 13 + rec.len() as u64;
+        self.outstanding.insert(seq, rec.to_vec());
+        self.dirty = true;
+        Ok(seq)
+    }
+
+    /// Journals that entry `seq` is finished (crawled, skipped, or back in a queue).
+    pub fn done(&mut self, seq: u64) -> Result<(), StoreError> {
+        if self.outstanding.remove(&seq).is_none() {
+            return Ok(());
+        }
+        let w = &mut self.file;
+        w.write_all(b"-")
+            .and_then(|()| w.write_all(&seq.to_le_bytes()))
+            .map_err(|e| err(&self.path, e))?;
+        self.written += 9;
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Entries taken and not finished.
+    pub fn len(&self) -> usize {
+        self.outstanding.len()
+    }
+
+    /// True when every entry taken is finished.
+    pub fn is_empty(&self) -> bool {
+        self.outstanding.is_empty()
+    }
+
+    /// Makes the journal durable; rewrites it when it has grown large.
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        if self.written > COMPACT_BYTES {
+            return self.rewrite();
+        }
+        if !self.dirty {
+            return Ok(());
+        }
+        self.file.flush().map_err(|e| err(&self.path, e))?;
+        self.file
+            .get_ref()
+            .sync_data()
+            .map_err(|e| err(&self.path, e))?;
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Writes only the outstanding entries to a new file and renames it over the journal.
+    fn rewrite(&mut self) -> Result<(), StoreError> {
+        let tmp = self.path.with_extension("new");
+        let mut buf = Vec::new();
+        for (seq, rec) in &self.outstanding {
+            buf.push(b'+');
+            buf.extend_from_slice(&seq.to_le_bytes());
+            buf.extend_from_slice(&(rec.len() as u32).to_le_bytes());
+            buf.extend_from_slice(rec);
+        }
+        let mut f = File::create(&tmp).map_err(|e| err(&tmp, e))?;
+        f.write_all(&buf).map_err(|e| err(&tmp, e))?;
+        f.sync_data().map_err(|e| err(&tmp, e))?;
+        fs::rename(&tmp, &self.path).map_err(|e| err(&self.path, e))?;
+        if let Some(dir) = self.path.parent() {
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| err(&self.path, e))?;
+        self.file = BufWriter::with_capacity(256 << 10, file);
+        self.written = buf.len() as u64;
+        self.dirty = false;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unfinished_entries_come_back_and_finished_ones_do_not() {
+        let dir = std::env::temp_dir().join(format!("cf-inflight-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("inflight");
+        let (mut j, pending) = Inflight::open(&p).unwrap();
+        assert!(pending.is_empty());
+        let a = j.add(b"a").unwrap();
+        let _b = j.add(b"bb").unwrap();
+        let c = j.add(b"ccc").unwrap();
+        j.done(a).unwrap();
+        j.sync().unwrap();
+        j.done(c).unwrap(); // not synced: may or may not survive; here the drop flushes it
+        drop(j);
+        let mut bytes = fs::read(&p).unwrap();
+        bytes.extend_from_slice(b"+\x09\0\0"); // a torn record
+        fs::write(&p, &bytes).unwrap();
+        let (mut j, pending) = Inflight::open(&p).unwrap();
+        assert_eq!(pending, vec![b"bb".to_vec()]);
+        j.reset().unwrap();
+        drop(j);
+        let (_, pending) = Inflight::open(&p).unwrap();
+        assert!(pending.is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_rewrite_keeps_only_the_outstanding() {
+        let dir = std::env::temp_dir().join(format!("cf-inflight2-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("inflight");
+        let (mut j, _) = Inflight::open(&p).unwrap();
+        let keep = j.add(b"keep").unwrap();
+        for _ in 0..1000 {
+            let s = j.add(&[7u8; 100]).unwrap();
+            j.done(s).unwrap();
+        }
+        j.rewrite().unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().len(), 13 + 4);
+        j.done(keep).unwrap();
+        j.sync().unwrap();
+        drop(j);
+        let (_, pending) = Inflight::open(&p).unwrap();
+        assert!(pending.is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
