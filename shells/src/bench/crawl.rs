@@ -39,10 +39,11 @@ fn err(what: &str) -> impl Fn(std::io::Error) -> BenchError + '_ {
     move |e| BenchError(format!("{what}: {e}"))
 }
 
-/// The work directory and the nginx serving it; stopping nginx and removing the directory when
-/// dropped.
+/// The work directory, the web's directory and the nginx serving it; stopping nginx and
+/// removing both directories when dropped.
 struct Workdir {
     dir: PathBuf,
+    web_dir: PathBuf,
     nginx: Option<Child>,
 }
 
@@ -75,6 +76,7 @@ impl Workdir {
 impl Drop for Workdir {
     fn drop(&mut self) {
         self.stop_nginx();
+        let _ = fs::remove_dir_all(&self.web_dir);
         let _ = fs::remove_dir_all(&self.dir);
     }
 }
@@ -332,10 +334,26 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
              virtualenv), or --skip-scrapy",
         )?;
     }
-    let dir = std::env::temp_dir().join(format!("crawlfleet-bench-crawl-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).map_err(err("the work directory"))?;
-    let mut work = Workdir { dir, nginx: None };
+    let name = format!("crawlfleet-bench-crawl-{}", std::process::id());
+    let dir = std::env::temp_dir().join(&name);
+    // The web's tree (a file per page) goes to memory where there is a tmpfs: writing and
+    // removing 100,000 files on a disk mounted with `discard` takes minutes. The cluster's
+    // data stays on disk, where `crawlfleet up` keeps it.
+    let shm = Path::new("/dev/shm");
+    let web_dir = if shm.is_dir() {
+        shm.join(&name)
+    } else {
+        dir.join("web")
+    };
+    for d in [&dir, &web_dir] {
+        let _ = fs::remove_dir_all(d);
+        fs::create_dir_all(d).map_err(err("the work directory"))?;
+    }
+    let mut work = Workdir {
+        dir,
+        web_dir: web_dir.clone(),
+        nginx: None,
+    };
     let port = crate::synthweb::free_port(args.base);
     let web = Arc::new(SyntheticWeb::generate(&spec, args.base, port));
     let hosts = web.hosts();
@@ -349,7 +367,6 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
             spec.hosts, spec.pages
         ),
     );
-    let web_dir = work.dir.join("web");
     let conf = web.write_nginx(&web_dir).map_err(err("writing the web"))?;
     start_nginx(&mut work, &conf, &web_dir, host0)?;
     let ip0 = match host0.ip() {
