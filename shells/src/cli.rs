@@ -384,6 +384,45 @@ pub enum BenchCommand {
     Queue(BenchQueueArgs),
     /// Link lines per second a link store child process ingests and acknowledges.
     Links(BenchLinksArgs),
+    /// Pages per second a whole cluster crawls from a plain synthetic web served by nginx,
+    /// against wrk's requests per second and Scrapy's pages per second on the same pages.
+    Crawl(BenchCrawlArgs),
+}
+
+/// Arguments of `crawlfleet bench crawl`.
+#[derive(Debug, Args)]
+pub struct BenchCrawlArgs {
+    /// The plain synthetic web: HOSTS:PAGES.
+    #[arg(long, default_value = "50:2000")]
+    pub web: String,
+    /// First address of the web's hosts.
+    #[arg(long, default_value = "127.77.0.1")]
+    pub base: std::net::Ipv4Addr,
+    /// Node schedulers.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Concurrent requests per site (max_pending), for crawlfleet and Scrapy alike.
+    #[arg(long, default_value_t = 8)]
+    pub connections: u32,
+    /// Seconds of wrk, and the most Scrapy runs.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Give up on crawlfleet's crawl after this many seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// The Python that has scrapy installed.
+    #[arg(long, default_value = "python3")]
+    pub python: PathBuf,
+    /// No Scrapy run.
+    #[arg(long)]
+    pub skip_scrapy: bool,
+    /// No wrk run.
+    #[arg(long)]
+    pub skip_wrk: bool,
+    /// Print one JSON object (rate, wrk_rate, scrapy_rate, pages, ratio_scrapy, ratio_wrk,
+    /// complete, ...).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `crawlfleet bench links`.

@@ -102,6 +102,9 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Bench(cli::BenchCommand::Links(args)) => bench::links::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
+        cli::Command::Bench(cli::BenchCommand::Crawl(args)) => bench::crawl::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string()),
         cli::Command::Linkstore(args) => linkstore::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Links(args) => linkstore::query::run(&args).map(|()| ExitCode::SUCCESS),
     };

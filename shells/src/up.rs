@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,15 +32,24 @@ fn free_addr() -> Result<SocketAddr, String> {
         .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
 }
 
+/// Set once a cluster is detached: a role that stops after that has nothing to tell.
+type Detached = Arc<AtomicBool>;
+
 fn spawn_role(
     name: &str,
+    detached: &Detached,
     f: impl FnOnce() -> Result<(), String> + Send + 'static,
 ) -> Result<(), String> {
     let label = name.to_string();
+    let detached = detached.clone();
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || {
             if let Err(e) = f() {
+                if detached.load(Ordering::Acquire) {
+                    log::debug!("{label} stopped after the cluster was detached: {e}");
+                    return;
+                }
                 log::error!("{label} stopped: {e}");
                 eprintln!("crawlfleet up: {label} stopped: {e}");
                 std::process::exit(1);
@@ -114,9 +123,45 @@ fn with_dupservers(
 
 /// The per-collection summary of a run.
 #[derive(Clone, Debug, Default)]
-struct Summary {
-    counters: CrawlCounters,
-    queued: u64,
+pub struct Summary {
+    /// The counters of every node, merged.
+    pub counters: CrawlCounters,
+    /// Entries left in the nodes' crawl queues.
+    pub queued: u64,
+}
+
+/// What a cluster crawled: per collection, and the seconds from the start of the cluster to
+/// the moment its crawl went quiet.
+#[derive(Clone, Debug, Default)]
+pub struct RunSummary {
+    /// By collection name.
+    pub collections: BTreeMap<String, Summary>,
+    /// Seconds the crawl took.
+    pub elapsed: f64,
+}
+
+impl RunSummary {
+    /// Pages fetched (robots.txt excluded), all collections.
+    pub fn pages_fetched(&self) -> u64 {
+        self.collections
+            .values()
+            .map(|s| s.counters.processed)
+            .sum()
+    }
+
+    /// Pages fetched per second of the run.
+    pub fn pages_per_second(&self) -> f64 {
+        if self.elapsed > 0.0 {
+            self.pages_fetched() as f64 / self.elapsed
+        } else {
+            0.0
+        }
+    }
+
+    /// Prints the summary as `crawlfleet up --until-idle` does: a table, or one JSON object.
+    pub fn print(&self, json: bool) {
+        print_summary(&self.collections, self.elapsed, json);
+    }
 }
 
 fn summarize(slots: &[StatusSlot]) -> BTreeMap<String, Summary> {
@@ -139,6 +184,254 @@ fn all_drained(slots: &[StatusSlot], since: Instant) -> bool {
     })
 }
 
+/// A collection for [`Cluster::start`]: its configuration XML, attributes set over every
+/// collection in it, and where it came from (a file name, for error messages; may be empty).
+#[derive(Clone, Debug)]
+pub struct CollectionSource {
+    /// Where the XML came from.
+    pub origin: String,
+    /// The configuration (docs/collection-config.md).
+    pub xml: String,
+    /// Attributes that replace the XML's.
+    pub overrides: Vec<(&'static str, Value<'static>)>,
+}
+
+/// How [`Cluster::watch`] runs.
+#[derive(Clone, Copy, Debug)]
+pub struct WatchOptions {
+    /// Return when every collection is crawled; otherwise watch forever.
+    pub until_idle: bool,
+    /// Seconds with nothing queued, fetching or moving before the crawl counts as done.
+    pub idle_seconds: f64,
+    /// Give up after this many seconds; 0 waits forever.
+    pub timeout: f64,
+}
+
+/// A duplicate server, its replica, a multinode scheduler and node schedulers, each on its own
+/// threads and loopback sockets in this process. The roles run until the process ends.
+pub struct Cluster {
+    /// The multinode scheduler's node address.
+    pub multinode: SocketAddr,
+    /// The multinode scheduler's administrative address.
+    pub multinode_admin: SocketAddr,
+    /// The duplicate server.
+    pub dupserver: SocketAddr,
+    /// The duplicate server's replica.
+    pub replica: SocketAddr,
+    /// The link store receiving the nodes' link data.
+    pub linkstore: SocketAddr,
+    /// The node schedulers' administrative addresses.
+    pub node_admins: Vec<SocketAddr>,
+    /// Node schedulers started.
+    pub nodes: usize,
+    slots: Vec<StatusSlot>,
+    mn_queued: Arc<AtomicU64>,
+    detached: Detached,
+    started: Instant,
+}
+
+impl Cluster {
+    /// Starts the roles with their data under `data_dir` (one sub-directory each) and the
+    /// collections of `sources`; a collection naming no duplicate servers gets the cluster's.
+    pub fn start(
+        data_dir: &Path,
+        nodes: usize,
+        sources: &[CollectionSource],
+    ) -> Result<Cluster, String> {
+        std::fs::create_dir_all(data_dir)
+            .map_err(|e| format!("data dir {} is unusable: {e}", data_dir.display()))?;
+        let dup = free_addr()?;
+        let replica = free_addr()?;
+        let mn = free_addr()?;
+        let mn_admin = free_addr()?;
+        let mut configs: Vec<PathBuf> = Vec::new();
+        for (i, src) in sources.iter().enumerate() {
+            let prefix = data_dir.join(if src.origin.is_empty() {
+                "synthetic".to_string()
+            } else {
+                format!("config{i}")
+            });
+            let written = with_dupservers(&src.xml, dup, replica, &prefix, &src.overrides)
+                .map_err(|e| match src.origin.as_str() {
+                    "" => e,
+                    o => format!("{o}: {e}"),
+                })?;
+            configs.extend(written);
+        }
+        if configs.is_empty() {
+            return Err(
+                "nothing to crawl: give --config FILE.xml or --synthetic-web HOSTS:PAGES".into(),
+            );
+        }
+        let detached: Detached = Arc::new(AtomicBool::new(false));
+        let timers = || SchedTimers {
+            keepalive: 120.0,
+            sync_ms: 100,
+        };
+        let admin_opts = || AdminOpts {
+            stats_merge: 60.0,
+            stats_cycles: 8,
+            admin_max_body: 16 << 20,
+        };
+        let dup_args = |listen, dir: &str| DupArgs {
+            listen,
+            data_dir: data_dir.join(dir),
+            node_id: None,
+            keepalive: 120.0,
+        };
+        let ra = dup_args(replica, "dupreplica");
+        spawn_role("dupreplica", &detached, move || {
+            crate::dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &ra, None)
+        })?;
+        let da = dup_args(dup, "dupserver");
+        spawn_role("dupserver", &detached, move || {
+            crate::dupserver::run(crawlfleet_core::dupserver::Mode::Server, &da, Some(replica))
+        })?;
+        let links = free_addr()?;
+        let la = crate::cli::LinkstoreArgs {
+            listen: Some(links),
+            base_port: 13000,
+            data_dir: data_dir.join("linkstore"),
+            max_message: 64 << 20,
+        };
+        spawn_role("linkstore", &detached, move || crate::linkstore::run(&la))?;
+        let mn_queued = Arc::new(AtomicU64::new(0));
+        let ma = MultinodeArgs {
+            listen: mn,
+            admin: mn_admin,
+            data_dir: data_dir.join("multinode"),
+            config: configs,
+            timers: timers(),
+            admin_opts: admin_opts(),
+        };
+        let q = mn_queued.clone();
+        spawn_role("multinode", &detached, move || {
+            crate::multinode::run_with(&ma, Some(q))
+        })?;
+        // Node schedulers reconnect with backoff, but a start without warnings is nicer.
+        wait_listening(mn);
+        let mut slots: Vec<StatusSlot> = Vec::new();
+        let mut node_admins = Vec::new();
+        for i in 1..=nodes.max(1) {
+            let admin = free_addr()?;
+            node_admins.push(admin);
+            let slot: StatusSlot = Arc::new(Mutex::new(NodeStatus::default()));
+            slots.push(slot.clone());
+            let na = NodeArgs {
+                node_id: Some(format!("node{i}")),
+                multinode: Some(mn),
+                standalone: false,
+                admin,
+                data_dir: data_dir.join(format!("node{i}")),
+                config: Vec::new(),
+                dup_keepalive: 120.0,
+                quarantine_interval: 5.0,
+                stats_interval: 10.0,
+                block_seconds: 1800,
+                linkstore: Some(links),
+                timers: timers(),
+                admin_opts: admin_opts(),
+            };
+            spawn_role(&format!("node{i}"), &detached, move || {
+                crate::node::run_with(&na, Some(slot))
+            })?;
+        }
+        info!(
+            "cluster up: multinode {mn} (admin {mn_admin}), {nodes} nodes, duplicate server {dup}, replica {replica}, data in {}",
+            data_dir.display()
+        );
+        Ok(Cluster {
+            multinode: mn,
+            multinode_admin: mn_admin,
+            dupserver: dup,
+            replica,
+            linkstore: links,
+            node_admins,
+            nodes: nodes.max(1),
+            slots,
+            mn_queued,
+            detached,
+            started: Instant::now(),
+        })
+    }
+
+    /// Restarts the clock of the run's elapsed time.
+    pub fn restart_clock(&mut self) {
+        self.started = Instant::now();
+    }
+
+    /// What the collections have done so far.
+    pub fn summary(&self) -> RunSummary {
+        RunSummary {
+            collections: summarize(&self.slots),
+            elapsed: self.started.elapsed().as_secs_f64(),
+        }
+    }
+
+    /// Shows progress on `bar` every 250 ms; with `until_idle`, returns when every collection
+    /// is crawled, the elapsed time without the idle seconds waited.
+    pub fn watch(&self, opts: &WatchOptions, bar: &ProgressBar) -> Result<RunSummary, String> {
+        let started = self.started;
+        let slots = &self.slots;
+        let mn_queued = &self.mn_queued;
+        let mut idle_since: Option<Instant> = None;
+        let mut last_total = u64::MAX;
+        let mut last_rate_at = (Instant::now(), 0u64);
+        let mut rate = 0.0;
+        loop {
+            std::thread::sleep(Duration::from_millis(250));
+            let sum = summarize(slots);
+            let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
+            let stored: u64 = sum.values().map(|s| s.counters.stored).sum();
+            let queued: u64 =
+                sum.values().map(|s| s.queued).sum::<u64>() + mn_queued.load(Ordering::Relaxed);
+            let dt = last_rate_at.0.elapsed().as_secs_f64();
+            if dt >= 1.0 {
+                rate = (fetched - last_rate_at.1.min(fetched)) as f64 / dt;
+                last_rate_at = (Instant::now(), fetched);
+            }
+            bar.set_message(format!(
+                "{fetched} pages fetched, {stored} stored, {rate:.0} pages/s, {queued} queued"
+            ));
+            bar.tick();
+            if !opts.until_idle {
+                continue;
+            }
+            let activity = fetched + stored + queued;
+            let quiet = activity == last_total
+                && queued == 0
+                && mn_queued.load(Ordering::Relaxed) == 0
+                && all_drained(slots, started)
+                && (fetched > 0 || started.elapsed() > Duration::from_secs(5));
+            last_total = activity;
+            match (quiet, idle_since) {
+                (true, None) => idle_since = Some(Instant::now()),
+                (true, Some(t)) if t.elapsed().as_secs_f64() >= opts.idle_seconds => break,
+                (true, Some(_)) => {}
+                (false, _) => idle_since = None,
+            }
+            if opts.timeout > 0.0 && started.elapsed().as_secs_f64() > opts.timeout {
+                bar.finish_and_clear();
+                return Err(format!(
+                    "the crawl was not done after {} seconds (--timeout)",
+                    opts.timeout
+                ));
+            }
+        }
+        bar.finish_and_clear();
+        Ok(RunSummary {
+            collections: summarize(slots),
+            elapsed: started.elapsed().as_secs_f64() - opts.idle_seconds,
+        })
+    }
+
+    /// From now on a role that stops (its data directory removed, say) only logs it instead of
+    /// ending the process: for callers that go on after the crawl and clean up its data.
+    pub fn detach(self) {
+        self.detached.store(true, Ordering::Release);
+    }
+}
+
 /// Runs the cluster; with `--until-idle`, until every collection is crawled.
 pub fn run(args: &UpArgs) -> Result<(), String> {
     crate::set_quiet(true);
@@ -148,18 +441,15 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
     };
     std::fs::create_dir_all(&data_dir)
         .map_err(|e| format!("data dir {} is unusable: {e}", data_dir.display()))?;
-    let dup = free_addr()?;
-    let replica = free_addr()?;
-    let mn = free_addr()?;
-    let mn_admin = free_addr()?;
-    let mut configs: Vec<PathBuf> = Vec::new();
-    for (i, path) in args.config.iter().enumerate() {
+    let mut sources: Vec<CollectionSource> = Vec::new();
+    for path in &args.config {
         let xml = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let prefix = data_dir.join(format!("config{i}"));
-        let written = with_dupservers(&xml, dup, replica, &prefix, &[])
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        configs.extend(written);
+        sources.push(CollectionSource {
+            origin: path.display().to_string(),
+            xml,
+            overrides: Vec::new(),
+        });
     }
     let mut web_server = None;
     if let Some(spec) = &args.synthetic_web {
@@ -183,14 +473,11 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         if let Some(n) = args.web_connections {
             overrides.push(("max_pending", Value::int(i64::from(n))));
         }
-        let prefix = data_dir.join("synthetic");
-        configs.extend(with_dupservers(
-            &web.collection_xml("synthetic"),
-            dup,
-            replica,
-            &prefix,
-            &overrides,
-        )?);
+        sources.push(CollectionSource {
+            origin: String::new(),
+            xml: web.collection_xml("synthetic"),
+            overrides,
+        });
         if !args.json {
             eprintln!(
                 "synthetic web: {} hosts x {} pages from {} (port {port})",
@@ -201,101 +488,23 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         }
         web_server = Some(server);
     }
-    if configs.is_empty() {
-        return Err(
-            "nothing to crawl: give --config FILE.xml or --synthetic-web HOSTS:PAGES".into(),
-        );
-    }
-    let timers = || SchedTimers {
-        keepalive: 120.0,
-        sync_ms: 100,
-    };
-    let admin_opts = || AdminOpts {
-        stats_merge: 60.0,
-        stats_cycles: 8,
-        admin_max_body: 16 << 20,
-    };
-    let dup_args = |listen, dir: &str| DupArgs {
-        listen,
-        data_dir: data_dir.join(dir),
-        node_id: None,
-        keepalive: 120.0,
-    };
-    let ra = dup_args(replica, "dupreplica");
-    spawn_role("dupreplica", move || {
-        crate::dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &ra, None)
-    })?;
-    let da = dup_args(dup, "dupserver");
-    spawn_role("dupserver", move || {
-        crate::dupserver::run(crawlfleet_core::dupserver::Mode::Server, &da, Some(replica))
-    })?;
-    let links = free_addr()?;
-    let la = crate::cli::LinkstoreArgs {
-        listen: Some(links),
-        base_port: 13000,
-        data_dir: data_dir.join("linkstore"),
-        max_message: 64 << 20,
-    };
-    spawn_role("linkstore", move || crate::linkstore::run(&la))?;
-    let mn_queued = Arc::new(AtomicU64::new(0));
-    let ma = MultinodeArgs {
-        listen: mn,
-        admin: mn_admin,
-        data_dir: data_dir.join("multinode"),
-        config: configs,
-        timers: timers(),
-        admin_opts: admin_opts(),
-    };
-    let q = mn_queued.clone();
-    spawn_role("multinode", move || {
-        crate::multinode::run_with(&ma, Some(q))
-    })?;
-    // Node schedulers reconnect with backoff, but a start without warnings is nicer.
-    wait_listening(mn);
-    let mut slots: Vec<StatusSlot> = Vec::new();
-    let mut node_admins = Vec::new();
-    for i in 1..=args.nodes.max(1) {
-        let slot: StatusSlot = Arc::new(Mutex::new(NodeStatus::default()));
-        slots.push(slot.clone());
-        let na = NodeArgs {
-            node_id: Some(format!("node{i}")),
-            multinode: Some(mn),
-            standalone: false,
-            admin: {
-                let a = free_addr()?;
-                node_admins.push(a);
-                a
-            },
-            data_dir: data_dir.join(format!("node{i}")),
-            config: Vec::new(),
-            dup_keepalive: 120.0,
-            quarantine_interval: 5.0,
-            stats_interval: 10.0,
-            block_seconds: 1800,
-            linkstore: Some(links),
-            timers: timers(),
-            admin_opts: admin_opts(),
-        };
-        spawn_role(&format!("node{i}"), move || {
-            crate::node::run_with(&na, Some(slot))
-        })?;
-    }
-    info!(
-        "cluster up: multinode {mn} (admin {mn_admin}), {} nodes, duplicate server {dup}, replica {replica}, data in {}",
-        args.nodes,
-        data_dir.display()
-    );
+    let mut cluster = Cluster::start(&data_dir, args.nodes, &sources)?;
     if !args.json {
-        let admins: Vec<String> = node_admins.iter().map(|a| a.to_string()).collect();
+        let admins: Vec<String> = cluster.node_admins.iter().map(|a| a.to_string()).collect();
         eprintln!(
-            "crawlfleet up: multinode {mn}, {} node schedulers, duplicate server {dup} + replica {replica}, link store {links}; data in {}\n\
-             administration (XML-RPC, `crawlfleet admin --server ADDR ...`): multinode {mn_admin}, nodes {}",
-            args.nodes.max(1),
+            "crawlfleet up: multinode {}, {} node schedulers, duplicate server {} + replica {}, link store {}; data in {}\n\
+             administration (XML-RPC, `crawlfleet admin --server ADDR ...`): multinode {}, nodes {}",
+            cluster.multinode,
+            cluster.nodes,
+            cluster.dupserver,
+            cluster.replica,
+            cluster.linkstore,
             data_dir.display(),
+            cluster.multinode_admin,
             admins.join(" ")
         );
     }
-    let started = Instant::now();
+    cluster.restart_clock();
     let bar = if args.json || args.no_progress {
         ProgressBar::hidden()
     } else {
@@ -306,54 +515,15 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         );
         b
     };
-    let mut idle_since: Option<Instant> = None;
-    let mut last_total = u64::MAX;
-    let mut last_rate_at = (Instant::now(), 0u64);
-    let mut rate = 0.0;
-    loop {
-        std::thread::sleep(Duration::from_millis(250));
-        let sum = summarize(&slots);
-        let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
-        let stored: u64 = sum.values().map(|s| s.counters.stored).sum();
-        let queued: u64 =
-            sum.values().map(|s| s.queued).sum::<u64>() + mn_queued.load(Ordering::Relaxed);
-        let dt = last_rate_at.0.elapsed().as_secs_f64();
-        if dt >= 1.0 {
-            rate = (fetched - last_rate_at.1.min(fetched)) as f64 / dt;
-            last_rate_at = (Instant::now(), fetched);
-        }
-        bar.set_message(format!(
-            "{fetched} pages fetched, {stored} stored, {rate:.0} pages/s, {queued} queued"
-        ));
-        bar.tick();
-        if !args.until_idle {
-            continue;
-        }
-        let activity = fetched + stored + queued;
-        let quiet = activity == last_total
-            && queued == 0
-            && mn_queued.load(Ordering::Relaxed) == 0
-            && all_drained(&slots, started)
-            && (fetched > 0 || started.elapsed() > Duration::from_secs(5));
-        last_total = activity;
-        match (quiet, idle_since) {
-            (true, None) => idle_since = Some(Instant::now()),
-            (true, Some(t)) if t.elapsed().as_secs_f64() >= args.idle_seconds => break,
-            (true, Some(_)) => {}
-            (false, _) => idle_since = None,
-        }
-        if args.timeout > 0.0 && started.elapsed().as_secs_f64() > args.timeout {
-            bar.finish_and_clear();
-            return Err(format!(
-                "the crawl was not done after {} seconds (--timeout)",
-                args.timeout
-            ));
-        }
-    }
-    bar.finish_and_clear();
-    let elapsed = started.elapsed().as_secs_f64() - args.idle_seconds;
-    let sum = summarize(&slots);
-    print_summary(&sum, elapsed, args.json);
+    let sum = cluster.watch(
+        &WatchOptions {
+            until_idle: args.until_idle,
+            idle_seconds: args.idle_seconds,
+            timeout: args.timeout,
+        },
+        &bar,
+    )?;
+    sum.print(args.json);
     if let Some(s) = web_server {
         s.stop();
     }

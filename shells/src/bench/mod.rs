@@ -1,6 +1,7 @@
 //! `crawlfleet bench`: load and capacity measurements of crawlfleet's parts, printed for people
 //! or (with `--json`) as one JSON object for scripts.
 
+pub mod crawl;
 pub mod dup;
 pub mod dupstore;
 pub mod links;
