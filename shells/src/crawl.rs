@@ -259,6 +259,15 @@ impl Crawler {
                         if let Err(e) = b.add_links(&collection, &from, &out, unix_now()) {
                             debug!("link store: links of a page refused: {e}");
                         }
+                        // The page's site (2.2.1.3.1.7).
+                        let site = url::Url::parse(&String::from_utf8_lossy(&from))
+                            .ok()
+                            .map(|u| format!("{}/", u.origin().ascii_serialization()));
+                        if let Some(site) = site {
+                            if let Err(e) = b.sitemap(&collection, &from, site.as_bytes()) {
+                                debug!("link store: sitemap line refused: {e}");
+                            }
+                        }
                     }
                 }
                 Action::SiteDone { collection, site } => sm.site_done(&collection, &site),
@@ -277,6 +286,13 @@ impl Crawler {
             c.skip_doc(doc_skip::DUPLICATE);
         } else {
             c.stored += 1;
+            // SPRel (2.2.1.3.2.1): the document is added; its duplicates are not known here,
+            // so the DUPLICATE column is the empty class.
+            if let Some(b) = &self.links {
+                if let Err(e) = b.uri_add(&v.collection, &v.uri, &[], unix_now()) {
+                    debug!("link store: SPRel line refused: {e}");
+                }
+            }
         }
     }
 
