@@ -310,27 +310,22 @@ impl Crawler {
         let (_, _, sites) = self.engine.load();
         for (name, cur) in self.engine.all_counters() {
             if stats.collection(name).is_none() {
-                stats.add_collection(name, unix_now() as i64);
+                stats.add_collection(name, crate::multinode::now_secs());
             }
             let old = self.fed.entry(name.clone()).or_default();
-            for ((key, now), (_, before)) in cur.continuous().iter().zip(old.continuous()) {
-                if *now != before {
-                    stats.add(name, key, now - before);
+            let delta = cur.since(old);
+            for (key, v) in delta.continuous() {
+                if v != 0.0 {
+                    stats.add(name, key, v);
                 }
             }
-            for ((key, now), (_, before)) in cur.histograms().iter().zip(old.histograms()) {
-                for (bucket, n) in now {
-                    let prev = before
-                        .iter()
-                        .find(|(b, _)| b == bucket)
-                        .map_or(0, |(_, v)| *v);
-                    if *n > prev {
-                        stats.hist(name, key, bucket, (*n - prev) as f64);
-                    }
+            for (key, buckets) in delta.histograms() {
+                for (bucket, n) in buckets {
+                    stats.hist(name, key, &bucket, n as f64);
                 }
             }
             // The same delta goes to the multinode scheduler with the next CMD_UM_STAT.
-            sm.add_crawl_stats(name, &cur.since(old).to_value());
+            sm.add_crawl_stats(name, &delta.to_value());
             *old = cur.clone();
             stats.set(name, "ActiveSites", sites as f64);
             if let Some((q, _)) = sm.queued(name) {
@@ -366,9 +361,7 @@ impl Crawler {
 }
 
 fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    crate::multinode::now_secs().max(0) as u64
 }
 
 /// Which applications receive a collection's link data: the `linkstore` section's

@@ -410,13 +410,19 @@ impl CollectionConfig {
     /// True when the crawl rules allow `uri`: its scheme is allowed, its host passes the domain
     /// rules, the URI passes the URI rules, and its extension is not excluded.
     pub fn allows(&self, uri: &str) -> bool {
+        self.refusal(uri).is_none()
+    }
+
+    /// The first rule that refuses `uri`, checked in the order scheme, extension, host, URI;
+    /// `None` when the rules allow it.
+    pub fn refusal(&self, uri: &str) -> Option<Refusal> {
         let scheme = uri.split_once(':').map_or("", |(s, _)| s);
         if !self
             .allowed_schemes
             .iter()
             .any(|s| s.eq_ignore_ascii_case(scheme))
         {
-            return false;
+            return Some(Refusal::Scheme);
         }
         let host = host_of(uri);
         let path = uri.split(['?', '#']).next().unwrap_or(uri);
@@ -424,13 +430,20 @@ impl CollectionConfig {
         if let Some(dot) = last.rfind('.') {
             let ext = last[dot..].to_ascii_lowercase();
             if self.exclude_exts.contains(&ext) {
-                return false;
+                return Some(Refusal::Extension);
             }
         }
-        (self.include_domains.is_empty() || self.include_domains.matches(host))
-            && !self.exclude_domains.matches(host)
-            && (self.include_uris.is_empty() || self.include_uris.matches(uri))
-            && !self.exclude_uris.matches(uri)
+        if !(self.include_domains.is_empty() || self.include_domains.matches(host))
+            || self.exclude_domains.matches(host)
+        {
+            return Some(Refusal::Domain);
+        }
+        if !(self.include_uris.is_empty() || self.include_uris.matches(uri))
+            || self.exclude_uris.matches(uri)
+        {
+            return Some(Refusal::Uri);
+        }
+        None
     }
 
     /// True when a document of MIME type `mime` (parameters after `;` ignored) is allowed:
@@ -461,6 +474,19 @@ impl CollectionConfig {
             None => Some(self.delay),
         }
     }
+}
+
+/// Which crawl rule refuses a URI ([`CollectionConfig::refusal`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The scheme is not in `allowed_schemes`.
+    Scheme,
+    /// The file-name extension is in `exclude_exts`.
+    Extension,
+    /// The host fails `include_domains` / `exclude_domains`.
+    Domain,
+    /// The URI fails `include_uris` / `exclude_uris`.
+    Uri,
 }
 
 /// The dict of every default, in the form [`super::parse_xml`] gives (booleans as 1/0): what

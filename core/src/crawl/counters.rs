@@ -281,64 +281,19 @@ impl CrawlCounters {
     /// The counters as a marshal dict with the attribute names of MS-FSCADM 2.2.4.9 (histogram
     /// keys as strings, as the spec asks of HTTPResponse).
     pub fn to_value(&self) -> Value<'static> {
-        let f = |x: u64| Value::Float(x as f64);
         let s = |x: &str| Value::owned_bytes(x.as_bytes().to_vec());
-        let hist = |it: Vec<(String, u64)>| {
-            Value::Dict(it.into_iter().map(|(k, v)| (s(&k), f(v))).collect())
-        };
-        Value::Dict(vec![
-            (s("Processed"), f(self.processed)),
-            (s("Downloaded"), f(self.downloaded)),
-            (s("Stored"), f(self.stored)),
-            (s("Modified"), f(self.modified)),
-            (s("Unchanged"), f(self.unchanged)),
-            (s("Deleted"), f(self.deleted)),
-            (s("ReadNet"), f(self.read_net)),
-            (s("WriteNet"), f(self.write_net)),
-            (s("HasLastMod"), f(self.has_last_mod)),
-            (s("HasETag"), f(self.has_etag)),
-            (s("DLTime"), Value::Float(self.dl_time)),
-            (s("DocSize"), f(self.doc_size)),
-            (s("Retries"), f(self.retries)),
-            (s("HasSitemap"), f(self.has_sitemap)),
-            (s("LocalFwd"), f(self.local_fwd)),
-            (s("Local"), f(self.local)),
-            (
-                s("HTTPResponse"),
-                hist(
-                    self.http_response
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), *v))
-                        .collect(),
-                ),
-            ),
-            (
-                s("URISkip"),
-                hist(
-                    self.uri_skip
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), *v))
-                        .collect(),
-                ),
-            ),
-            (
-                s("DocSkip"),
-                hist(
-                    self.doc_skip
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), *v))
-                        .collect(),
-                ),
-            ),
-            (
-                s("MimeType"),
-                hist(
-                    self.mime_type
-                        .iter()
-                        .map(|(k, v)| (k.clone(), *v))
-                        .collect(),
-                ),
-            ),
-        ])
+        let mut pairs: Vec<(Value<'static>, Value<'static>)> = self
+            .continuous()
+            .iter()
+            .map(|(k, v)| (s(k), Value::Float(*v)))
+            .collect();
+        for (k, buckets) in self.histograms() {
+            let h = buckets
+                .into_iter()
+                .map(|(b, n)| (s(&b), Value::Float(n as f64)))
+                .collect();
+            pairs.push((s(k), Value::Dict(h)));
+        }
+        Value::Dict(pairs)
     }
 }

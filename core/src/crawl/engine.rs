@@ -20,7 +20,7 @@ use url::Url;
 use super::counters::{doc_skip, uri_skip, CrawlCounters};
 use super::links::{self, Extracted};
 use super::robots::{RobotsCache, Rules};
-use crate::config::CollectionConfig;
+use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
 use crate::msg::{Checksum, CrawlQueueEntry, Redirect, UriStructure};
 use crate::routing::crawl_site;
@@ -227,10 +227,6 @@ pub struct CrawlEngine {
     done: Vec<(Vec<u8>, u64)>,
 }
 
-fn site_of(uri: &[u8]) -> Option<String> {
-    crawl_site(uri)
-}
-
 fn depth_of(e: &CrawlQueueEntry<'_>) -> u32 {
     e.extra
         .iter()
@@ -240,29 +236,13 @@ fn depth_of(e: &CrawlQueueEntry<'_>) -> u32 {
         .unwrap_or(0)
 }
 
-/// The URI skip code of `uri` under the collection's rules, if it is not to be crawled.
+/// The URI skip code of `uri` under the collection's rules, if it is not to be crawled (an
+/// excluded extension counts as a URI rule).
 pub fn rule_skip(cfg: &CollectionConfig, uri: &str) -> Option<&'static str> {
-    let scheme = uri.split_once(':').map_or("", |(s, _)| s);
-    if !cfg
-        .allowed_schemes
-        .iter()
-        .any(|s| s.eq_ignore_ascii_case(scheme))
-    {
-        return Some(uri_skip::SCHEME);
-    }
-    if cfg.allows(uri) {
-        return None;
-    }
-    let host = Url::parse(uri)
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_string))
-        .unwrap_or_default();
-    let domain_ok = (cfg.include_domains.is_empty() || cfg.include_domains.matches(&host))
-        && !cfg.exclude_domains.matches(&host);
-    Some(if domain_ok {
-        uri_skip::URI
-    } else {
-        uri_skip::DOMAIN
+    cfg.refusal(uri).map(|r| match r {
+        Refusal::Scheme => uri_skip::SCHEME,
+        Refusal::Domain => uri_skip::DOMAIN,
+        Refusal::Extension | Refusal::Uri => uri_skip::URI,
     })
 }
 
@@ -676,13 +656,13 @@ impl CrawlEngine {
                 page_links.push(PageLink {
                     url: l.url.clone(),
                     anchor: l.text.clone(),
-                    intra: site_of(l.url.as_bytes()).as_deref() == Some(f.site.as_str()),
+                    intra: crawl_site(l.url.as_bytes()).as_deref() == Some(f.site.as_str()),
                 });
                 if let Some(code) = rule_skip(&cfg, &l.url) {
                     counters.skip_uri(code);
                     continue;
                 }
-                let target_site = site_of(l.url.as_bytes());
+                let target_site = crawl_site(l.url.as_bytes());
                 let same_site = target_site.as_deref() == Some(f.site.as_str());
                 let child_depth = if cfg.reset_level && !same_site {
                     0

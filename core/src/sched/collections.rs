@@ -30,7 +30,8 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
-fn io_err(path: &Path) -> impl Fn(io::Error) -> StoreError + '_ {
+/// Maps an I/O error on `path` to a [`StoreError`].
+pub(super) fn io_err(path: &Path) -> impl Fn(io::Error) -> StoreError + '_ {
     move |e| StoreError {
         path: path.to_path_buf(),
         error: e.to_string(),

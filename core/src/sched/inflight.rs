@@ -14,7 +14,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::collections::StoreError;
+use super::collections::{io_err, StoreError};
 
 /// Journal size that triggers a rewrite.
 pub const COMPACT_BYTES: u64 = 32 << 20;
@@ -27,13 +27,6 @@ pub struct Inflight {
     next: u64,
     written: u64,
     dirty: bool,
-}
-
-fn err(path: &Path, e: std::io::Error) -> StoreError {
-    StoreError {
-        path: path.to_path_buf(),
-        error: e.to_string(),
-    }
 }
 
 fn replay(bytes: &[u8]) -> BTreeMap<u64, Vec<u8>> {
@@ -70,14 +63,14 @@ impl Inflight {
     pub fn open(path: &Path) -> Result<(Inflight, Vec<Vec<u8>>), StoreError> {
         let mut bytes = Vec::new();
         if let Ok(mut f) = File::open(path) {
-            f.read_to_end(&mut bytes).map_err(|e| err(path, e))?;
+            f.read_to_end(&mut bytes).map_err(io_err(path))?;
         }
         let pending: Vec<Vec<u8>> = replay(&bytes).into_values().collect();
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| err(path, e))?;
+            .map_err(io_err(path))?;
         Ok((
             Inflight {
                 path: path.to_path_buf(),
@@ -110,7 +103,7 @@ impl Inflight {
             .and_then(|()| w.write_all(&seq.to_le_bytes()))
             .and_then(|()| w.write_all(&len.to_le_bytes()))
             .and_then(|()| w.write_all(rec));
-        r.map_err(|e| err(&self.path, e))?;
+        r.map_err(io_err(&self.path))?;
         self.written += 13 + rec.len() as u64;
         self.outstanding.insert(seq, rec.to_vec());
         self.dirty = true;
@@ -125,7 +118,7 @@ impl Inflight {
         let w = &mut self.file;
         w.write_all(b"-")
             .and_then(|()| w.write_all(&seq.to_le_bytes()))
-            .map_err(|e| err(&self.path, e))?;
+            .map_err(io_err(&self.path))?;
         self.written += 9;
         self.dirty = true;
         Ok(())
@@ -149,11 +142,11 @@ impl Inflight {
         if !self.dirty {
             return Ok(());
         }
-        self.file.flush().map_err(|e| err(&self.path, e))?;
+        self.file.flush().map_err(io_err(&self.path))?;
         self.file
             .get_ref()
             .sync_data()
-            .map_err(|e| err(&self.path, e))?;
+            .map_err(io_err(&self.path))?;
         self.dirty = false;
         Ok(())
     }
@@ -168,10 +161,10 @@ impl Inflight {
             buf.extend_from_slice(&(rec.len() as u32).to_le_bytes());
             buf.extend_from_slice(rec);
         }
-        let mut f = File::create(&tmp).map_err(|e| err(&tmp, e))?;
-        f.write_all(&buf).map_err(|e| err(&tmp, e))?;
-        f.sync_data().map_err(|e| err(&tmp, e))?;
-        fs::rename(&tmp, &self.path).map_err(|e| err(&self.path, e))?;
+        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(&buf).map_err(io_err(&tmp))?;
+        f.sync_data().map_err(io_err(&tmp))?;
+        fs::rename(&tmp, &self.path).map_err(io_err(&self.path))?;
         if let Some(dir) = self.path.parent() {
             if let Ok(d) = File::open(dir) {
                 let _ = d.sync_all();
@@ -180,7 +173,7 @@ impl Inflight {
         let file = OpenOptions::new()
             .append(true)
             .open(&self.path)
-            .map_err(|e| err(&self.path, e))?;
+            .map_err(io_err(&self.path))?;
         self.file = BufWriter::with_capacity(256 << 10, file);
         self.written = buf.len() as u64;
         self.dirty = false;

@@ -16,7 +16,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::collections::StoreError;
+use super::collections::{io_err, StoreError};
 
 /// The keys are xxh3 hashes already: hashing them again would only cost time.
 #[derive(Default)]
@@ -46,13 +46,6 @@ pub struct SeenSet {
     dirty: bool,
 }
 
-fn err(path: &Path, e: std::io::Error) -> StoreError {
-    StoreError {
-        path: path.to_path_buf(),
-        error: e.to_string(),
-    }
-}
-
 impl SeenSet {
     /// Opens (or creates) the set stored at `path`.
     pub fn open(path: &Path) -> Result<SeenSet, StoreError> {
@@ -62,16 +55,16 @@ impl SeenSet {
             .read(true)
             .append(true)
             .open(path)
-            .map_err(|e| err(path, e))?;
+            .map_err(io_err(path))?;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(|e| err(path, e))?;
+        file.read_to_end(&mut bytes).map_err(io_err(path))?;
         let whole = bytes.len() / 8 * 8;
         for c in bytes[..whole].chunks_exact(8) {
             set.insert(u64::from_le_bytes(c.try_into().expect("8-byte chunk")));
         }
         if whole != bytes.len() {
             // A torn record from a crash: cut it so later appends stay aligned.
-            file.set_len(whole as u64).map_err(|e| err(path, e))?;
+            file.set_len(whole as u64).map_err(io_err(path))?;
         }
         Ok(SeenSet {
             path: path.to_path_buf(),
@@ -89,7 +82,7 @@ impl SeenSet {
         }
         self.file
             .write_all(&h.to_le_bytes())
-            .map_err(|e| err(&self.path, e))?;
+            .map_err(io_err(&self.path))?;
         self.dirty = true;
         Ok(true)
     }
@@ -114,26 +107,23 @@ impl SeenSet {
         if !self.dirty {
             return Ok(());
         }
-        self.file.flush().map_err(|e| err(&self.path, e))?;
+        self.file.flush().map_err(io_err(&self.path))?;
         self.file
             .get_ref()
             .sync_data()
-            .map_err(|e| err(&self.path, e))?;
+            .map_err(io_err(&self.path))?;
         self.dirty = false;
         Ok(())
     }
 
     /// Forgets everything (a new refresh cycle).
     pub fn clear(&mut self) -> Result<(), StoreError> {
-        self.file.flush().map_err(|e| err(&self.path, e))?;
-        self.file
-            .get_ref()
-            .set_len(0)
-            .map_err(|e| err(&self.path, e))?;
+        self.file.flush().map_err(io_err(&self.path))?;
+        self.file.get_ref().set_len(0).map_err(io_err(&self.path))?;
         self.file
             .get_ref()
             .sync_data()
-            .map_err(|e| err(&self.path, e))?;
+            .map_err(io_err(&self.path))?;
         self.set.clear();
         self.dirty = false;
         Ok(())
