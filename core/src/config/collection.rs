@@ -22,6 +22,8 @@ pub const KNOWN_ATTRIBS: &[&str] = &[
     "include_uris",
     "exclude_uris",
     "exclude_exts",
+    "exclude_headers",
+    "max_ip_connections",
     "delay",
     "variable_delay",
     "refresh",
@@ -147,6 +149,9 @@ pub struct CollectionConfig {
     pub exclude_uris: RuleSet,
     /// File-name extensions never fetched, lower case with the dot (`.jpg`).
     pub exclude_exts: Vec<String>,
+    /// Response header lines (`Name: value`) that make a document skipped (`hx`, MS-FSCADM
+    /// 2.2.3.2).
+    pub exclude_headers: RuleSet,
     /// Seconds between requests to one site.
     pub delay: f64,
     /// Periods with another delay or a suspended crawl.
@@ -195,6 +200,9 @@ pub struct CollectionConfig {
     pub max_sites: u32,
     /// Concurrent requests to one site (`max_pending`).
     pub max_site_connections: u32,
+    /// Concurrent requests to one IP address over all its sites (`max_ip_connections`); 0 = no
+    /// limit beyond the per-site one.
+    pub max_ip_connections: u32,
     /// Documents fetched from a site before another site gets its turn; `None` = no limit.
     pub max_inter_docs: Option<u32>,
     /// The User-Agent header.
@@ -237,6 +245,7 @@ impl CollectionConfig {
             include_uris: RuleSet::empty(RuleTarget::Uri),
             exclude_uris: RuleSet::empty(RuleTarget::Uri),
             exclude_exts: Vec::new(),
+            exclude_headers: RuleSet::empty(RuleTarget::Header),
             delay: 60.0,
             variable_delay: Vec::new(),
             refresh: 1440.0,
@@ -260,6 +269,7 @@ impl CollectionConfig {
             ppdup_replicas: Vec::new(),
             max_sites: 128,
             max_site_connections: 2,
+            max_ip_connections: 8,
             max_inter_docs: None,
             user_agent: format!("crawlfleet/{}", env!("CARGO_PKG_VERSION")),
             use_http_1_1: true,
@@ -308,6 +318,7 @@ impl CollectionConfig {
         c.exclude_domains = p.rules("exclude_domains", RuleTarget::Domain)?;
         c.include_uris = p.rules("include_uris", RuleTarget::Uri)?;
         c.exclude_uris = p.rules("exclude_uris", RuleTarget::Uri)?;
+        c.exclude_headers = p.rules("exclude_headers", RuleTarget::Header)?;
         set(&mut c.delay, p.real("delay")?);
         set(&mut c.refresh, p.real("refresh")?);
         set(&mut c.fetch_timeout, p.real("fetch_timeout")?);
@@ -322,6 +333,7 @@ impl CollectionConfig {
         set(&mut c.max_redirects, p.uint("max_redirects")?);
         set(&mut c.max_sites, p.uint("max_sites")?);
         set(&mut c.max_site_connections, p.uint("max_pending")?);
+        set(&mut c.max_ip_connections, p.uint("max_ip_connections")?);
         if let Some(n) = p.uint::<u32>("max_inter_docs")? {
             c.max_inter_docs = (n > 0).then_some(n);
         }
@@ -416,6 +428,12 @@ impl CollectionConfig {
     /// The first rule that refuses `uri`, checked in the order scheme, extension, host, URI;
     /// `None` when the rules allow it.
     pub fn refusal(&self, uri: &str) -> Option<Refusal> {
+        self.refusal_with(uri, true)
+    }
+
+    /// [`CollectionConfig::refusal`], with the host name rules checked only when `hosts` is
+    /// true (an entry flagged URIF_IGNORE_NETLOC bypasses them, MS-FSCMT 2.2.2.2.1).
+    pub fn refusal_with(&self, uri: &str, hosts: bool) -> Option<Refusal> {
         let scheme = uri.split_once(':').map_or("", |(s, _)| s);
         if !self
             .allowed_schemes
@@ -433,8 +451,9 @@ impl CollectionConfig {
                 return Some(Refusal::Extension);
             }
         }
-        if !(self.include_domains.is_empty() || self.include_domains.matches(host))
-            || self.exclude_domains.matches(host)
+        if hosts
+            && (!(self.include_domains.is_empty() || self.include_domains.matches(host))
+                || self.exclude_domains.matches(host))
         {
             return Some(Refusal::Domain);
         }
@@ -510,6 +529,7 @@ pub fn default_dict() -> Value<'static> {
         kv("include_uris", list(&[])),
         kv("exclude_uris", list(&[])),
         kv("exclude_exts", list(&d.exclude_exts)),
+        kv("exclude_headers", list(&[])),
         kv("delay", Value::Float(d.delay)),
         kv("refresh", Value::Float(d.refresh)),
         kv("refresh_mode", s(d.refresh_mode.name())),
@@ -543,6 +563,10 @@ pub fn default_dict() -> Value<'static> {
         kv("link_extraction", Value::Dict(links)),
         kv("max_sites", Value::int(i64::from(d.max_sites))),
         kv("max_pending", Value::int(i64::from(d.max_site_connections))),
+        kv(
+            "max_ip_connections",
+            Value::int(i64::from(d.max_ip_connections)),
+        ),
         kv("max_inter_docs", Value::int(0)),
         kv("user_agent", s(&d.user_agent)),
         kv("use_http_1_1", b(d.use_http_1_1)),

@@ -1,5 +1,5 @@
 //! Include and exclude rules: `include_domains`, `exclude_domains`, `include_uris`,
-//! `exclude_uris` (and the same inside a SubDomain).
+//! `exclude_uris` (and the same inside a SubDomain), and `exclude_headers`.
 //!
 //! A rule is `kind:pattern` with kind `exact`, `prefix`, `suffix` or `regexp`; a pattern without
 //! a known kind is `exact` for domain rules and `prefix` for URI rules (what an administrator
@@ -18,6 +18,15 @@ pub enum RuleTarget {
     Domain,
     /// URIs: plain patterns are `prefix`, matching is case-sensitive.
     Uri,
+    /// HTTP response header lines `Name: value` (`exclude_headers`): plain patterns are
+    /// `prefix`, matching ignores ASCII case.
+    Header,
+}
+
+impl RuleTarget {
+    fn ignores_case(self) -> bool {
+        matches!(self, RuleTarget::Domain | RuleTarget::Header)
+    }
 }
 
 /// How one rule's pattern matches.
@@ -119,7 +128,7 @@ impl RuleSet {
                     Some((kind, p)) => (kind, p.to_string()),
                     None => match target {
                         RuleTarget::Domain => (RuleKind::Exact, r.to_string()),
-                        RuleTarget::Uri => (RuleKind::Prefix, r.to_string()),
+                        RuleTarget::Uri | RuleTarget::Header => (RuleKind::Prefix, r.to_string()),
                     },
                 }
             })
@@ -135,8 +144,9 @@ impl RuleSet {
         let rules: Vec<(RuleKind, String)> = rules
             .into_iter()
             .map(|(k, p)| match (target, k) {
-                (RuleTarget::Domain, RuleKind::Regexp) | (RuleTarget::Uri, _) => (k, p),
-                (RuleTarget::Domain, _) => (k, p.to_ascii_lowercase()),
+                (_, RuleKind::Regexp) => (k, p),
+                (t, _) if t.ignores_case() => (k, p.to_ascii_lowercase()),
+                _ => (k, p),
             })
             .collect();
         let patterns: Vec<String> = rules
@@ -160,7 +170,7 @@ impl RuleSet {
             None
         } else {
             let set = RegexSetBuilder::new(&patterns)
-                .case_insensitive(target == RuleTarget::Domain)
+                .case_insensitive(target.ignores_case())
                 .size_limit(Self::REGEX_SIZE_LIMIT)
                 .build()
                 .map_err(|e| RuleError {
@@ -194,7 +204,7 @@ impl RuleSet {
     /// True when any rule matches `s` (a host name or a URI, as the target says).
     pub fn matches(&self, s: &str) -> bool {
         let lowered;
-        let s = if self.target == RuleTarget::Domain && s.bytes().any(|b| b.is_ascii_uppercase()) {
+        let s = if self.target.ignores_case() && s.bytes().any(|b| b.is_ascii_uppercase()) {
             lowered = s.to_ascii_lowercase();
             lowered.as_str()
         } else {

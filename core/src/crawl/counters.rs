@@ -30,6 +30,8 @@ pub mod doc_skip {
     pub const HEADER: &str = "he";
     /// MIME type not allowed.
     pub const MIME: &str = "mi";
+    /// A response header line is excluded by the configuration (`exclude_headers`).
+    pub const HEADER_EXCLUDED: &str = "hx";
     /// Download timed out.
     pub const TIMEOUT: &str = "ti";
     /// Larger than max_doc_size.

@@ -10,7 +10,8 @@
 //! codes in the collection's [`CrawlCounters`].
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use log::debug;
@@ -20,6 +21,7 @@ use url::Url;
 use super::counters::{doc_skip, uri_skip, CrawlCounters};
 use super::links::{self, Extracted};
 use super::robots::{RobotsCache, Rules};
+pub use super::types::*;
 use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
 use crate::msg::{Checksum, CrawlQueueEntry, Redirect, UriStructure};
@@ -31,169 +33,8 @@ use crate::sched::parse_record;
 /// depth).
 const DEPTH_KEY: &[u8] = b"depth";
 
-/// Tunables of the engine.
-#[derive(Clone, Debug)]
-pub struct EngineOptions {
-    /// Seconds a parsed robots.txt is trusted.
-    pub robots_ttl: f64,
-    /// Seconds an idle site stays active before it is released.
-    pub site_linger: f64,
-    /// Entries held by the engine, all sites.
-    pub max_queued: usize,
-    /// Requests open at once, all sites.
-    pub max_in_flight: usize,
-    /// Seconds to establish a connection.
-    pub connect_timeout: f64,
-}
-
-impl Default for EngineOptions {
-    fn default() -> Self {
-        EngineOptions {
-            robots_ttl: 3600.0,
-            site_linger: 1.0,
-            max_queued: 16_384,
-            max_in_flight: 512,
-            connect_timeout: 10.0,
-        }
-    }
-}
-
-/// A fetch the engine wants made.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Request {
-    /// Identifies the outcome.
-    pub id: u64,
-    /// The absolute URL.
-    pub url: String,
-    /// The address to connect to (the one the site was allowed for).
-    pub ip: String,
-    /// The port.
-    pub port: u16,
-    /// Request headers beyond Host and the connection's own.
-    pub headers: Vec<(String, String)>,
-    /// Longest body kept.
-    pub max_body: usize,
-    /// Seconds for the whole fetch.
-    pub timeout: f64,
-    /// Seconds to connect.
-    pub connect_timeout: f64,
-}
-
-/// Why a fetch failed.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Failure {
-    /// Connection refused.
-    Refused,
-    /// Connecting timed out.
-    ConnectTimeout,
-    /// The response did not complete in time.
-    Timeout,
-    /// Any other network error.
-    Network(String),
-    /// The server's bytes are not HTTP.
-    Protocol(String),
-    /// The body could not be decoded (chunked, gzip).
-    Decode(String),
-}
-
-/// A response.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Fetched {
-    /// The status code.
-    pub status: u16,
-    /// Headers, names lower-case.
-    pub headers: Vec<(String, Vec<u8>)>,
-    /// The decoded body.
-    pub body: Vec<u8>,
-    /// The body was cut at the size limit.
-    pub truncated: bool,
-}
-
-impl Fetched {
-    /// The first header named `name` (lower-case).
-    pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_slice())
-    }
-}
-
-/// What became of a request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Outcome {
-    /// The request's id.
-    pub id: u64,
-    /// The response or the failure.
-    pub result: Result<Fetched, Failure>,
-    /// Seconds the fetch took.
-    pub elapsed: f64,
-}
-
-/// A fetched document that passed every check: next the duplicate check, then the store.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Document {
-    /// The collection.
-    pub collection: Vec<u8>,
-    /// The URI.
-    pub uri: Vec<u8>,
-    /// The MD5 of the body.
-    pub checksum: Checksum,
-    /// The HTTP status.
-    pub status: u16,
-    /// The response headers.
-    pub headers: Vec<(String, Vec<u8>)>,
-    /// The body.
-    pub body: Vec<u8>,
-    /// The entry's URI flags (URIF_META_NOINDEX etc.).
-    pub uri_flags: i64,
-    /// The URIs that redirected to this one, first first (its equivalence class with it).
-    pub redirected_from: Vec<Vec<u8>>,
-}
-
-/// A link of a fetched page, for the link store (MS-FSWASDR 2.2.1.3.1.1).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PageLink {
-    /// The absolute target.
-    pub url: String,
-    /// The anchor text.
-    pub anchor: String,
-    /// The target is on the page's own site.
-    pub intra: bool,
-}
-
-/// What the node scheduler does next.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Action {
-    /// Queue an entry (a link or a redirect target): the node scheduler keeps it or forwards it.
-    Queue {
-        /// The collection.
-        collection: Vec<u8>,
-        /// The entry.
-        entry: Box<CrawlQueueEntry<'static>>,
-    },
-    /// Check and store a document.
-    Document(Box<Document>),
-    /// The links a fetched HTML page carries (those a crawler follows), for the link store.
-    Links {
-        /// The collection.
-        collection: Vec<u8>,
-        /// The page.
-        from: Vec<u8>,
-        /// Its links, each once.
-        links: Vec<PageLink>,
-    },
-    /// The site has nothing more to fetch: release it (CMD_UM_STOP_CRAWL_IP).
-    SiteDone {
-        /// The collection.
-        collection: Vec<u8>,
-        /// The crawl site.
-        site: String,
-    },
-}
-
 struct Site {
-    ip: String,
+    ip: Arc<str>,
     /// (in-flight sequence number, record).
     queue: VecDeque<(u64, Vec<u8>)>,
     in_flight: u32,
@@ -201,24 +42,41 @@ struct Site {
     next_at: f64,
     robots_pending: bool,
     idle_since: Option<f64>,
+    /// The site is in the run queue.
+    runnable: bool,
 }
 
 struct Flight {
-    collection: Vec<u8>,
-    site: String,
+    key: SiteKey,
+    ip: Arc<str>,
     /// None: the site's robots.txt.
     record: Option<(u64, Vec<u8>)>,
     url: String,
 }
 
-type SiteKey = (Vec<u8>, String);
+/// A crawl site of a collection, shared between the site table, the run queue and the timers.
+type SiteKey = Arc<(Vec<u8>, String)>;
+
+/// An engine-clock instant in microseconds, for the timer heap.
+fn micros(t: f64) -> u64 {
+    (t.max(0.0) * 1e6) as u64
+}
 
 /// The crawl engine.
+///
+/// Scheduling does not scan every site on each [`CrawlEngine::poll`]: a site is in the run
+/// queue when it may have something to start (an entry arrived, a request ended), on the
+/// timer heap when it waits for its delay or its linger time, and in its IP address's waiting
+/// list when the address has `max_ip_connections` requests open.
 pub struct CrawlEngine {
     opts: EngineOptions,
     configs: HashMap<Vec<u8>, Arc<CollectionConfig>>,
     counters: HashMap<Vec<u8>, CrawlCounters>,
     sites: HashMap<SiteKey, Site>,
+    run: VecDeque<SiteKey>,
+    timers: BinaryHeap<Reverse<(u64, SiteKey)>>,
+    /// Requests open per IP address, and the sites waiting for one of them to end.
+    ips: HashMap<Arc<str>, (u32, Vec<SiteKey>)>,
     flights: HashMap<u64, Flight>,
     robots: RobotsCache,
     next_id: u64,
@@ -238,8 +96,10 @@ fn depth_of(e: &CrawlQueueEntry<'_>) -> u32 {
 
 /// The URI skip code of `uri` under the collection's rules, if it is not to be crawled (an
 /// excluded extension counts as a URI rule).
-pub fn rule_skip(cfg: &CollectionConfig, uri: &str) -> Option<&'static str> {
-    cfg.refusal(uri).map(|r| match r {
+pub fn rule_skip(cfg: &CollectionConfig, uri: &str, flags: i64) -> Option<&'static str> {
+    // URIF_IGNORE_NETLOC bypasses every host name rule (MS-FSCMT 2.2.2.2.1).
+    let hosts = flags & uri_flags::URIF_IGNORE_NETLOC == 0;
+    cfg.refusal_with(uri, hosts).map(|r| match r {
         Refusal::Scheme => uri_skip::SCHEME,
         Refusal::Domain => uri_skip::DOMAIN,
         Refusal::Extension | Refusal::Uri => uri_skip::URI,
@@ -255,6 +115,9 @@ impl CrawlEngine {
             configs: HashMap::new(),
             counters: HashMap::new(),
             sites: HashMap::new(),
+            run: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            ips: HashMap::new(),
             flights: HashMap::new(),
             next_id: 1,
             queued: 0,
@@ -277,12 +140,7 @@ impl CrawlEngine {
     pub fn remove_collection(&mut self, name: &[u8]) -> Vec<Action> {
         self.configs.remove(name);
         let mut out = Vec::new();
-        let keys: Vec<SiteKey> = self
-            .sites
-            .keys()
-            .filter(|(c, _)| c == name)
-            .cloned()
-            .collect();
+        let keys: Vec<SiteKey> = self.sites.keys().filter(|k| k.0 == name).cloned().collect();
         for k in keys {
             if let Some(s) = self.sites.remove(&k) {
                 self.queued -= s.queue.len();
@@ -290,8 +148,8 @@ impl CrawlEngine {
                     .extend(s.queue.into_iter().map(|(seq, _)| (k.0.clone(), seq)));
             }
             out.push(Action::SiteDone {
-                collection: k.0,
-                site: k.1,
+                collection: k.0.clone(),
+                site: k.1.clone(),
             });
         }
         out
@@ -335,19 +193,33 @@ impl CrawlEngine {
 
     /// Takes an entry of an allowed site.
     pub fn push(&mut self, r: Ready) {
-        let key = (r.collection, r.site);
-        let site = self.sites.entry(key).or_insert_with(|| Site {
-            ip: r.ip.clone(),
+        let key: SiteKey = Arc::new((r.collection, r.site));
+        let site = self.sites.entry(key.clone()).or_insert_with(|| Site {
+            ip: Arc::from(r.ip.as_str()),
             queue: VecDeque::new(),
             in_flight: 0,
             next_at: 0.0,
             robots_pending: false,
             idle_since: None,
+            runnable: false,
         });
-        site.ip = r.ip;
+        if *site.ip != *r.ip {
+            site.ip = Arc::from(r.ip.as_str());
+        }
         site.queue.push_back((r.seq, r.record));
         site.idle_since = None;
         self.queued += 1;
+        self.wake(&key);
+    }
+
+    /// Puts a site in the run queue (once).
+    fn wake(&mut self, key: &SiteKey) {
+        if let Some(site) = self.sites.get_mut(key) {
+            if !site.runnable {
+                site.runnable = true;
+                self.run.push_back(key.clone());
+            }
+        }
     }
 
     fn new_request(&mut self, cfg: &CollectionConfig, url: &str, ip: &str) -> Option<Request> {
@@ -377,117 +249,176 @@ impl CrawlEngine {
     pub fn poll(&mut self, now: f64) -> (Vec<Request>, Vec<Action>) {
         let mut reqs = Vec::new();
         let mut done = Vec::new();
-        let keys: Vec<SiteKey> = self.sites.keys().cloned().collect();
-        for key in keys {
+        let now_us = micros(now);
+        while self
+            .timers
+            .peek()
+            .is_some_and(|Reverse((t, _))| *t <= now_us)
+        {
+            let Some(Reverse((_, key))) = self.timers.pop() else {
+                break;
+            };
+            self.wake(&key);
+        }
+        for _ in 0..self.run.len() {
             if self.flights.len() >= self.opts.max_in_flight {
                 break;
             }
-            let Some(cfg) = self.configs.get(&key.0).cloned() else {
+            let Some(key) = self.run.pop_front() else {
+                break;
+            };
+            let Some(site) = self.sites.get_mut(&key) else {
                 continue;
             };
-            while let Some(site) = self.sites.get_mut(&key) {
-                if site.queue.is_empty() {
-                    if site.in_flight == 0 && !site.robots_pending {
-                        let since = *site.idle_since.get_or_insert(now);
-                        if now - since >= self.opts.site_linger {
-                            self.sites.remove(&key);
-                            done.push(Action::SiteDone {
-                                collection: key.0.clone(),
-                                site: key.1.clone(),
-                            });
-                        }
-                    }
-                    break;
-                }
-                if site.robots_pending
-                    || site.in_flight >= cfg.max_site_connections.max(1)
-                    || now < site.next_at
-                    || self.flights.len() >= self.opts.max_in_flight
-                {
-                    break;
-                }
-                let ip = site.ip.clone();
-                if cfg.robots && self.robots.get(&key.1, now).is_none() {
-                    // robots.txt first (RFC 9309 2.4), on the scheme of the first entry.
-                    let scheme = site
-                        .queue
-                        .front()
-                        .and_then(|(_, r)| parse_record(r).ok())
-                        .map(|(e, _)| {
-                            if e.uri.uri.starts_with(b"https:") {
-                                "https"
-                            } else {
-                                "http"
-                            }
-                        })
-                        .unwrap_or("http");
-                    let url = format!("{scheme}://{}/robots.txt", key.1);
-                    let Some(req) = self.new_request(&cfg, &url, &ip) else {
-                        break;
-                    };
-                    let site = self.sites.get_mut(&key).expect("present above");
-                    site.robots_pending = true;
-                    site.in_flight += 1;
-                    self.flights.insert(
-                        req.id,
-                        Flight {
-                            collection: key.0.clone(),
-                            site: key.1.clone(),
-                            record: None,
-                            url,
-                        },
-                    );
-                    reqs.push(req);
-                    break;
-                }
-                let (seq, rec) = site.queue.pop_front().expect("not empty");
-                self.queued -= 1;
-                let counters = self.counters.entry(key.0.clone()).or_default();
-                let Ok((entry, _)) = parse_record(&rec) else {
-                    counters.skip_doc(doc_skip::OTHER);
-                    self.done.push((key.0.clone(), seq));
-                    continue;
-                };
-                let uri = String::from_utf8_lossy(&entry.uri.uri).into_owned();
-                let mut skip = None;
-                if entry.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
-                    skip = rule_skip(&cfg, &uri);
-                }
-                if skip.is_none()
-                    && cfg.robots
-                    && !self
-                        .robots
-                        .get(&key.1, now)
-                        .is_none_or(|r: &Rules| r.allowed(&uri))
-                {
-                    skip = Some(uri_skip::ROBOTS);
-                }
-                if let Some(code) = skip {
-                    counters.skip_uri(code);
-                    self.done.push((key.0.clone(), seq));
-                    continue;
-                }
-                let Some(req) = self.new_request(&cfg, &uri, &ip) else {
-                    self.counters_mut(&key.0).skip_uri(uri_skip::SCHEME);
-                    self.done.push((key.0.clone(), seq));
-                    continue;
-                };
-                self.counters_mut(&key.0).processed += 1;
-                let site = self.sites.get_mut(&key).expect("present above");
-                site.in_flight += 1;
-                self.flights.insert(
-                    req.id,
-                    Flight {
-                        collection: key.0.clone(),
-                        site: key.1.clone(),
-                        record: Some((seq, rec)),
-                        url: uri,
-                    },
-                );
-                reqs.push(req);
-            }
+            site.runnable = false;
+            self.run_site(&key, now, &mut reqs, &mut done);
         }
         (reqs, done)
+    }
+
+    /// Starts what `key` may start now, then leaves it where it waits: on the timer heap for
+    /// its delay or linger, in its address's waiting list, back in the run queue when the
+    /// engine-wide request limit stopped it, or nowhere when only a request's end can change
+    /// anything (that end wakes it).
+    fn run_site(
+        &mut self,
+        key: &SiteKey,
+        now: f64,
+        reqs: &mut Vec<Request>,
+        done: &mut Vec<Action>,
+    ) {
+        let Some(cfg) = self.configs.get(&key.0).cloned() else {
+            return;
+        };
+        let ip_cap = match cfg.max_ip_connections {
+            0 => u32::MAX,
+            n => n,
+        };
+        loop {
+            let Some(site) = self.sites.get_mut(key) else {
+                return;
+            };
+            if site.queue.is_empty() {
+                if site.in_flight == 0 && !site.robots_pending {
+                    let since = *site.idle_since.get_or_insert(now);
+                    if now - since >= self.opts.site_linger {
+                        self.sites.remove(key);
+                        done.push(Action::SiteDone {
+                            collection: key.0.clone(),
+                            site: key.1.clone(),
+                        });
+                    } else {
+                        let at = micros(since + self.opts.site_linger);
+                        self.timers.push(Reverse((at, key.clone())));
+                    }
+                }
+                return;
+            }
+            if site.robots_pending || site.in_flight >= cfg.max_site_connections.max(1) {
+                return;
+            }
+            if now < site.next_at {
+                self.timers
+                    .push(Reverse((micros(site.next_at), key.clone())));
+                return;
+            }
+            if self.flights.len() >= self.opts.max_in_flight {
+                site.runnable = true;
+                self.run.push_front(key.clone());
+                return;
+            }
+            let ip = site.ip.clone();
+            let per_ip = self.ips.entry(ip.clone()).or_default();
+            if per_ip.0 >= ip_cap {
+                if !per_ip.1.contains(key) {
+                    per_ip.1.push(key.clone());
+                }
+                return;
+            }
+            if cfg.robots && self.robots.get(&key.1, now).is_none() {
+                // robots.txt first (RFC 9309 2.4), on the scheme of the first entry.
+                let scheme = site
+                    .queue
+                    .front()
+                    .and_then(|(_, r)| parse_record(r).ok())
+                    .map(|(e, _)| {
+                        if e.uri.uri.starts_with(b"https:") {
+                            "https"
+                        } else {
+                            "http"
+                        }
+                    })
+                    .unwrap_or("http");
+                let url = format!("{scheme}://{}/robots.txt", key.1);
+                let Some(req) = self.new_request(&cfg, &url, &ip) else {
+                    return;
+                };
+                let site = self.sites.get_mut(key).expect("present above");
+                site.robots_pending = true;
+                self.start(key, ip, None, url, req, reqs);
+                return;
+            }
+            let (seq, rec) = site.queue.pop_front().expect("not empty");
+            self.queued -= 1;
+            let counters = self.counters.entry(key.0.clone()).or_default();
+            let Ok((entry, _)) = parse_record(&rec) else {
+                counters.skip_doc(doc_skip::OTHER);
+                self.done.push((key.0.clone(), seq));
+                continue;
+            };
+            let uri = String::from_utf8_lossy(&entry.uri.uri).into_owned();
+            let mut skip = None;
+            if entry.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
+                skip = rule_skip(&cfg, &uri, entry.uri_flags);
+            }
+            if skip.is_none()
+                && cfg.robots
+                && !self
+                    .robots
+                    .get(&key.1, now)
+                    .is_none_or(|r: &Rules| r.allowed(&uri))
+            {
+                skip = Some(uri_skip::ROBOTS);
+            }
+            if let Some(code) = skip {
+                counters.skip_uri(code);
+                self.done.push((key.0.clone(), seq));
+                continue;
+            }
+            let Some(req) = self.new_request(&cfg, &uri, &ip) else {
+                self.counters_mut(&key.0).skip_uri(uri_skip::SCHEME);
+                self.done.push((key.0.clone(), seq));
+                continue;
+            };
+            self.counters_mut(&key.0).processed += 1;
+            self.start(key, ip, Some((seq, rec)), uri, req, reqs);
+        }
+    }
+
+    /// Records a request as open on its site and address.
+    fn start(
+        &mut self,
+        key: &SiteKey,
+        ip: Arc<str>,
+        record: Option<(u64, Vec<u8>)>,
+        url: String,
+        req: Request,
+        reqs: &mut Vec<Request>,
+    ) {
+        if let Some(site) = self.sites.get_mut(key) {
+            site.in_flight += 1;
+        }
+        self.ips.entry(ip.clone()).or_default().0 += 1;
+        self.flights.insert(
+            req.id,
+            Flight {
+                key: key.clone(),
+                ip,
+                record,
+                url,
+            },
+        );
+        reqs.push(req);
     }
 
     /// Reads the outcome of a request made by [`CrawlEngine::poll`].
@@ -496,11 +427,11 @@ impl CrawlEngine {
             debug!("outcome of an unknown request {}", o.id);
             return Vec::new();
         };
-        let key = (f.collection.clone(), f.site.clone());
-        let cfg = self.configs.get(&f.collection).cloned();
+        let key = f.key.clone();
+        let cfg = self.configs.get(&key.0).cloned();
         let delay = cfg
             .as_ref()
-            .map_or(0.0, |c| self.site_delay(c, &f.site, now));
+            .map_or(0.0, |c| self.site_delay(c, &key.1, now));
         if let Some(site) = self.sites.get_mut(&key) {
             site.in_flight = site.in_flight.saturating_sub(1);
             site.next_at = now + delay;
@@ -508,10 +439,21 @@ impl CrawlEngine {
                 site.robots_pending = false;
             }
         }
+        self.wake(&key);
+        if let Some((open, waiting)) = self.ips.get_mut(&f.ip) {
+            *open = open.saturating_sub(1);
+            let waiting = std::mem::take(waiting);
+            if *open == 0 {
+                self.ips.remove(&f.ip);
+            }
+            for k in &waiting {
+                self.wake(k);
+            }
+        }
         let Some(cfg) = cfg else {
             return Vec::new();
         };
-        let counters = self.counters.entry(f.collection.clone()).or_default();
+        let counters = self.counters.entry(f.key.0.clone()).or_default();
         counters.dl_time += o.elapsed;
         let Some(rec) = f.record else {
             let (status, body) = match &o.result {
@@ -529,11 +471,11 @@ impl CrawlEngine {
             if rules.has_sitemap() {
                 counters.has_sitemap += 1;
             }
-            self.robots.insert(&f.site, rules, now);
+            self.robots.insert(&f.key.1, rules, now);
             return Vec::new();
         };
         let (seq, rec) = rec;
-        self.done.push((f.collection.clone(), seq));
+        self.done.push((f.key.0.clone(), seq));
         let Ok((entry, _)) = parse_record(&rec) else {
             return Vec::new();
         };
@@ -569,7 +511,7 @@ impl CrawlEngine {
                         redirect_entry(&cfg, &entry, t.as_str(), kind, &f.url, counters)
                     {
                         out.push(Action::Queue {
-                            collection: f.collection.clone(),
+                            collection: f.key.0.clone(),
                             entry: Box::new(e),
                         });
                     }
@@ -579,6 +521,10 @@ impl CrawlEngine {
             return out;
         }
         if !(200..300).contains(&r.status) {
+            return out;
+        }
+        if !cfg.exclude_headers.is_empty() && excluded_header(&cfg, &r) {
+            counters.skip_doc(doc_skip::HEADER_EXCLUDED);
             return out;
         }
         let ctype = r
@@ -640,7 +586,7 @@ impl CrawlEngine {
                     counters,
                 ) {
                     out.push(Action::Queue {
-                        collection: f.collection.clone(),
+                        collection: f.key.0.clone(),
                         entry: Box::new(e),
                     });
                 }
@@ -656,14 +602,14 @@ impl CrawlEngine {
                 page_links.push(PageLink {
                     url: l.url.clone(),
                     anchor: l.text.clone(),
-                    intra: crawl_site(l.url.as_bytes()).as_deref() == Some(f.site.as_str()),
+                    intra: crawl_site(l.url.as_bytes()).as_deref() == Some(f.key.1.as_str()),
                 });
-                if let Some(code) = rule_skip(&cfg, &l.url) {
+                if let Some(code) = rule_skip(&cfg, &l.url, 0) {
                     counters.skip_uri(code);
                     continue;
                 }
                 let target_site = crawl_site(l.url.as_bytes());
-                let same_site = target_site.as_deref() == Some(f.site.as_str());
+                let same_site = target_site.as_deref() == Some(f.key.1.as_str());
                 let child_depth = if cfg.reset_level && !same_site {
                     0
                 } else {
@@ -691,13 +637,13 @@ impl CrawlEngine {
                     ));
                 }
                 out.push(Action::Queue {
-                    collection: f.collection.clone(),
+                    collection: f.key.0.clone(),
                     entry: Box::new(e),
                 });
             }
             if !ex.nofollow {
                 out.push(Action::Links {
-                    collection: f.collection.clone(),
+                    collection: f.key.0.clone(),
                     from: f.url.as_bytes().to_vec(),
                     links: page_links,
                 });
@@ -713,7 +659,7 @@ impl CrawlEngine {
         }
         let checksum = Checksum(Md5::digest(&r.body).into());
         out.push(Action::Document(Box::new(Document {
-            collection: f.collection,
+            collection: f.key.0.clone(),
             uri: f.url.into_bytes(),
             checksum,
             status: r.status,
@@ -739,6 +685,14 @@ impl CrawlEngine {
 }
 
 /// The document skip code of a failed fetch (MS-FSCADM 2.2.3.2).
+/// True when a response header line `Name: value` matches the collection's `exclude_headers`.
+fn excluded_header(cfg: &CollectionConfig, r: &Fetched) -> bool {
+    r.headers.iter().any(|(n, v)| {
+        let line = format!("{n}: {}", String::from_utf8_lossy(v));
+        cfg.exclude_headers.matches(&line)
+    })
+}
+
 fn failure_code(f: &Failure) -> &'static str {
     match f {
         Failure::Refused => doc_skip::CONNECT,
@@ -764,7 +718,7 @@ fn redirect_entry(
         return None;
     }
     if from.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
-        if let Some(code) = rule_skip(cfg, target) {
+        if let Some(code) = rule_skip(cfg, target, from.uri_flags) {
             counters.skip_uri(code);
             return None;
         }

@@ -6,11 +6,11 @@ pub mod counters;
 pub mod engine;
 pub mod links;
 pub mod robots;
+mod types;
 
 pub use counters::CrawlCounters;
-pub use engine::{
-    Action, CrawlEngine, Document, EngineOptions, Failure, Fetched, Outcome, PageLink, Request,
-};
+pub use engine::CrawlEngine;
+pub use types::{Action, Document, EngineOptions, Failure, Fetched, Outcome, PageLink, Request};
 
 #[cfg(test)]
 mod tests;

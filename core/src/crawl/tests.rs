@@ -377,3 +377,92 @@ fn depth_limit_counts_levels_from_the_start_uri() {
         Some(&1)
     );
 }
+
+#[test]
+fn sites_of_one_address_share_its_connection_limit() {
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.max_site_connections = 2;
+        c.max_ip_connections = 3;
+    });
+    // Two virtual hosts on one address, two entries each.
+    for host in ["a.example", "b.example"] {
+        for i in 0..2 {
+            e.push(ready(&format!("http://{host}/p{i}")));
+        }
+    }
+    let first = e.poll(0.0).0;
+    assert_eq!(first.len(), 3, "3 open to 127.0.0.9 at most");
+    assert!(e.poll(0.5).0.is_empty());
+    // One ends: the site waiting for the address gets its turn.
+    e.complete(ok(first[0].id, 200, "text/html", "x"), 1.0);
+    let next = e.poll(1.0).0;
+    assert_eq!(next.len(), 1);
+    let mut urls: Vec<_> = first.iter().chain(&next).map(|r| r.url.clone()).collect();
+    urls.sort();
+    urls.dedup();
+    assert_eq!(urls.len(), 4, "every entry fetched once");
+}
+
+#[test]
+fn an_excluded_header_line_skips_the_document_with_hx() {
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.exclude_headers = crate::config::RuleSet::parse(
+            crate::config::RuleTarget::Header,
+            &[
+                "x-robots-tag: noarchive",
+                "regexp:content-type: application/x-.*",
+            ],
+        )
+        .unwrap();
+    });
+    e.push(ready(&format!("http://{SITE}/a")));
+    e.push(ready(&format!("http://{SITE}/b")));
+    let r = e.poll(0.0).0;
+    let mut hit = ok(r[0].id, 200, "text/html", "<p>a</p>");
+    if let Ok(f) = &mut hit.result {
+        f.headers
+            .push(("x-robots-tag".into(), b"NoArchive, nosnippet".to_vec()));
+    }
+    let actions = e.complete(hit, 0.0);
+    assert!(!actions.iter().any(|a| matches!(a, Action::Document(_))));
+    let r = e.poll(0.0).0;
+    let actions = e.complete(ok(r[0].id, 200, "text/html", "<p>b</p>"), 0.0);
+    assert!(actions.iter().any(|a| matches!(a, Action::Document(_))));
+    let c = e.counters(C).unwrap();
+    assert_eq!(c.doc_skip.get(doc_skip::HEADER_EXCLUDED), Some(&1));
+}
+
+#[test]
+fn ignore_netloc_bypasses_host_rules_but_not_uri_rules() {
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.max_site_connections = 3;
+        c.exclude_domains =
+            crate::config::RuleSet::parse(crate::config::RuleTarget::Domain, &["h.example"])
+                .unwrap();
+        c.exclude_uris = crate::config::RuleSet::parse(
+            crate::config::RuleTarget::Uri,
+            &[format!("http://{SITE}/no")],
+        )
+        .unwrap();
+    });
+    let flagged = |uri: &str| {
+        let mut entry = start_uri_entry(uri.as_bytes());
+        entry.uri_flags |= uri_flags::URIF_IGNORE_NETLOC;
+        Ready {
+            record: record(&entry, false),
+            ..ready(uri)
+        }
+    };
+    e.push(ready(&format!("http://{SITE}/plain")));
+    e.push(flagged(&format!("http://{SITE}/yes")));
+    e.push(flagged(&format!("http://{SITE}/no")));
+    let r = e.poll(0.0).0;
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].url, format!("http://{SITE}/yes"));
+    let c = e.counters(C).unwrap();
+    assert_eq!(c.uri_skip.get(uri_skip::DOMAIN), Some(&1));
+    assert_eq!(c.uri_skip.get(uri_skip::URI), Some(&1));
+}

@@ -1,0 +1,165 @@
+//! The crawl engine's vocabulary: its options, the fetches it asks for, what became of them,
+//! and the actions it hands back to the node scheduler.
+
+use crate::msg::{Checksum, CrawlQueueEntry};
+
+/// Tunables of the engine.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Seconds a parsed robots.txt is trusted.
+    pub robots_ttl: f64,
+    /// Seconds an idle site stays active before it is released.
+    pub site_linger: f64,
+    /// Entries held by the engine, all sites.
+    pub max_queued: usize,
+    /// Requests open at once, all sites.
+    pub max_in_flight: usize,
+    /// Seconds to establish a connection.
+    pub connect_timeout: f64,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            robots_ttl: 3600.0,
+            site_linger: 1.0,
+            max_queued: 16_384,
+            max_in_flight: 512,
+            connect_timeout: 10.0,
+        }
+    }
+}
+
+/// A fetch the engine wants made.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// Identifies the outcome.
+    pub id: u64,
+    /// The absolute URL.
+    pub url: String,
+    /// The address to connect to (the one the site was allowed for).
+    pub ip: String,
+    /// The port.
+    pub port: u16,
+    /// Request headers beyond Host and the connection's own.
+    pub headers: Vec<(String, String)>,
+    /// Longest body kept.
+    pub max_body: usize,
+    /// Seconds for the whole fetch.
+    pub timeout: f64,
+    /// Seconds to connect.
+    pub connect_timeout: f64,
+}
+
+/// Why a fetch failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Failure {
+    /// Connection refused.
+    Refused,
+    /// Connecting timed out.
+    ConnectTimeout,
+    /// The response did not complete in time.
+    Timeout,
+    /// Any other network error.
+    Network(String),
+    /// The server's bytes are not HTTP.
+    Protocol(String),
+    /// The body could not be decoded (chunked, gzip).
+    Decode(String),
+}
+
+/// A response.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fetched {
+    /// The status code.
+    pub status: u16,
+    /// Headers, names lower-case.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The decoded body.
+    pub body: Vec<u8>,
+    /// The body was cut at the size limit.
+    pub truncated: bool,
+}
+
+impl Fetched {
+    /// The first header named `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// What became of a request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The request's id.
+    pub id: u64,
+    /// The response or the failure.
+    pub result: Result<Fetched, Failure>,
+    /// Seconds the fetch took.
+    pub elapsed: f64,
+}
+
+/// A fetched document that passed every check: next the duplicate check, then the store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Document {
+    /// The collection.
+    pub collection: Vec<u8>,
+    /// The URI.
+    pub uri: Vec<u8>,
+    /// The MD5 of the body.
+    pub checksum: Checksum,
+    /// The HTTP status.
+    pub status: u16,
+    /// The response headers.
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The body.
+    pub body: Vec<u8>,
+    /// The entry's URI flags (URIF_META_NOINDEX etc.).
+    pub uri_flags: i64,
+    /// The URIs that redirected to this one, first first (its equivalence class with it).
+    pub redirected_from: Vec<Vec<u8>>,
+}
+
+/// A link of a fetched page, for the link store (MS-FSWASDR 2.2.1.3.1.1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageLink {
+    /// The absolute target.
+    pub url: String,
+    /// The anchor text.
+    pub anchor: String,
+    /// The target is on the page's own site.
+    pub intra: bool,
+}
+
+/// What the node scheduler does next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Queue an entry (a link or a redirect target): the node scheduler keeps it or forwards it.
+    Queue {
+        /// The collection.
+        collection: Vec<u8>,
+        /// The entry.
+        entry: Box<CrawlQueueEntry<'static>>,
+    },
+    /// Check and store a document.
+    Document(Box<Document>),
+    /// The links a fetched HTML page carries (those a crawler follows), for the link store.
+    Links {
+        /// The collection.
+        collection: Vec<u8>,
+        /// The page.
+        from: Vec<u8>,
+        /// Its links, each once.
+        links: Vec<PageLink>,
+    },
+    /// The site has nothing more to fetch: release it (CMD_UM_STOP_CRAWL_IP).
+    SiteDone {
+        /// The collection.
+        collection: Vec<u8>,
+        /// The crawl site.
+        site: String,
+    },
+}
