@@ -359,6 +359,24 @@ mod tests {
     }
 
     #[test]
+    fn international_host_names_become_punycode() {
+        // IDNA (UTS #46) through the url crate: the queue, routing and the request's Host
+        // header all see the ASCII form.
+        let e = ex(
+            r#"<a href="http://Bücher.example/ä?q=ü">b</a><a href="http://xn--bcher-kva.example/">c</a>"#,
+            ALL,
+        );
+        let urls: Vec<&str> = e.links.iter().map(|l| l.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            [
+                "http://xn--bcher-kva.example/%C3%A4?q=%C3%BC",
+                "http://xn--bcher-kva.example/"
+            ]
+        );
+    }
+
+    #[test]
     fn the_mask_selects_tags() {
         let html = r#"<img src="i.png"><link href="s.css"><script src="j.js"></script>
             <frame src="f.html"><iframe src="if.html"></iframe><area href="m.html">
