@@ -35,8 +35,7 @@ const DEPTH_KEY: &[u8] = b"depth";
 
 struct Site {
     ip: Arc<str>,
-    /// (in-flight sequence number, record).
-    queue: VecDeque<(u64, Vec<u8>)>,
+    queue: VecDeque<Held>,
     in_flight: u32,
     /// Earliest start of the next request (engine clock, seconds).
     next_at: f64,
@@ -44,6 +43,15 @@ struct Site {
     idle_since: Option<f64>,
     /// The site is in the run queue.
     runnable: bool,
+}
+
+/// An entry waiting for its turn on its site.
+struct Held {
+    /// Its in-flight sequence number.
+    seq: u64,
+    record: Vec<u8>,
+    /// Conditional request headers ([`Ready::conditional`]).
+    conditional: Vec<(String, String)>,
 }
 
 struct Flight {
@@ -145,7 +153,7 @@ impl CrawlEngine {
             if let Some(s) = self.sites.remove(&k) {
                 self.queued -= s.queue.len();
                 self.done
-                    .extend(s.queue.into_iter().map(|(seq, _)| (k.0.clone(), seq)));
+                    .extend(s.queue.into_iter().map(|h| (k.0.clone(), h.seq)));
             }
             out.push(Action::SiteDone {
                 collection: k.0.clone(),
@@ -206,7 +214,11 @@ impl CrawlEngine {
         if *site.ip != *r.ip {
             site.ip = Arc::from(r.ip.as_str());
         }
-        site.queue.push_back((r.seq, r.record));
+        site.queue.push_back(Held {
+            seq: r.seq,
+            record: r.record,
+            conditional: r.conditional,
+        });
         site.idle_since = None;
         self.queued += 1;
         self.wake(&key);
@@ -222,7 +234,13 @@ impl CrawlEngine {
         }
     }
 
-    fn new_request(&mut self, cfg: &CollectionConfig, url: &str, ip: &str) -> Option<Request> {
+    fn new_request(
+        &mut self,
+        cfg: &CollectionConfig,
+        url: &str,
+        ip: &str,
+        conditional: Vec<(String, String)>,
+    ) -> Option<Request> {
         let u = Url::parse(url).ok()?;
         let port = u.port_or_known_default()?;
         let id = self.next_id;
@@ -233,6 +251,7 @@ impl CrawlEngine {
                 headers.push((n.trim().to_string(), v.trim().to_string()));
             }
         }
+        headers.extend(conditional);
         Some(Request {
             id,
             url: url.to_string(),
@@ -340,7 +359,7 @@ impl CrawlEngine {
                 let scheme = site
                     .queue
                     .front()
-                    .and_then(|(_, r)| parse_record(r).ok())
+                    .and_then(|h| parse_record(&h.record).ok())
                     .map(|(e, _)| {
                         if e.uri.uri.starts_with(b"https:") {
                             "https"
@@ -350,7 +369,7 @@ impl CrawlEngine {
                     })
                     .unwrap_or("http");
                 let url = format!("{scheme}://{}/robots.txt", key.1);
-                let Some(req) = self.new_request(&cfg, &url, &ip) else {
+                let Some(req) = self.new_request(&cfg, &url, &ip, Vec::new()) else {
                     return;
                 };
                 let site = self.sites.get_mut(key).expect("present above");
@@ -358,7 +377,11 @@ impl CrawlEngine {
                 self.start(key, ip, None, url, req, reqs);
                 return;
             }
-            let (seq, rec) = site.queue.pop_front().expect("not empty");
+            let Held {
+                seq,
+                record: rec,
+                conditional,
+            } = site.queue.pop_front().expect("not empty");
             self.queued -= 1;
             let counters = self.counters.entry(key.0.clone()).or_default();
             let Ok((entry, _)) = parse_record(&rec) else {
@@ -385,7 +408,7 @@ impl CrawlEngine {
                 self.done.push((key.0.clone(), seq));
                 continue;
             }
-            let Some(req) = self.new_request(&cfg, &uri, &ip) else {
+            let Some(req) = self.new_request(&cfg, &uri, &ip, conditional) else {
                 self.counters_mut(&key.0).skip_uri(uri_skip::SCHEME);
                 self.done.push((key.0.clone(), seq));
                 continue;
@@ -423,7 +446,7 @@ impl CrawlEngine {
 
     /// Reads the outcome of a request made by [`CrawlEngine::poll`].
     pub fn complete(&mut self, o: Outcome, now: f64) -> Vec<Action> {
-        let Some(f) = self.flights.remove(&o.id) else {
+        let Some(mut f) = self.flights.remove(&o.id) else {
             debug!("outcome of an unknown request {}", o.id);
             return Vec::new();
         };
@@ -455,7 +478,7 @@ impl CrawlEngine {
         };
         let counters = self.counters.entry(f.key.0.clone()).or_default();
         counters.dl_time += o.elapsed;
-        let Some(rec) = f.record else {
+        let Some(rec) = f.record.take() else {
             let (status, body) = match &o.result {
                 Ok(r) => {
                     counters.read_net += r.body.len() as u64;
@@ -475,13 +498,31 @@ impl CrawlEngine {
             return Vec::new();
         };
         let (seq, rec) = rec;
-        self.done.push((f.key.0.clone(), seq));
-        let Ok((entry, _)) = parse_record(&rec) else {
+        let out = self.read_entry(&f, &cfg, o.result, seq, &rec);
+        // A document's entry is finished by the node scheduler once the document is fed
+        // (its seq travels in the Document); every other outcome finishes it here.
+        if !out.iter().any(|a| matches!(a, Action::Document(_))) {
+            self.done.push((f.key.0.clone(), seq));
+        }
+        out
+    }
+
+    /// The actions of a fetched entry's response (or failure).
+    fn read_entry(
+        &mut self,
+        f: &Flight,
+        cfg: &CollectionConfig,
+        result: Result<Fetched, Failure>,
+        seq: u64,
+        rec: &[u8],
+    ) -> Vec<Action> {
+        let counters = self.counters.entry(f.key.0.clone()).or_default();
+        let Ok((entry, _)) = parse_record(rec) else {
             return Vec::new();
         };
         let entry = entry.into_owned();
         let mut out = Vec::new();
-        let r = match o.result {
+        let r = match result {
             Ok(r) => r,
             Err(e) => {
                 counters.skip_doc(failure_code(&e));
@@ -520,8 +561,26 @@ impl CrawlEngine {
             }
             return out;
         }
-        if !(200..300).contains(&r.status) {
-            return out;
+        match r.status {
+            // Conditional GET answered "not modified" (RFC 9110 15.4.5): the stored copy
+            // stands.
+            304 => {
+                out.push(Action::Unchanged {
+                    collection: f.key.0.clone(),
+                    uri: f.url.clone().into_bytes(),
+                });
+                return out;
+            }
+            // Gone: a stored copy is deleted (the node scheduler knows whether there is one).
+            404 | 410 => {
+                out.push(Action::Gone {
+                    collection: f.key.0.clone(),
+                    uri: f.url.clone().into_bytes(),
+                });
+                return out;
+            }
+            200..=299 => {}
+            _ => return out,
         }
         if !cfg.exclude_headers.is_empty() && excluded_header(&cfg, &r) {
             counters.skip_doc(doc_skip::HEADER_EXCLUDED);
@@ -660,13 +719,14 @@ impl CrawlEngine {
         let checksum = Checksum(Md5::digest(&r.body).into());
         out.push(Action::Document(Box::new(Document {
             collection: f.key.0.clone(),
-            uri: f.url.into_bytes(),
+            uri: f.url.clone().into_bytes(),
             checksum,
             status: r.status,
             headers: r.headers,
             body: r.body,
             uri_flags: flags,
             redirected_from: entry.redirects.iter().map(|r| r.from.to_vec()).collect(),
+            seq,
         })));
         out
     }

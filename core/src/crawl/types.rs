@@ -121,6 +121,10 @@ pub struct Document {
     pub uri_flags: i64,
     /// The URIs that redirected to this one, first first (its equivalence class with it).
     pub redirected_from: Vec<Vec<u8>>,
+    /// The entry's in-flight sequence number ([`crate::sched::node::Ready::seq`]): the node
+    /// scheduler finishes the entry once the document is fed, so that a document fetched but
+    /// not yet fed when the node dies is fetched again.
+    pub seq: u64,
 }
 
 /// A link of a fetched page, for the link store (MS-FSWASDR 2.2.1.3.1.1).
@@ -154,6 +158,20 @@ pub enum Action {
         from: Vec<u8>,
         /// Its links, each once.
         links: Vec<PageLink>,
+    },
+    /// A conditional request was answered 304 Not Modified: the stored copy is current.
+    Unchanged {
+        /// The collection.
+        collection: Vec<u8>,
+        /// The URI.
+        uri: Vec<u8>,
+    },
+    /// The server answered 404 or 410: a stored copy of the URI is to be deleted.
+    Gone {
+        /// The collection.
+        collection: Vec<u8>,
+        /// The URI.
+        uri: Vec<u8>,
     },
     /// The site has nothing more to fetch: release it (CMD_UM_STOP_CRAWL_IP).
     SiteDone {

@@ -140,6 +140,9 @@ pub struct Ready {
     /// Its number in the collection's in-flight journal: hand it to
     /// [`NodeScheduler::entry_done`] when the entry is finished.
     pub seq: u64,
+    /// Conditional request headers (If-None-Match, If-Modified-Since) from the crawl store's
+    /// record of the URI, filled by [`NodeScheduler::take_ready`].
+    pub conditional: Vec<(String, String)>,
 }
 
 /// A site waiting for its address or for permission.
@@ -1304,6 +1307,7 @@ impl NodeScheduler {
                         ip,
                         record: rec,
                         seq,
+                        conditional: Vec::new(),
                     });
                     continue;
                 }
@@ -1513,6 +1517,7 @@ impl NodeScheduler {
                 ip: ip.to_string(),
                 record: r,
                 seq,
+                conditional: Vec::new(),
             });
         }
         Ok(())
