@@ -27,5 +27,6 @@ pub mod queue;
 pub mod routing;
 pub mod sched;
 pub mod stats;
+pub mod store;
 pub mod synthweb;
 pub mod xmlrpc;
