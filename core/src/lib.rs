@@ -19,6 +19,7 @@ pub mod checksum;
 pub mod config;
 pub mod crawl;
 pub mod dupserver;
+pub mod feed;
 pub mod frame;
 pub mod links;
 pub mod marshal;
