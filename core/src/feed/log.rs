@@ -1,0 +1,475 @@
+//! The durable document log of a collection: append-only, checksummed, in segments.
+//!
+//! A directory holds segments `00000001.log`, `00000002.log`, ... Each starts with a 16-byte
+//! header — the magic `CFDOCS01` and the sequence number of its first record (u64 LE) — followed
+//! by checked records (`store::logfile` framing) whose payloads are [`FeedDoc`] records numbered
+//! one after the other. A segment is fdatasynced before the next one is created, so only the
+//! newest can have a torn tail; opening the log cuts it there (with a warning) and numbering
+//! goes on from the last intact record.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use log::warn;
+
+use super::{io_err, FeedDoc, FeedError, FeedSink, MAX_RECORD};
+use crate::store::logfile::{begin, read_next, seal, sync_dir, Next, HEADER};
+
+const MAGIC: &[u8; 8] = b"CFDOCS01";
+/// Bytes of a segment header.
+const SEGMENT_HEADER: u64 = 16;
+/// Queued bytes written to the file (without waiting for the disk) at once.
+const WRITE_CHUNK: usize = 1 << 20;
+
+/// How a document log is cut into segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DocLogOptions {
+    /// A new segment starts when a record would take the current one past this size (a
+    /// segment holds at least one record, however large).
+    pub segment_bytes: u64,
+}
+
+impl Default for DocLogOptions {
+    fn default() -> Self {
+        DocLogOptions {
+            segment_bytes: 64 << 20,
+        }
+    }
+}
+
+/// The file name of segment `n`.
+fn segment_name(n: u32) -> String {
+    format!("{n:08}.log")
+}
+
+/// The segments of `dir`, by number. A missing directory is an error.
+fn segments(dir: &Path) -> Result<Vec<(u32, PathBuf)>, FeedError> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).map_err(io_err(dir))? {
+        let e = e.map_err(io_err(dir))?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(num) = name.strip_suffix(".log") else {
+            continue;
+        };
+        if num.len() == 8 && num.bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(n) = num.parse() {
+                out.push((n, e.path()));
+            }
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// The first sequence number in a segment header; `Ok(None)` when the file is shorter than a
+/// header (a segment torn at its creation).
+fn read_header(path: &Path) -> Result<Option<u64>, FeedError> {
+    let mut f = File::open(path).map_err(io_err(path))?;
+    let mut h = [0u8; SEGMENT_HEADER as usize];
+    let mut got = 0;
+    while got < h.len() {
+        match f.read(&mut h[got..]).map_err(io_err(path))? {
+            0 => return Ok(None),
+            n => got += n,
+        }
+    }
+    if &h[..8] != MAGIC {
+        return Err(FeedError::Corrupt {
+            path: path.to_path_buf(),
+            offset: 0,
+            what: "not a document log segment (bad magic)",
+        });
+    }
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&h[8..]);
+    Ok(Some(u64::from_le_bytes(first)))
+}
+
+/// Reads the records of one segment in order, checking their numbering.
+struct SegmentReader {
+    path: PathBuf,
+    r: BufReader<File>,
+    /// Bytes of the file not read yet.
+    remaining: u64,
+    /// Offset of the next record.
+    offset: u64,
+    /// Sequence number the next record must carry.
+    expect: u64,
+}
+
+/// What a segment's next record is.
+enum Step {
+    Doc(u64, FeedDoc),
+    End,
+    /// A torn or damaged record at `offset`.
+    Torn(u64, &'static str),
+}
+
+impl SegmentReader {
+    /// Opens a segment whose header says it starts at `first`.
+    fn open(path: &Path, first: u64) -> Result<SegmentReader, FeedError> {
+        let f = File::open(path).map_err(io_err(path))?;
+        let len = f.metadata().map_err(io_err(path))?.len();
+        let mut r = BufReader::with_capacity(1 << 20, f);
+        let mut skip = [0u8; SEGMENT_HEADER as usize];
+        r.read_exact(&mut skip).map_err(io_err(path))?;
+        Ok(SegmentReader {
+            path: path.to_path_buf(),
+            r,
+            remaining: len - SEGMENT_HEADER,
+            offset: SEGMENT_HEADER,
+            expect: first,
+        })
+    }
+
+    fn next(&mut self, payload: &mut Vec<u8>) -> Result<Step, FeedError> {
+        match read_next(&mut self.r, self.remaining, MAX_RECORD, payload)
+            .map_err(io_err(&self.path))?
+        {
+            Next::End => return Ok(Step::End),
+            Next::Torn(why) => return Ok(Step::Torn(self.offset, why)),
+            Next::Record => {}
+        }
+        let Some((seq, doc)) = FeedDoc::decode(payload) else {
+            return Ok(Step::Torn(self.offset, "malformed document record"));
+        };
+        if seq != self.expect {
+            return Ok(Step::Torn(self.offset, "out-of-order sequence number"));
+        }
+        let used = (HEADER + payload.len()) as u64;
+        self.remaining -= used;
+        self.offset += used;
+        self.expect += 1;
+        Ok(Step::Doc(seq, doc))
+    }
+}
+
+/// The durable document log of a collection; see the module documentation.
+pub struct DocLog {
+    dir: PathBuf,
+    opts: DocLogOptions,
+    /// The current segment's number, path and file (append mode).
+    segment: u32,
+    seg_path: PathBuf,
+    file: File,
+    /// Bytes of the current segment, written and queued.
+    seg_len: u64,
+    /// Bytes of the current segment written to the file.
+    written: u64,
+    /// Records queued and not yet written.
+    pending: Vec<u8>,
+    first_seq: u64,
+    next_seq: u64,
+    /// Bytes written since the last fdatasync.
+    dirty: bool,
+    buf: Vec<u8>,
+}
+
+impl DocLog {
+    /// Opens (creating) the log in `dir` with the default [`DocLogOptions`].
+    pub fn open(dir: &Path) -> Result<DocLog, FeedError> {
+        DocLog::open_with(dir, DocLogOptions::default())
+    }
+
+    /// Opens (creating) the log in `dir`: cuts a torn tail of the newest segment and goes on
+    /// numbering after its last intact record. The directory and its first segment are durable
+    /// when this returns.
+    pub fn open_with(dir: &Path, opts: DocLogOptions) -> Result<DocLog, FeedError> {
+        let created = !dir.exists();
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        if created {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_dir(parent).map_err(io_err(parent))?;
+            }
+        }
+        let mut segs = segments(dir)?;
+        let first_seq = match segs.first() {
+            Some((_, p)) => read_header(p)?.unwrap_or(1),
+            None => 1,
+        };
+        // The newest segment with a complete header, and where numbering goes on.
+        let mut next_seq = first_seq;
+        let mut current = None;
+        while let Some((n, path)) = segs.pop() {
+            match read_header(&path)? {
+                Some(first) => {
+                    current = Some((n, path, first));
+                    break;
+                }
+                None => {
+                    warn!("{}: segment torn at its creation, removed", path.display());
+                    fs::remove_file(&path).map_err(io_err(&path))?;
+                    sync_dir(dir).map_err(io_err(dir))?;
+                }
+            }
+        }
+        let (segment, seg_path, len) = match current {
+            Some((n, path, first)) => {
+                let mut r = SegmentReader::open(&path, first)?;
+                let mut payload = Vec::new();
+                loop {
+                    match r.next(&mut payload)? {
+                        Step::Doc(..) => {}
+                        Step::End => break,
+                        Step::Torn(at, why) => {
+                            warn!("{}: {why} at offset {at}: tail cut", path.display());
+                            let f = OpenOptions::new()
+                                .write(true)
+                                .open(&path)
+                                .map_err(io_err(&path))?;
+                            f.set_len(at).map_err(io_err(&path))?;
+                            f.sync_all().map_err(io_err(&path))?;
+                            break;
+                        }
+                    }
+                }
+                next_seq = r.expect;
+                (n, path, r.offset)
+            }
+            None => {
+                let path = dir.join(segment_name(1));
+                create_segment(&path, next_seq)?;
+                sync_dir(dir).map_err(io_err(dir))?;
+                (1, path, SEGMENT_HEADER)
+            }
+        };
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&seg_path)
+            .map_err(io_err(&seg_path))?;
+        Ok(DocLog {
+            dir: dir.to_path_buf(),
+            opts,
+            segment,
+            seg_path,
+            file,
+            seg_len: len,
+            written: len,
+            pending: Vec::with_capacity(WRITE_CHUNK + 4096),
+            first_seq,
+            next_seq,
+            dirty: false,
+            buf: Vec::new(),
+        })
+    }
+
+    /// The sequence number the next document gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The sequence number of the oldest document the log holds (or would hold).
+    pub fn first_seq(&self) -> u64 {
+        self.first_seq
+    }
+
+    /// Documents in the log.
+    pub fn len(&self) -> u64 {
+        self.next_seq - self.first_seq
+    }
+
+    /// True when the log holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The log's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes the queued records to the current segment (no waiting for the disk). A failed
+    /// write is cut off again so that no partial record is followed by later ones.
+    fn write_pending(&mut self) -> Result<(), FeedError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.file.write_all(&self.pending) {
+            let _ = self.file.set_len(self.written);
+            return Err(io_err(&self.seg_path)(e));
+        }
+        self.written += self.pending.len() as u64;
+        self.pending.clear();
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Makes the current segment durable and starts the next one at the next sequence number.
+    fn roll_over(&mut self) -> Result<(), FeedError> {
+        self.write_pending()?;
+        self.file.sync_data().map_err(io_err(&self.seg_path))?;
+        self.dirty = false;
+        let segment = self.segment + 1;
+        let path = self.dir.join(segment_name(segment));
+        create_segment(&path, self.next_seq)?;
+        sync_dir(&self.dir).map_err(io_err(&self.dir))?;
+        self.file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        self.segment = segment;
+        self.seg_path = path;
+        self.seg_len = SEGMENT_HEADER;
+        self.written = SEGMENT_HEADER;
+        Ok(())
+    }
+}
+
+/// Creates a segment holding only its header (synced).
+fn create_segment(path: &Path, first_seq: u64) -> Result<(), FeedError> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    let mut h = MAGIC.to_vec();
+    h.extend_from_slice(&first_seq.to_le_bytes());
+    f.write_all(&h).map_err(io_err(path))?;
+    f.sync_all().map_err(io_err(path))
+}
+
+impl FeedSink for DocLog {
+    /// Appends the document; returns its sequence number. Refuses one over the limits
+    /// ([`FeedDoc::validate`]) without changing the log.
+    fn feed(&mut self, doc: &FeedDoc) -> Result<u64, FeedError> {
+        doc.validate()?;
+        let seq = self.next_seq;
+        self.buf.clear();
+        let start = begin(&mut self.buf);
+        doc.encode(seq, &mut self.buf);
+        seal(&mut self.buf, start);
+        if self.seg_len > SEGMENT_HEADER
+            && self.seg_len + self.buf.len() as u64 > self.opts.segment_bytes
+        {
+            self.roll_over()?;
+        }
+        self.pending.extend_from_slice(&self.buf);
+        self.seg_len += self.buf.len() as u64;
+        self.next_seq += 1;
+        if self.pending.len() >= WRITE_CHUNK {
+            self.write_pending()?;
+        }
+        Ok(seq)
+    }
+
+    /// Writes and fdatasyncs every document fed so far.
+    fn sync(&mut self) -> Result<(), FeedError> {
+        self.write_pending()?;
+        if self.dirty {
+            self.file.sync_data().map_err(io_err(&self.seg_path))?;
+            self.dirty = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DocLog {
+    /// A clean close makes everything durable; a failure is logged.
+    fn drop(&mut self) {
+        if let Err(e) = FeedSink::sync(self) {
+            warn!("closing the document log: {e}");
+        }
+    }
+}
+
+/// Reads a document log in order, one record at a time (nothing else is held in memory). It
+/// reads the segments that existed when it was opened; a torn or half-written record at the end
+/// of the newest is the end, anywhere else it is [`FeedError::Corrupt`].
+pub struct DocLogReader {
+    segments: Vec<(u64, PathBuf)>,
+    /// Index of the segment after the current one.
+    next_segment: usize,
+    cur: Option<SegmentReader>,
+    /// The number the next segment must start at (after the first segment read).
+    expect: Option<u64>,
+    from: u64,
+    payload: Vec<u8>,
+    done: bool,
+}
+
+impl DocLogReader {
+    /// Reads the log in `dir` from its first document.
+    pub fn open(dir: &Path) -> Result<DocLogReader, FeedError> {
+        DocLogReader::open_from(dir, 0)
+    }
+
+    /// Reads the log in `dir` from sequence number `from` (documents before it are skipped;
+    /// whole segments before it are not read).
+    pub fn open_from(dir: &Path, from: u64) -> Result<DocLogReader, FeedError> {
+        let mut segs = Vec::new();
+        for (_, path) in segments(dir)? {
+            if let Some(first) = read_header(&path)? {
+                segs.push((first, path));
+            }
+        }
+        // Start at the newest segment whose first document is not after `from`.
+        let start = segs
+            .iter()
+            .rposition(|(first, _)| *first <= from)
+            .unwrap_or(0);
+        Ok(DocLogReader {
+            segments: segs,
+            next_segment: start,
+            cur: None,
+            expect: None,
+            from,
+            payload: Vec::new(),
+            done: false,
+        })
+    }
+
+    fn step(&mut self) -> Result<Option<(u64, FeedDoc)>, FeedError> {
+        loop {
+            let Some(cur) = &mut self.cur else {
+                let Some((first, path)) = self.segments.get(self.next_segment) else {
+                    return Ok(None);
+                };
+                if self.expect.is_some_and(|e| e != *first) {
+                    return Err(FeedError::Corrupt {
+                        path: path.clone(),
+                        offset: 8,
+                        what: "segment does not start where the previous one ended",
+                    });
+                }
+                self.cur = Some(SegmentReader::open(path, *first)?);
+                self.next_segment += 1;
+                continue;
+            };
+            let newest = self.next_segment == self.segments.len();
+            match cur.next(&mut self.payload)? {
+                Step::Doc(seq, _) if seq < self.from => {}
+                Step::Doc(seq, doc) => return Ok(Some((seq, doc))),
+                Step::End if newest => return Ok(None),
+                Step::End => {
+                    self.expect = Some(cur.expect);
+                    self.cur = None;
+                }
+                Step::Torn(..) if newest => return Ok(None),
+                Step::Torn(offset, what) => {
+                    return Err(FeedError::Corrupt {
+                        path: cur.path.clone(),
+                        offset,
+                        what,
+                    })
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for DocLogReader {
+    type Item = Result<(u64, FeedDoc), FeedError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let r = self.step().transpose();
+        if !matches!(r, Some(Ok(_))) {
+            self.done = true;
+        }
+        r
+    }
+}

@@ -1,0 +1,488 @@
+//! The crawl store: one per collection on each node scheduler, persisted. For every URI crawled
+//! it keeps a [`UriRecord`]: the document's checksum, when it was first and last crawled, the
+//! HTTP validators for a conditional GET on refresh, its state and refresh cycle (FSCADM 3.3.1's
+//! minimum — which URIs were crawled, checksum, when — is the floor).
+//!
+//! ```
+//! use crawlfleet_core::store::{CrawlStore, UriRecord, UriState};
+//!
+//! let dir = std::env::temp_dir().join(format!("cf-store-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! let mut store = CrawlStore::open(&dir).unwrap();
+//! let rec = UriRecord::stored([7; 16], 1_700_000_000, 200, 1, 5120);
+//! assert_eq!(store.put(b"http://example.com/a", rec.clone()).unwrap(), None);
+//! store.sync().unwrap(); // durable from here
+//! drop(store);
+//! let store = CrawlStore::open(&dir).unwrap();
+//! assert_eq!(store.get(b"http://example.com/a"), Some(&rec));
+//! assert_eq!(store.uris_of_site("example.com"), vec![b"http://example.com/a".to_vec()]);
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+//!
+//! On disk (`<collection dir>/store/`, see [`store_dir`]): one file, `crawl.log`, an 8-byte magic
+//! `CFSTORE1` followed by checked records ([`logfile`] framing, [`record`] payloads), each a
+//! result — put this record for this URI, or remove this URI — so replaying them in order gives
+//! the newest state. [`CrawlStore::put`] and [`CrawlStore::remove`] only queue a record;
+//! [`CrawlStore::sync`] writes and fdatasyncs them (group commit: everything before a sync that
+//! returned survives a crash; what came after may or may not). When the file has grown to more
+//! than [`StoreOptions::compact_ratio`] times the live data, a sync rewrites it with the live
+//! records only (temporary file, fdatasync, rename, directory fsync), so a crash leaves the old
+//! or the new file, never a mix. Opening replays the file and cuts it at the first torn or
+//! damaged record, with a warning.
+//!
+//! In memory, a hash table of boxed URIs (xxh3-64 of the URI bytes) to records: a lookup hashes
+//! the borrowed URI once and allocates nothing.
+
+pub(crate) mod logfile;
+pub mod record;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use hashbrown::hash_table::{Entry as TableEntry, HashTable};
+use log::{info, warn};
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::routing::crawl_site;
+use crate::sched::collections::StoreError;
+use logfile::{begin, read_next, seal, sync_dir, Next, HEADER};
+pub use record::{UriRecord, UriState, MAX_FIELD};
+
+/// The first bytes of `crawl.log`.
+const MAGIC: &[u8; 8] = b"CFSTORE1";
+/// The log file's name in the store directory.
+pub const LOG_FILE: &str = "crawl.log";
+/// Queued record bytes that are written to the file (without waiting for the disk) at once.
+const WRITE_CHUNK: usize = 1 << 20;
+
+/// The crawl store's directory inside a collection's directory
+/// (`core::sched::node::collection_dir`): `<collection dir>/store`.
+pub fn store_dir(collection_dir: &Path) -> PathBuf {
+    collection_dir.join("store")
+}
+
+fn io_err(path: &Path) -> impl Fn(io::Error) -> StoreError + '_ {
+    move |e| StoreError {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    }
+}
+
+/// When the log is rewritten with the live records only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// No compaction while the file is smaller than this.
+    pub compact_min_bytes: u64,
+    /// Compact when the file is more than this many times the size of the live records.
+    pub compact_ratio: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            compact_min_bytes: 16 << 20,
+            compact_ratio: 2,
+        }
+    }
+}
+
+/// What opening the store found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Records replayed.
+    pub records: u64,
+    /// Bytes cut from a torn or damaged tail.
+    pub truncated: u64,
+    /// Time taken.
+    pub elapsed: Duration,
+}
+
+struct Entry {
+    uri: Box<[u8]>,
+    rec: UriRecord,
+}
+
+/// The crawl store of one collection; see the module documentation.
+pub struct CrawlStore {
+    path: PathBuf,
+    file: File,
+    /// Records queued and not yet written to the file.
+    pending: Vec<u8>,
+    /// Bytes written to the file.
+    file_len: u64,
+    /// True when bytes were written since the last fdatasync.
+    dirty: bool,
+    /// Bytes the live records take in a compacted file (header excluded).
+    live_bytes: u64,
+    table: HashTable<Entry>,
+    opts: StoreOptions,
+    recovery: Recovery,
+}
+
+/// Bytes a put record of `uri` and `rec` takes in the file, framing included.
+fn encoded_len(uri: &[u8], rec: &UriRecord) -> u64 {
+    let field = |f: &Option<Vec<u8>>| f.as_ref().map_or(0, |f| 4 + f.len());
+    let owner = match &rec.state {
+        UriState::Duplicate { owner } => field(owner),
+        _ => 0,
+    };
+    (HEADER + 1 + 4 + uri.len() + 16 + 8 + 8 + 2 + 4 + 4 + 1 + owner + 1) as u64
+        + field(&rec.etag) as u64
+        + field(&rec.last_modified) as u64
+}
+
+impl CrawlStore {
+    /// Opens (creating) the store in `dir` (normally [`store_dir`] of the collection's
+    /// directory) with the default [`StoreOptions`].
+    pub fn open(dir: &Path) -> Result<CrawlStore, StoreError> {
+        CrawlStore::open_with(dir, StoreOptions::default())
+    }
+
+    /// Opens (creating) the store in `dir`: replays `crawl.log`, cutting a torn tail.
+    pub fn open_with(dir: &Path, opts: StoreOptions) -> Result<CrawlStore, StoreError> {
+        let started = Instant::now();
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let path = dir.join(LOG_FILE);
+        // A compaction that did not reach its rename: the log itself is intact.
+        let tmp = path.with_extension("tmp");
+        if tmp.exists() {
+            fs::remove_file(&tmp).map_err(io_err(&tmp))?;
+        }
+        let size = match fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(io_err(&path)(e)),
+        };
+        if size < MAGIC.len() as u64 {
+            // New, or created and torn before its header was complete.
+            logfile::write_atomic(&path, MAGIC).map_err(io_err(&path))?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        let size = file.metadata().map_err(io_err(&path))?.len();
+        let mut store = CrawlStore {
+            path,
+            file: file.try_clone().map_err(io_err(dir))?,
+            pending: Vec::with_capacity(WRITE_CHUNK + 4096),
+            file_len: size,
+            dirty: false,
+            live_bytes: 0,
+            table: HashTable::new(),
+            opts,
+            recovery: Recovery::default(),
+        };
+        let good = store.replay(&mut file, size)?;
+        if good < size {
+            warn!(
+                "{}: cut a torn or damaged tail of {} bytes at offset {good}",
+                store.path.display(),
+                size - good
+            );
+            file.set_len(good).map_err(io_err(&store.path))?;
+            file.sync_all().map_err(io_err(&store.path))?;
+            store.file_len = good;
+            store.recovery.truncated = size - good;
+        }
+        store.recovery.elapsed = started.elapsed();
+        if store.recovery.records > 0 {
+            info!(
+                "{}: {} URIs from {} records in {:?}",
+                store.path.display(),
+                store.len(),
+                store.recovery.records,
+                store.recovery.elapsed
+            );
+        }
+        Ok(store)
+    }
+
+    /// Applies every intact record of the file; returns the length of the intact prefix.
+    fn replay(&mut self, file: &mut File, size: u64) -> Result<u64, StoreError> {
+        let path = self.path.clone();
+        let mut r = BufReader::with_capacity(1 << 20, &*file);
+        let mut magic = [0u8; 8];
+        r.read_exact(&mut magic).map_err(io_err(&path))?;
+        if &magic != MAGIC {
+            return Err(StoreError {
+                path,
+                error: "not a crawl store (bad magic)".into(),
+            });
+        }
+        let mut good = MAGIC.len() as u64;
+        let mut payload = Vec::new();
+        loop {
+            match read_next(&mut r, size - good, record::MAX_RECORD, &mut payload)
+                .map_err(io_err(&path))?
+            {
+                Next::End => break,
+                Next::Torn(why) => {
+                    warn!("{}: {why} at offset {good}", path.display());
+                    break;
+                }
+                Next::Record => {}
+            }
+            match record::decode(&payload) {
+                Some(record::Op::Put(uri, rec)) => {
+                    self.apply_put(uri, rec);
+                }
+                Some(record::Op::Remove(uri)) => {
+                    self.apply_remove(uri);
+                }
+                None => {
+                    warn!("{}: malformed record at offset {good}", path.display());
+                    break;
+                }
+            }
+            good += (HEADER + payload.len()) as u64;
+            self.recovery.records += 1;
+        }
+        Ok(good)
+    }
+
+    fn apply_put(&mut self, uri: &[u8], rec: UriRecord) -> Option<UriRecord> {
+        self.live_bytes += encoded_len(uri, &rec);
+        let hash = xxh3_64(uri);
+        let prev = match self
+            .table
+            .entry(hash, |e| &*e.uri == uri, |e| xxh3_64(&e.uri))
+        {
+            TableEntry::Occupied(mut e) => Some(std::mem::replace(&mut e.get_mut().rec, rec)),
+            TableEntry::Vacant(v) => {
+                v.insert(Entry {
+                    uri: uri.into(),
+                    rec,
+                });
+                None
+            }
+        };
+        if let Some(p) = &prev {
+            self.live_bytes -= encoded_len(uri, p);
+        }
+        prev
+    }
+
+    fn apply_remove(&mut self, uri: &[u8]) -> Option<UriRecord> {
+        let hash = xxh3_64(uri);
+        let e = self.table.find_entry(hash, |e| &*e.uri == uri).ok()?;
+        let (e, _) = e.remove();
+        self.live_bytes -= encoded_len(uri, &e.rec);
+        Some(e.rec)
+    }
+
+    /// The record of `uri`.
+    pub fn get(&self, uri: &[u8]) -> Option<&UriRecord> {
+        self.table
+            .find(xxh3_64(uri), |e| &*e.uri == uri)
+            .map(|e| &e.rec)
+    }
+
+    fn refuse(&self, what: &str, len: usize) -> StoreError {
+        StoreError {
+            path: self.path.clone(),
+            error: format!("{what} of {len} bytes is over the {MAX_FIELD}-byte limit"),
+        }
+    }
+
+    /// Sets the record of `uri`; returns the one it replaces. Durable after the next
+    /// [`CrawlStore::sync`]. A URI or field over [`MAX_FIELD`] bytes is refused.
+    pub fn put(&mut self, uri: &[u8], rec: UriRecord) -> Result<Option<UriRecord>, StoreError> {
+        if uri.len() > MAX_FIELD {
+            return Err(self.refuse("URI", uri.len()));
+        }
+        if let Some((what, len)) = rec.oversized() {
+            return Err(self.refuse(what, len));
+        }
+        let start = begin(&mut self.pending);
+        record::encode_put(&mut self.pending, uri, &rec);
+        seal(&mut self.pending, start);
+        let prev = self.apply_put(uri, rec);
+        self.write_if_full()?;
+        Ok(prev)
+    }
+
+    /// Forgets `uri` (FSCMT 3.1.5.15-16: delete site, delete URIs); returns its record.
+    /// Durable after the next [`CrawlStore::sync`].
+    pub fn remove(&mut self, uri: &[u8]) -> Result<Option<UriRecord>, StoreError> {
+        let Some(prev) = self.apply_remove(uri) else {
+            return Ok(None);
+        };
+        let start = begin(&mut self.pending);
+        record::encode_remove(&mut self.pending, uri);
+        seal(&mut self.pending, start);
+        self.write_if_full()?;
+        Ok(Some(prev))
+    }
+
+    fn write_if_full(&mut self) -> Result<(), StoreError> {
+        if self.pending.len() >= WRITE_CHUNK {
+            self.write_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the queued records to the file (no waiting for the disk). A failed write is cut
+    /// off again so that no partial record is followed by later ones; the records stay queued.
+    fn write_pending(&mut self) -> Result<(), StoreError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.file.write_all(&self.pending) {
+            let _ = self.file.set_len(self.file_len);
+            return Err(io_err(&self.path)(e));
+        }
+        self.file_len += self.pending.len() as u64;
+        self.pending.clear();
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Makes every put and remove so far durable (write, fdatasync); then compacts the file if
+    /// it has grown past [`StoreOptions::compact_ratio`] times the live records.
+    pub fn sync(&mut self) -> Result<(), StoreError> {
+        self.write_pending()?;
+        if self.dirty {
+            self.file.sync_data().map_err(io_err(&self.path))?;
+            self.dirty = false;
+        }
+        let live = MAGIC.len() as u64 + self.live_bytes;
+        if self.file_len > self.opts.compact_min_bytes
+            && self.file_len > live.saturating_mul(self.opts.compact_ratio)
+        {
+            self.compact()?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites the file with the live records only (also durable for every queued record):
+    /// a temporary file, fdatasync, rename over `crawl.log`, directory fsync.
+    pub fn compact(&mut self) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let before = self.file_len + self.pending.len() as u64;
+        let tmp = self.path.with_extension("tmp");
+        let f = File::create(&tmp).map_err(io_err(&tmp))?;
+        let mut w = BufWriter::with_capacity(1 << 20, f);
+        let mut buf = Vec::with_capacity(4096);
+        let mut written = MAGIC.len() as u64;
+        w.write_all(MAGIC).map_err(io_err(&tmp))?;
+        for e in self.table.iter() {
+            buf.clear();
+            let start = begin(&mut buf);
+            record::encode_put(&mut buf, &e.uri, &e.rec);
+            seal(&mut buf, start);
+            w.write_all(&buf).map_err(io_err(&tmp))?;
+            written += buf.len() as u64;
+        }
+        let f = w.into_inner().map_err(|e| io_err(&tmp)(e.into_error()))?;
+        f.sync_data().map_err(io_err(&tmp))?;
+        drop(f);
+        fs::rename(&tmp, &self.path).map_err(io_err(&self.path))?;
+        if let Some(dir) = self.path.parent() {
+            sync_dir(dir).map_err(io_err(dir))?;
+        }
+        self.file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(io_err(&self.path))?;
+        self.file_len = written;
+        self.pending.clear();
+        self.dirty = false;
+        info!(
+            "{}: compacted {before} bytes to {written} ({} URIs) in {:?}",
+            self.path.display(),
+            self.len(),
+            started.elapsed()
+        );
+        Ok(())
+    }
+
+    /// URIs in the store.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// True when the store holds no URI.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// Every URI and its record, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &UriRecord)> + '_ {
+        self.table.iter().map(|e| (&*e.uri, &e.rec))
+    }
+
+    /// The URIs whose record satisfies `keep`, sorted.
+    fn uris_where(&self, mut keep: impl FnMut(&[u8], &UriRecord) -> bool) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = self
+            .iter()
+            .filter(|(u, r)| keep(u, r))
+            .map(|(u, _)| u.to_vec())
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// The URIs of crawl site `site` (FSCMT 3.1.5.15 delete site, 3.1.5.14 reprocess site),
+    /// sorted. A site is named as `routing::crawl_site` names it: the lower-cased host, with
+    /// `:port` when the port is not the scheme's default (`example.com`, `example.com:8080`).
+    pub fn uris_of_site(&self, site: &str) -> Vec<Vec<u8>> {
+        let site = site.to_ascii_lowercase();
+        self.uris_where(|u, _| crawl_site(u).is_some_and(|s| s == site))
+    }
+
+    /// The URIs starting with `prefix` (reprocess site and prefix, FSCMT 2.2.3.15), sorted.
+    pub fn uris_with_prefix(&self, prefix: &[u8]) -> Vec<Vec<u8>> {
+        self.uris_where(|u, _| u.starts_with(prefix))
+    }
+
+    /// The URIs whose document has `checksum` (PPDUP_PROMOTE_REQ names a checksum whose owner
+    /// is gone), sorted.
+    pub fn uris_with_checksum(&self, checksum: &[u8; 16]) -> Vec<Vec<u8>> {
+        self.uris_where(|_, r| &r.checksum == checksum)
+    }
+
+    /// The stored URIs (state [`UriState::Stored`]) last crawled before refresh cycle `cycle`,
+    /// sorted: at the end of a refresh cycle, the documents that were not seen again (deletion
+    /// detection). Other states are found with [`CrawlStore::iter`].
+    pub fn stale(&self, cycle: u32) -> Vec<Vec<u8>> {
+        self.uris_where(|_, r| r.state == UriState::Stored && r.cycle < cycle)
+    }
+
+    /// What opening the store found.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// Bytes of the log file, written and queued.
+    pub fn log_bytes(&self) -> u64 {
+        self.file_len + self.pending.len() as u64
+    }
+
+    /// The log file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for CrawlStore {
+    /// A clean close makes everything durable; a failure is logged (nothing else can be done
+    /// with it here).
+    fn drop(&mut self) {
+        let r = self.write_pending().and_then(|()| {
+            if self.dirty {
+                self.file.sync_data().map_err(io_err(&self.path))?;
+            }
+            Ok(())
+        });
+        if let Err(e) = r {
+            warn!("closing the crawl store: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
