@@ -15,7 +15,7 @@ use crawlfleet_core::crawl::{
 };
 use crawlfleet_core::marshal::Value;
 use crawlfleet_core::sched::multinode::SchedError;
-use crawlfleet_core::sched::node::{NodeScheduler, Verdict};
+use crawlfleet_core::sched::node::{Fate, NodeScheduler, Verdict};
 use crawlfleet_core::sched::show;
 use crawlfleet_core::stats::Stats;
 use crawlfleet_net::fetch::{FetchError, FetchRequest, FetchResult, Fetcher, FetcherOptions};
@@ -238,7 +238,7 @@ impl Crawler {
                             debug!("link store: equivalence class of a document refused: {e}");
                         }
                     }
-                    if let Some(v) = sm.document(&d.collection, &d.uri, d.checksum) {
+                    if let Some(v) = sm.document(d)? {
                         self.verdict(&v);
                     }
                 }
@@ -271,6 +271,16 @@ impl Crawler {
                     }
                 }
                 Action::SiteDone { collection, site } => sm.site_done(&collection, &site),
+                Action::Unchanged { collection, uri } => {
+                    if let Some(v) = sm.unchanged(&collection, &uri)? {
+                        self.verdict(&v);
+                    }
+                }
+                Action::Gone { collection, uri } => {
+                    if let Some(v) = sm.gone(&collection, &uri)? {
+                        self.verdict(&v);
+                    }
+                }
             }
         }
         for v in sm.take_verdicts() {
@@ -279,20 +289,37 @@ impl Crawler {
         self.finish_entries(sm)
     }
 
-    /// Counts a duplicate-check answer: stored, or skipped as a duplicate (`cs`).
+    /// Counts what became of a document (MS-FSCADM 2.2.4.9): stored (added or modified),
+    /// unchanged, deleted, or skipped as a duplicate (`cs`); tells the link store (SPRel
+    /// 2.2.1.3.2.1) of added and deleted documents.
     fn verdict(&mut self, v: &Verdict) {
         let c = self.engine.counters_mut(&v.collection);
-        if v.is_duplicate() {
-            c.skip_doc(doc_skip::DUPLICATE);
-        } else {
-            c.stored += 1;
-            // SPRel (2.2.1.3.2.1): the document is added; its duplicates are not known here,
-            // so the DUPLICATE column is the empty class.
-            if let Some(b) = &self.links {
-                if let Err(e) = b.uri_add(&v.collection, &v.uri, &[], unix_now()) {
-                    debug!("link store: SPRel line refused: {e}");
+        match v.fate {
+            Fate::Duplicate => c.skip_doc(doc_skip::DUPLICATE),
+            Fate::Unchanged => c.unchanged += 1,
+            Fate::Added | Fate::Modified => {
+                c.stored += 1;
+                if v.fate == Fate::Modified {
+                    c.modified += 1;
                 }
             }
+            Fate::Deleted => c.deleted += 1,
+        }
+        let Some(b) = &self.links else {
+            return;
+        };
+        let sent = match v.fate {
+            // The document's duplicates are not known here, so the DUPLICATE column is the
+            // empty class.
+            Fate::Added => b.uri_add(&v.collection, &v.uri, &[], unix_now()),
+            // WebAnalyzer `delete` (2.2.1.3.1.3) and SPRel DEL (2.2.1.3.2.1).
+            Fate::Deleted => b
+                .delete(&v.collection, &v.uri, unix_now())
+                .and_then(|()| b.uri_del(&v.collection, &v.uri, unix_now())),
+            _ => Ok(()),
+        };
+        if let Err(e) = sent {
+            debug!("link store: SPRel line refused: {e}");
         }
     }
 

@@ -32,6 +32,7 @@ fn ready(uri: &str) -> Ready {
         ip: "127.0.0.9".into(),
         record: record(&start_uri_entry(uri.as_bytes()), false),
         seq: 7,
+        conditional: Vec::new(),
     }
 }
 
@@ -82,9 +83,19 @@ fn robots_first_then_disallowed_entries_are_skipped() {
     assert_eq!(c.processed, 1);
     // The skipped entry is finished; the fetched one when its outcome arrives.
     assert_eq!(e.take_done(), [(C.to_vec(), 7)]);
-    e.complete(ok(reqs[0].id, 200, "text/html", "x"), 0.0);
-    assert_eq!(e.take_done(), [(C.to_vec(), 7)]);
+    // A fetched document's entry is finished by the node once the document is fed: its
+    // sequence number travels in the Document.
+    let actions = e.complete(ok(reqs[0].id, 200, "text/html", "x"), 0.0);
+    assert!(
+        matches!(&actions[..], [Action::Links { .. }, Action::Document(d)] if d.seq == 7),
+        "{actions:?}"
+    );
     assert!(e.take_done().is_empty());
+    // Any other outcome finishes the entry in the engine.
+    e.push(ready(&format!("http://{SITE}/b")));
+    let r = e.poll(0.0).0;
+    e.complete(ok(r[0].id, 500, "text/html", "x"), 0.0);
+    assert_eq!(e.take_done(), [(C.to_vec(), 7)]);
 }
 
 #[test]

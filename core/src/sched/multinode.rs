@@ -85,6 +85,8 @@ pub enum SchedError {
     Routing(RoutingError),
     /// A collection directory or log file.
     Store(StoreError),
+    /// The document feed.
+    Feed(crate::feed::FeedError),
 }
 
 impl std::fmt::Display for SchedError {
@@ -93,6 +95,7 @@ impl std::fmt::Display for SchedError {
             SchedError::Queue(e) => write!(f, "crawl queue: {e}"),
             SchedError::Routing(e) => e.fmt(f),
             SchedError::Store(e) => e.fmt(f),
+            SchedError::Feed(e) => write!(f, "document feed: {e}"),
         }
     }
 }

@@ -37,6 +37,9 @@ use super::{parse_record, record, show, start_uri_entry, start_uris, Outbox};
 
 #[path = "node_docs.rs"]
 mod docs;
+#[path = "node_store.rs"]
+mod store;
+use crate::feed::Feeder;
 use crate::frame::Priority;
 use crate::marshal::{self, Limits, Value};
 use crate::msg::types::conf_state;
@@ -48,7 +51,9 @@ use crate::msg::{
 };
 use crate::queue::{CrawlQueue, QueueOptions, SyncPolicy};
 use crate::routing::{crawl_site, routing_attribute, site_host, RoutingDb};
+use crate::store::{store_dir, CrawlStore, UriState};
 pub use docs::Verdict;
+pub use store::Fate;
 
 /// Where a frame of the node scheduler goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -180,6 +185,15 @@ struct Collection {
     seen: SeenSet,
     /// Entries taken from the queues and not finished.
     inflight: Inflight,
+    /// Entries finished since the last sync; marked done in `inflight` once the feed and the
+    /// crawl store are durable.
+    finished: Vec<u64>,
+    /// The crawl store: what became of every URI crawled.
+    store: CrawlStore,
+    /// The document feed (the document log, held while feeding is suspended).
+    feeder: Feeder,
+    /// Fetched documents waiting for their duplicate check: URI -> documents, oldest first.
+    pending_docs: HashMap<Vec<u8>, VecDeque<Box<crate::crawl::Document>>>,
     /// Statistics the crawl engine counted since the last CMD_UM_STAT (FSCADM names).
     crawl_delta: Value<'static>,
     counters: NodeCounters,
@@ -214,6 +228,18 @@ pub struct NodeScheduler {
     /// Duplicate-check answers for the crawl engine.
     verdicts: Vec<Verdict>,
     out: Outbox<Dest>,
+}
+
+/// The conditional request headers for a queue record whose URI has a stored copy with
+/// validators; none for an entry that must be fetched whole (URIF_PROMOTE, URIF_FORCE).
+fn conditional(c: &Collection, rec: &[u8]) -> Vec<(String, String)> {
+    let Ok((e, _)) = parse_record(rec) else {
+        return Vec::new();
+    };
+    if e.uri_flags & (uri_flags::URIF_PROMOTE | uri_flags::URIF_FORCE) != 0 {
+        return Vec::new();
+    }
+    store::conditional_headers(&c.store, &e.uri.uri)
 }
 
 fn owned(b: &[u8]) -> Bytes<'static> {
@@ -339,6 +365,18 @@ impl NodeScheduler {
             );
         }
         inflight.reset()?;
+        let store = CrawlStore::open(&store_dir(&dir))?;
+        // The node's checksum database: the checksums of the documents it fed.
+        let mut checksums: HashMap<Checksum, BTreeSet<Vec<u8>>> = HashMap::new();
+        for (u, r) in store.iter() {
+            if r.state == UriState::Stored {
+                checksums
+                    .entry(Checksum(r.checksum))
+                    .or_default()
+                    .insert(u.to_vec());
+            }
+        }
+        let feeder = Feeder::open(&dir)?;
         Ok(Collection {
             dict,
             state: conf_state::ACTIVE,
@@ -353,10 +391,14 @@ impl NodeScheduler {
             ip_sites: HashMap::new(),
             waiting: HashMap::new(),
             ready: VecDeque::new(),
-            checksums: HashMap::new(),
+            checksums,
             pending_adds: HashMap::new(),
             seen: SeenSet::open(&dir.join("seen"))?,
             inflight,
+            finished: Vec::new(),
+            store,
+            feeder,
+            pending_docs: HashMap::new(),
             crawl_delta: Value::Dict(Vec::new()),
             counters: NodeCounters::default(),
             sent: NodeCounters::default(),
@@ -657,7 +699,11 @@ impl NodeScheduler {
                             }
                         }
                     }
+                    // The document log is the default destination.
+                    let held =
+                        c.feeding_all_suspended || c.feeding_suspended.contains(&b"default"[..]);
                     self.save(&f.collection)?;
+                    self.set_feeding(&f.collection, held)?;
                 }
             }
             Message::CmdUmAddRoute(r) => self.on_add_route(&r, now),
@@ -682,12 +728,8 @@ impl NodeScheduler {
                 }
             }
             Message::CmdUmReprocessSite(r) => {
-                info!(
-                    "collection {}: reprocess site {} prefix {:?}: no stored documents to resubmit",
-                    show(&r.collection),
-                    show(&r.site),
-                    show(&r.prefix)
-                );
+                let site = String::from_utf8_lossy(&r.site).into_owned();
+                self.reprocess(&r.collection, &site, &r.prefix)?;
             }
             Message::CmdUmDeleteSite(d) => {
                 let site = String::from_utf8_lossy(&d.site).into_owned();
@@ -743,18 +785,14 @@ impl NodeScheduler {
                 }
             }
             Message::PpdupAddOk(ok) => {
-                if let Some(c) = self.collections.get_mut(ok.collection.as_ref()) {
-                    if let Some(cs) = c.pending_adds.remove(ok.uri.as_ref()) {
-                        let owner = ok.owner_uri.as_deref().unwrap_or(&ok.uri);
-                        if owner == ok.uri.as_ref() {
-                            c.checksums.entry(cs).or_default().insert(ok.uri.to_vec());
-                        }
-                        self.verdicts.push(Verdict {
-                            collection: ok.collection.to_vec(),
-                            uri: ok.uri.to_vec(),
-                            checksum: cs,
-                            owner: owner.to_vec(),
-                        });
+                let pending = self
+                    .collections
+                    .get_mut(ok.collection.as_ref())
+                    .and_then(|c| c.pending_adds.remove(ok.uri.as_ref()));
+                if pending.is_some() {
+                    let owner = ok.owner_uri.as_deref().unwrap_or(&ok.uri).to_vec();
+                    if let Some(v) = self.resolve_document(&ok.collection, &ok.uri, &owner)? {
+                        self.verdicts.push(v);
                     }
                 }
             }
@@ -1191,31 +1229,12 @@ impl NodeScheduler {
             c.inflight.done(seq)?;
         }
         c.counters.uris_dropped += dropped;
-        // Documents of the deleted URIs no longer own their checksums.
-        let mut removes = Vec::new();
-        c.checksums.retain(|cs, uris| {
-            uris.retain(|u| {
-                let site = crawl_site(u).unwrap_or_default();
-                let h = hit(&site, u);
-                if h {
-                    removes.push((*cs, u.clone()));
-                }
-                !h
-            });
-            !uris.is_empty()
-        });
-        let servers = ppdup_servers(&c.dict);
-        for (cs, uri) in removes {
-            let m = Message::PpdupRemove(PpdupChecksum {
-                collection: owned(name),
-                node_id: owned(&self.opts.node_id),
-                uri: Cow::Owned(uri),
-                checksum: cs,
-                ppdup_id: None,
-                dbname: None,
-            });
-            self.send_dups(&servers, Priority::Normal, &m);
-        }
+        // Stored documents: a delete fed for each, their checksums released.
+        let deleted = self.delete_stored_matching(name, &|s, u| hit(s, u))?;
+        info!(
+            "collection {}: {deleted} stored documents deleted",
+            show(name)
+        );
         info!(
             "collection {}: {dropped} queued entries deleted",
             show(name)
@@ -1336,7 +1355,10 @@ impl NodeScheduler {
         for c in self.collections.values_mut() {
             while out.len() < max {
                 match c.ready.pop_front() {
-                    Some(r) => out.push(r),
+                    Some(mut r) => {
+                        r.conditional = conditional(c, &r.record);
+                        out.push(r);
+                    }
                     None => break,
                 }
             }
@@ -1666,6 +1688,7 @@ impl NodeScheduler {
             c.queue.sync()?;
             c.quarantine_queue.sync()?;
             c.seen.sync()?;
+            Self::sync_store(c)?;
             c.inflight.sync()?;
         }
         Ok(())

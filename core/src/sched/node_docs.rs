@@ -5,10 +5,12 @@
 
 use crate::msg::Checksum;
 
+use super::store::Fate;
 use super::NodeScheduler;
 use crate::sched::multinode::SchedError;
 
-/// The answer to a duplicate check.
+/// What became of a fetched document (the answer to its duplicate check, or the crawl
+/// store's comparison).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     /// The collection.
@@ -17,43 +19,21 @@ pub struct Verdict {
     pub uri: Vec<u8>,
     /// The document's checksum.
     pub checksum: Checksum,
-    /// The URI that owns the checksum: `uri` itself when the document is unique.
+    /// The URI that owns the checksum when a duplicate check decided (`uri` itself when the
+    /// document is unique); empty otherwise.
     pub owner: Vec<u8>,
+    /// Fed, unchanged, duplicate or deleted.
+    pub fate: Fate,
 }
 
 impl Verdict {
     /// True when another URI owns the checksum (document skip code `cs`).
     pub fn is_duplicate(&self) -> bool {
-        self.owner != self.uri
+        self.fate == Fate::Duplicate
     }
 }
 
 impl NodeScheduler {
-    /// Checks a fetched document for duplicates: asks the duplicate servers (the verdict comes
-    /// later through [`NodeScheduler::take_verdicts`]) or, when the collection names none,
-    /// decides from the node's checksum database and returns the verdict now. `None` also when
-    /// the collection is unknown.
-    pub fn document(&mut self, name: &[u8], uri: &[u8], checksum: Checksum) -> Option<Verdict> {
-        if self.ppdup_add(name, uri, checksum) {
-            return None;
-        }
-        let c = self.collections.get_mut(name)?;
-        let owners = c.checksums.entry(checksum).or_default();
-        let owner = match owners.iter().next() {
-            Some(first) if !owners.contains(uri) => first.clone(),
-            _ => {
-                owners.insert(uri.to_vec());
-                uri.to_vec()
-            }
-        };
-        Some(Verdict {
-            collection: name.to_vec(),
-            uri: uri.to_vec(),
-            checksum,
-            owner,
-        })
-    }
-
     /// Adds statistics the crawl engine counted (a dict of FSCADM 2.2.4.9 names) to the next
     /// CMD_UM_STAT of the collection (3.1.6 Statistics timer).
     pub fn add_crawl_stats(&mut self, name: &[u8], delta: &crate::marshal::Value<'_>) {
@@ -68,10 +48,11 @@ impl NodeScheduler {
     }
 
     /// The crawl engine finished the entry `seq` of [`super::Ready`] (crawled or skipped): it
-    /// no longer comes back after a restart.
+    /// no longer comes back after a restart once the next [`NodeScheduler::sync`] made what
+    /// came of it durable.
     pub fn entry_done(&mut self, name: &[u8], seq: u64) -> Result<(), SchedError> {
         if let Some(c) = self.collections.get_mut(name) {
-            c.inflight.done(seq)?;
+            c.finished.push(seq);
         }
         Ok(())
     }
@@ -83,7 +64,8 @@ impl NodeScheduler {
                 && c.ready.is_empty()
                 && c.waiting.values().all(|w| w.records.is_empty())
                 && c.pending_adds.is_empty()
-                && c.inflight.is_empty()
+                && c.pending_docs.is_empty()
+                && c.inflight.len() <= c.finished.len()
         })
     }
 }

@@ -417,7 +417,22 @@ fn refresh_duplicate_server_messages_and_statistics() {
     );
     // 3.1.5.23 / 3.1.5.25: an owned add enters the checksum database; PROMOTE_REQ re-crawls it.
     let cs = Checksum([7; 16]);
-    assert!(n.ppdup_add(b"c", b"http://a.com/x", cs));
+    let doc = crate::crawl::Document {
+        collection: b"c".to_vec(),
+        uri: b"http://a.com/x".to_vec(),
+        checksum: cs,
+        status: 200,
+        headers: vec![("etag".into(), b"\"v1\"".to_vec())],
+        body: b"<p>x</p>".to_vec(),
+        uri_flags: 0,
+        redirected_from: Vec::new(),
+        seq: 0,
+    };
+    assert_eq!(
+        n.document(Box::new(doc)).unwrap(),
+        None,
+        "asks the duplicate server"
+    );
     let ok = PpdupAddOk {
         collection: b("c"),
         node_id: b("n1"),
@@ -431,6 +446,9 @@ fn refresh_duplicate_server_messages_and_statistics() {
         n.checksum_owners(b"c", &cs),
         vec![b"http://a.com/x".to_vec()]
     );
+    let v = n.take_verdicts();
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].fate, crate::sched::node::Fate::Added);
     n.take_output();
     n.handle_message(
         &d,
