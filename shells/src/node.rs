@@ -229,7 +229,9 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                     sm.dup_keepalive_tick();
                     Ok(())
                 }
-                Event::Timer(QUARANTINE_TIMER) => sm.quarantine_tick(now),
+                Event::Timer(QUARANTINE_TIMER) => {
+                    sm.quarantine_tick(now).and_then(|()| sm.refresh_tick(now))
+                }
                 Event::Timer(STATS_TIMER) => {
                     sm.stats_tick();
                     Ok(())

@@ -28,6 +28,7 @@ pub const KNOWN_ATTRIBS: &[&str] = &[
     "variable_delay",
     "refresh",
     "refresh_mode",
+    "dbswitch",
     "max_doc_size",
     "limits.max_doc",
     "limits.disk_free",
@@ -160,6 +161,9 @@ pub struct CollectionConfig {
     pub refresh: f64,
     /// What a refresh does with the crawl queue.
     pub refresh_mode: RefreshMode,
+    /// Refresh cycles a stored document may go unseen before it is deleted (fed as a delete
+    /// when the next cycle starts); 0 = never.
+    pub dbswitch: u32,
     /// Largest document fetched, bytes; longer ones are truncated.
     pub max_doc_size: u64,
     /// Documents in the collection after which it only refreshes (FSCADM 2.2.3.6
@@ -250,6 +254,7 @@ impl CollectionConfig {
             variable_delay: Vec::new(),
             refresh: 1440.0,
             refresh_mode: RefreshMode::Scratch,
+            dbswitch: 5,
             max_doc_size: 5 << 20,
             max_doc: None,
             disk_free: 0,
@@ -321,6 +326,7 @@ impl CollectionConfig {
         c.exclude_headers = p.rules("exclude_headers", RuleTarget::Header)?;
         set(&mut c.delay, p.real("delay")?);
         set(&mut c.refresh, p.real("refresh")?);
+        set(&mut c.dbswitch, p.uint("dbswitch")?);
         set(&mut c.fetch_timeout, p.real("fetch_timeout")?);
         if let Some(v) = p.get("refresh_mode") {
             c.refresh_mode = refresh_mode(&p, v)?;
@@ -533,6 +539,7 @@ pub fn default_dict() -> Value<'static> {
         kv("delay", Value::Float(d.delay)),
         kv("refresh", Value::Float(d.refresh)),
         kv("refresh_mode", s(d.refresh_mode.name())),
+        kv("dbswitch", Value::int(i64::from(d.dbswitch))),
         kv("max_doc_size", Value::int(d.max_doc_size as i64)),
         kv(
             "limits",

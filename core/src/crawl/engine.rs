@@ -548,8 +548,7 @@ impl CrawlEngine {
                 .and_then(|l| links::resolve(&url, &String::from_utf8_lossy(l)));
             match target {
                 Some(t) => {
-                    if let Some(e) =
-                        redirect_entry(&cfg, &entry, t.as_str(), kind, &f.url, counters)
+                    if let Some(e) = redirect_entry(cfg, &entry, t.as_str(), kind, &f.url, counters)
                     {
                         out.push(Action::Queue {
                             collection: f.key.0.clone(),
@@ -582,7 +581,7 @@ impl CrawlEngine {
             200..=299 => {}
             _ => return out,
         }
-        if !cfg.exclude_headers.is_empty() && excluded_header(&cfg, &r) {
+        if !cfg.exclude_headers.is_empty() && excluded_header(cfg, &r) {
             counters.skip_doc(doc_skip::HEADER_EXCLUDED);
             return out;
         }
@@ -637,7 +636,7 @@ impl CrawlEngine {
             }
             if let Some(t) = &ex.refresh {
                 if let Some(e) = redirect_entry(
-                    &cfg,
+                    cfg,
                     &entry,
                     t,
                     uri_flags::URIF_META_REFRESH,
@@ -663,7 +662,7 @@ impl CrawlEngine {
                     anchor: l.text.clone(),
                     intra: crawl_site(l.url.as_bytes()).as_deref() == Some(f.key.1.as_str()),
                 });
-                if let Some(code) = rule_skip(&cfg, &l.url, 0) {
+                if let Some(code) = rule_skip(cfg, &l.url, 0) {
                     counters.skip_uri(code);
                     continue;
                 }

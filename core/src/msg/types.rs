@@ -119,8 +119,10 @@ pub mod refresh_options {
     pub const REFRESH_SUBCOLLECTION: i64 = 0x4;
     /// Requeue only the start URIs.
     pub const START_URIS_ONLY: i64 = 0x8;
-    /// Truncate the work queues and restart the crawl (the spec writes this bit as "0x16").
-    pub const TRUNCATE_AND_RESTART: i64 = 0x16;
+    /// Truncate the work queues and restart the crawl. The spec writes this bit as "0x16",
+    /// which is not a single bit (it would include 0x2 and 0x4); it follows 0x1, 0x2, 0x4, 0x8
+    /// as the fifth bit, 16 = 0x10, and that is what crawlfleet reads and sends.
+    pub const TRUNCATE_AND_RESTART: i64 = 0x10;
 }
 
 /// One entry of an addrinfo list (MS-FSCMT 2.2.2.1): a `getaddrinfo` result.

@@ -120,3 +120,5 @@ pub fn show(name: &[u8]) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_store;

@@ -37,6 +37,8 @@ use super::{parse_record, record, show, start_uri_entry, start_uris, Outbox};
 
 #[path = "node_docs.rs"]
 mod docs;
+#[path = "node_refresh.rs"]
+mod refresh;
 #[path = "node_store.rs"]
 mod store;
 use crate::feed::Feeder;
@@ -53,6 +55,7 @@ use crate::queue::{CrawlQueue, QueueOptions, SyncPolicy};
 use crate::routing::{crawl_site, routing_attribute, site_host, RoutingDb};
 use crate::store::{store_dir, CrawlStore, UriState};
 pub use docs::Verdict;
+pub use refresh::RefreshPolicy;
 pub use store::Fate;
 
 /// Where a frame of the node scheduler goes.
@@ -165,6 +168,9 @@ struct Collection {
     feeding_all_suspended: bool,
     feeding_suspended: BTreeSet<Vec<u8>>,
     refresh_cycle: i64,
+    /// When the current refresh cycle began (Unix seconds).
+    cycle_started: i64,
+    policy: RefreshPolicy,
     queue: CrawlQueue,
     quarantine_queue: CrawlQueue,
     /// Quarantine list (3.1.1): site -> until (Unix seconds).
@@ -240,6 +246,12 @@ fn conditional(c: &Collection, rec: &[u8]) -> Vec<(String, String)> {
         return Vec::new();
     }
     store::conditional_headers(&c.store, &e.uri.uri)
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn owned(b: &[u8]) -> Bytes<'static> {
@@ -321,6 +333,9 @@ impl NodeScheduler {
                 .and_then(Value::as_i64)
                 .unwrap_or(conf_state::ACTIVE);
             c.refresh_cycle = m.get(b"cycle").and_then(Value::as_i64).unwrap_or(0);
+            if let Some(t) = m.get(b"cycle_ts").and_then(Value::as_i64) {
+                c.cycle_started = t;
+            }
             c.feeding_all_suspended = m.get(b"feeding_all").and_then(Value::as_i64) == Some(1);
             if let Some(l) = m.get(b"feeding").and_then(Value::as_list) {
                 c.feeding_suspended = l
@@ -377,12 +392,15 @@ impl NodeScheduler {
             }
         }
         let feeder = Feeder::open(&dir)?;
+        let policy = RefreshPolicy::of(name, &dict);
         Ok(Collection {
             dict,
             state: conf_state::ACTIVE,
             feeding_all_suspended: false,
             feeding_suspended: BTreeSet::new(),
             refresh_cycle: 0,
+            cycle_started: unix_now(),
+            policy,
             queue,
             quarantine_queue: CrawlQueue::open(&dir.join("quarantine"), qo())?,
             quarantine: HashMap::new(),
@@ -419,6 +437,7 @@ impl NodeScheduler {
             ("dspec", c.dict.clone()),
             ("state", Value::int(c.state)),
             ("cycle", Value::int(c.refresh_cycle)),
+            ("cycle_ts", Value::int(c.cycle_started)),
             (
                 "feeding_all",
                 Value::int(i64::from(c.feeding_all_suspended)),
@@ -729,7 +748,7 @@ impl NodeScheduler {
             }
             Message::CmdUmReprocessSite(r) => {
                 let site = String::from_utf8_lossy(&r.site).into_owned();
-                self.reprocess(&r.collection, &site, &r.prefix)?;
+                self.reprocess(&r.collection, &site, &r.prefix, r.exact)?;
             }
             Message::CmdUmDeleteSite(d) => {
                 let site = String::from_utf8_lossy(&d.site).into_owned();
@@ -973,6 +992,7 @@ impl NodeScheduler {
             );
             return Ok(());
         };
+        c.policy = RefreshPolicy::of(name, &dict);
         c.dict = dict;
         let servers = ppdup_servers(&c.dict);
         self.save(name)?;
@@ -1054,7 +1074,8 @@ impl NodeScheduler {
             warn!("refresh of unknown collection {}", show(name));
             return Ok(());
         };
-        if options & refresh_options::TRUNCATE_AND_RESTART != 0 {
+        let scratch = c.policy.mode == crate::config::RefreshMode::Scratch;
+        if scratch || options & refresh_options::TRUNCATE_AND_RESTART != 0 {
             c.queue.clear()?;
             c.quarantine_queue.clear()?;
             for r in c.ready.drain(..) {
@@ -1082,18 +1103,13 @@ impl NodeScheduler {
                 .map(start_uris)
                 .unwrap_or_default();
         }
-        self.save(name)?;
         info!(
             "collection {}: refresh cycle {cycle} (options {options:#x}, {} start URIs)",
             show(name),
             uris.len()
         );
-        for u in uris {
-            let mut e = start_uri_entry(&u);
-            e.refresh_cycle = cycle;
-            self.add_uri(name, &e, false)?;
-        }
-        Ok(())
+        self.start_cycle(name, cycle, uris, unix_now())?;
+        self.save(name)
     }
 
     /// Stops the sites of `name` that `which` selects: their pending entries go back to the

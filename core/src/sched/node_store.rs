@@ -377,10 +377,16 @@ impl NodeScheduler {
         Ok(deleted)
     }
 
-    /// CMD_UM_REPROCESS_SITE (FSCMT 3.1.5.14): feeds the stored documents of `site` whose URI
-    /// starts with `prefix` again, as updates, from the document log (the newest copy of each).
-    /// Returns how many were fed.
-    pub fn reprocess(&mut self, name: &[u8], site: &str, prefix: &[u8]) -> Result<u64, SchedError> {
+    /// CMD_UM_REPROCESS_SITE (FSCMT 3.1.5.14, 2.2.3.15): feeds the stored documents of `site`
+    /// whose URI starts with `prefix` (is `prefix`, when `exact`) again, as updates, from the
+    /// document log (the newest copy of each). Returns how many were fed.
+    pub fn reprocess(
+        &mut self,
+        name: &[u8],
+        site: &str,
+        prefix: &[u8],
+        exact: bool,
+    ) -> Result<u64, SchedError> {
         let Some(c) = self.collections.get_mut(name) else {
             return Ok(0);
         };
@@ -388,7 +394,13 @@ impl NodeScheduler {
             .store
             .uris_of_site(site)
             .into_iter()
-            .filter(|u| u.starts_with(prefix))
+            .filter(|u| {
+                if exact {
+                    u == prefix
+                } else {
+                    u.starts_with(prefix)
+                }
+            })
             .filter(|u| c.store.get(u).is_some_and(|r| r.state == UriState::Stored))
             .collect();
         if wanted.is_empty() {

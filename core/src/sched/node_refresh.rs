@@ -1,0 +1,125 @@
+//! Refresh cycles of the node scheduler: the refresh timer (`refresh` minutes per cycle), what
+//! each `refresh_mode` does with the crawl queue, and the deletion of documents that were not
+//! seen for `dbswitch` cycles (docs/collection-config.md describes the modes).
+
+use log::{info, warn};
+
+use super::{start_uri_entry, NodeScheduler};
+use crate::config::{CollectionConfig, RefreshMode};
+use crate::sched::multinode::SchedError;
+use crate::sched::show;
+use crate::store::UriState;
+
+/// What a collection's configuration says about refresh cycles.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RefreshPolicy {
+    /// Seconds per cycle; 0 or less: no timer.
+    pub interval: f64,
+    /// What a new cycle does with the queue.
+    pub mode: RefreshMode,
+    /// Cycles a document may go unseen before it is deleted; 0 = never.
+    pub dbswitch: u32,
+}
+
+impl RefreshPolicy {
+    /// The policy of a collection dict (defaults when the dict does not parse).
+    pub fn of(name: &[u8], dict: &crate::marshal::Value<'_>) -> RefreshPolicy {
+        let name = String::from_utf8_lossy(name);
+        let c = CollectionConfig::from_dict(&name, dict)
+            .unwrap_or_else(|_| CollectionConfig::defaults(&name));
+        RefreshPolicy {
+            interval: c.refresh * 60.0,
+            mode: c.refresh_mode,
+            dbswitch: c.dbswitch,
+        }
+    }
+}
+
+impl NodeScheduler {
+    /// The refresh timer: starts a new cycle of every collection whose cycle began `refresh`
+    /// minutes ago or more (a `soft` collection waits until its queue is empty).
+    pub fn refresh_tick(&mut self, now: i64) -> Result<(), SchedError> {
+        let due: Vec<Vec<u8>> = self
+            .collections
+            .iter()
+            .filter(|(_, c)| {
+                c.policy.interval > 0.0 && (now - c.cycle_started) as f64 >= c.policy.interval
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in due {
+            let soft = self.collections[&name].policy.mode == RefreshMode::Soft;
+            if soft && !self.is_drained(&name) {
+                continue;
+            }
+            self.refresh(&name, None, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Starts cycle `cycle` of collection `name` as its refresh mode says (after the queue
+    /// was truncated if asked): deletes the documents unseen for `dbswitch` cycles, and queues
+    /// the start URIs `uris` (and for `adaptive` every stored document).
+    pub(super) fn start_cycle(
+        &mut self,
+        name: &[u8],
+        cycle: i64,
+        uris: Vec<Vec<u8>>,
+        now: i64,
+    ) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(());
+        };
+        c.cycle_started = now;
+        let policy = c.policy;
+        if policy.dbswitch > 0 {
+            // Not crawled in any of the last `dbswitch` cycles before this one.
+            let before = u32::try_from(cycle).unwrap_or(u32::MAX);
+            let before = before.saturating_sub(policy.dbswitch);
+            let stale = c.store.stale(before);
+            if !stale.is_empty() {
+                let n = stale.len();
+                let set: std::collections::HashSet<Vec<u8>> = stale.into_iter().collect();
+                self.delete_stored_matching(name, &|_, u| set.contains(u))?;
+                info!(
+                    "collection {}: {n} documents unseen for {} cycles deleted",
+                    show(name),
+                    policy.dbswitch
+                );
+            }
+        }
+        let urgent = policy.mode == RefreshMode::Prepend;
+        // Prepending puts each URI in front of the previous one: go backwards to keep order.
+        let ordered: Vec<Vec<u8>> = if urgent {
+            uris.into_iter().rev().collect()
+        } else {
+            uris
+        };
+        for u in ordered {
+            let mut e = start_uri_entry(&u);
+            e.refresh_cycle = cycle;
+            self.add_uri(name, &e, urgent)?;
+        }
+        if policy.mode == RefreshMode::Adaptive {
+            let Some(c) = self.collections.get(name) else {
+                return Ok(());
+            };
+            let mut stored: Vec<(u64, Vec<u8>)> = c
+                .store
+                .iter()
+                .filter(|(_, r)| r.state == UriState::Stored)
+                .map(|(u, r)| (r.last_crawl, u.to_vec()))
+                .collect();
+            stored.sort();
+            for (_, u) in stored {
+                let mut e = start_uri_entry(&u);
+                e.refresh_cycle = cycle;
+                if let Err(e) = self.add_uri(name, &e, false) {
+                    warn!("collection {}: adaptive refresh: {e}", show(name));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,255 @@
+//! The node scheduler's crawl store and document feed: add, unchanged, update, duplicate,
+//! 304, 404, delete site, reprocess, feeding suspend, refresh cycles with dbswitch, conditional
+//! requests, and entries finished only after the feed is durable.
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+use super::collections::meta;
+use super::node::{collection_dir, Dest, Fate, NodeOptions, NodeScheduler};
+use crate::crawl::Document;
+use crate::feed::{DocLogReader, FeedOp, DOCS_DIR};
+use crate::marshal::Value;
+use crate::msg::{Checksum, DeleteSite, FeedingSuspend, Message, ReprocessSite};
+
+const C: &[u8] = b"c";
+
+fn setup(name: &str, extra: Vec<(&str, Value<'static>)>) -> (NodeScheduler, PathBuf) {
+    let dir = std::env::temp_dir().join(format!(
+        "cf-store-{name}-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    let mut opts = NodeOptions::new(b"n1");
+    opts.standalone = true;
+    let mut n = NodeScheduler::open(&dir, opts).unwrap();
+    let mut pairs = vec![(
+        "start_uris",
+        Value::list(vec![Value::owned_bytes(b"http://127.0.0.9/".to_vec())]),
+    )];
+    pairs.extend(extra);
+    n.conf_add(C, meta(pairs)).unwrap();
+    n.take_output();
+    (n, dir)
+}
+
+fn doc(uri: &str, body: &str, seq: u64) -> Box<Document> {
+    use md5::{Digest, Md5};
+    Box::new(Document {
+        collection: C.to_vec(),
+        uri: uri.as_bytes().to_vec(),
+        checksum: Checksum(Md5::digest(body.as_bytes()).into()),
+        status: 200,
+        headers: vec![
+            ("etag".into(), format!("\"{}\"", body.len()).into_bytes()),
+            ("content-type".into(), b"text/html".to_vec()),
+        ],
+        body: body.as_bytes().to_vec(),
+        uri_flags: 0,
+        redirected_from: Vec::new(),
+        seq,
+    })
+}
+
+fn fate(n: &mut NodeScheduler, d: Box<Document>) -> Fate {
+    n.document(d).unwrap().expect("decided at once").fate
+}
+
+/// (op, uri) of every fed document.
+fn fed(dir: &std::path::Path) -> Vec<(FeedOp, String)> {
+    let docs = collection_dir(dir, C).join(DOCS_DIR);
+    DocLogReader::open(&docs)
+        .unwrap()
+        .map(|r| {
+            let (_, d) = r.unwrap();
+            (d.op, String::from_utf8(d.uri).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn documents_are_added_updated_left_alone_or_deleted_as_the_store_says() {
+    let (mut n, dir) = setup("fates", vec![]);
+    assert_eq!(
+        fate(&mut n, doc("http://a.example/1", "one", 1)),
+        Fate::Added
+    );
+    assert_eq!(
+        fate(&mut n, doc("http://a.example/1", "one", 2)),
+        Fate::Unchanged
+    );
+    assert_eq!(
+        fate(&mut n, doc("http://a.example/1", "one v2", 3)),
+        Fate::Modified
+    );
+    // The same content under another URI: a duplicate, not fed.
+    assert_eq!(
+        fate(&mut n, doc("http://a.example/2", "one v2", 4)),
+        Fate::Duplicate
+    );
+    assert_eq!(
+        n.unchanged(C, b"http://a.example/1").unwrap().unwrap().fate,
+        Fate::Unchanged
+    );
+    assert_eq!(
+        n.gone(C, b"http://a.example/1").unwrap().unwrap().fate,
+        Fate::Deleted
+    );
+    // Gone again, or never stored: nothing to delete.
+    assert!(n.gone(C, b"http://a.example/1").unwrap().is_none());
+    assert!(n.gone(C, b"http://a.example/9").unwrap().is_none());
+    n.sync().unwrap();
+    assert_eq!(
+        fed(&dir),
+        [
+            (FeedOp::Add, "http://a.example/1".into()),
+            (FeedOp::Update, "http://a.example/1".into()),
+            (FeedOp::Delete, "http://a.example/1".into()),
+        ]
+    );
+    // The deleted URI's content is free again: the former duplicate now owns it.
+    assert_eq!(
+        fate(&mut n, doc("http://a.example/2", "one v2", 5)),
+        Fate::Added
+    );
+    // Everything survives a restart: the store still knows the document.
+    drop(n);
+    let mut opts = NodeOptions::new(b"n1");
+    opts.standalone = true;
+    let mut n = NodeScheduler::open(&dir, opts).unwrap();
+    assert_eq!(
+        fate(&mut n, doc("http://a.example/2", "one v2", 6)),
+        Fate::Unchanged
+    );
+    assert_eq!(n.store_counts(C), (1, 0, 1));
+}
+
+#[test]
+fn delete_site_and_reprocess_act_on_stored_documents() {
+    let (mut n, dir) = setup("site", vec![]);
+    fate(&mut n, doc("http://a.example/x/1", "a1", 1));
+    fate(&mut n, doc("http://a.example/y/2", "a2", 2));
+    fate(&mut n, doc("http://b.example/1", "b1", 3));
+    n.handle_message(
+        &Dest::Multinode,
+        Message::CmdUmReprocessSite(ReprocessSite {
+            collection: Cow::Borrowed(C),
+            site: Cow::Borrowed(b"a.example"),
+            prefix: Cow::Borrowed(b"http://a.example/x/"),
+            destination: None,
+            exact: false,
+        }),
+        0,
+    )
+    .unwrap();
+    n.handle_message(
+        &Dest::Multinode,
+        Message::CmdUmDeleteSite(DeleteSite {
+            collection: Cow::Borrowed(C),
+            site: Cow::Borrowed(b"a.example"),
+        }),
+        0,
+    )
+    .unwrap();
+    n.sync().unwrap();
+    let ops = fed(&dir);
+    assert_eq!(ops.len(), 3 + 1 + 2, "{ops:?}");
+    assert_eq!(ops[3], (FeedOp::Update, "http://a.example/x/1".into()));
+    let deletes: Vec<_> = ops[4..].iter().map(|(o, u)| (*o, u.as_str())).collect();
+    assert_eq!(
+        deletes,
+        [
+            (FeedOp::Delete, "http://a.example/x/1"),
+            (FeedOp::Delete, "http://a.example/y/2")
+        ]
+    );
+    assert_eq!(n.store_counts(C), (1, 0, 0));
+}
+
+#[test]
+fn suspended_feeding_holds_documents_until_resumed() {
+    let (mut n, dir) = setup("suspend", vec![]);
+    let suspend = |on: bool| {
+        Message::CmdAdmConfFeedingSuspend(FeedingSuspend {
+            collection: Cow::Borrowed(C),
+            suspend: on,
+            destinations: None,
+        })
+    };
+    n.handle_message(&Dest::Multinode, suspend(true), 0)
+        .unwrap();
+    fate(&mut n, doc("http://a.example/1", "one", 1));
+    n.sync().unwrap();
+    assert!(fed(&dir).is_empty(), "held");
+    n.handle_message(&Dest::Multinode, suspend(false), 0)
+        .unwrap();
+    n.sync().unwrap();
+    assert_eq!(fed(&dir), [(FeedOp::Add, "http://a.example/1".into())]);
+}
+
+#[test]
+fn a_refresh_deletes_documents_unseen_for_dbswitch_cycles_and_requests_are_conditional() {
+    let (mut n, dir) = setup(
+        "refresh",
+        vec![
+            ("dbswitch", Value::int(1)),
+            ("refresh_mode", Value::owned_bytes(b"append".to_vec())),
+        ],
+    );
+    fate(&mut n, doc("http://127.0.0.9/", "home", 1));
+    fate(&mut n, doc("http://127.0.0.9/old", "old", 2));
+    n.refresh(C, None, 0).unwrap();
+    // Cycle 1: only the home page is seen again.
+    assert_eq!(
+        fate(&mut n, doc("http://127.0.0.9/", "home", 3)),
+        Fate::Unchanged
+    );
+    n.refresh(C, None, 0).unwrap();
+    n.sync().unwrap();
+    let ops = fed(&dir);
+    assert_eq!(
+        ops.last(),
+        Some(&(FeedOp::Delete, "http://127.0.0.9/old".into()))
+    );
+    assert_eq!(ops.len(), 3);
+    // `append` kept the queue: the start URI of each cycle is in it, and each is fetched
+    // conditionally on the stored ETag.
+    n.dispatch(10, 0).unwrap();
+    let ready = n.take_ready(10);
+    assert_eq!(ready.len(), 3);
+    for r in &ready {
+        assert_eq!(
+            r.conditional,
+            [("If-None-Match".to_string(), "\"4\"".to_string())]
+        );
+    }
+}
+
+#[test]
+fn an_entry_is_finished_only_when_its_document_is_durable() {
+    let (mut n, dir) = setup("finish", vec![]);
+    n.dispatch(10, 0).unwrap();
+    let ready = n.take_ready(10);
+    assert_eq!(ready.len(), 1);
+    let seq = ready[0].seq;
+    fate(&mut n, doc("http://127.0.0.9/", "home", seq));
+    // Killed before the sync: the entry comes back.
+    drop(n);
+    let mut opts = NodeOptions::new(b"n1");
+    opts.standalone = true;
+    let mut n = NodeScheduler::open(&dir, opts).unwrap();
+    n.dispatch(10, 0).unwrap();
+    let again = n.take_ready(10);
+    assert_eq!(again.len(), 1, "fetched again after the restart");
+    fate(&mut n, doc("http://127.0.0.9/", "home", again[0].seq));
+    n.sync().unwrap();
+    drop(n);
+    let mut opts = NodeOptions::new(b"n1");
+    opts.standalone = true;
+    let mut n = NodeScheduler::open(&dir, opts).unwrap();
+    n.dispatch(10, 0).unwrap();
+    assert!(
+        n.take_ready(10).is_empty(),
+        "finished for good after the sync"
+    );
+}
