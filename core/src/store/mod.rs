@@ -143,7 +143,13 @@ impl CrawlStore {
     /// Opens (creating) the store in `dir`: replays `crawl.log`, cutting a torn tail.
     pub fn open_with(dir: &Path, opts: StoreOptions) -> Result<CrawlStore, StoreError> {
         let started = Instant::now();
+        let created = !dir.exists();
         fs::create_dir_all(dir).map_err(io_err(dir))?;
+        if created {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_dir(parent).map_err(io_err(parent))?;
+            }
+        }
         let path = dir.join(LOG_FILE);
         // A compaction that did not reach its rename: the log itself is intact.
         let tmp = path.with_extension("tmp");
