@@ -162,7 +162,19 @@ impl CrawlStore {
             Err(e) => return Err(io_err(&path)(e)),
         };
         if size < MAGIC.len() as u64 {
-            // New, or created and torn before its header was complete.
+            // New, or created and torn before its header was complete; anything else is not
+            // ours to overwrite.
+            let head = if size == 0 {
+                Vec::new()
+            } else {
+                fs::read(&path).map_err(io_err(&path))?
+            };
+            if !MAGIC.starts_with(&head) {
+                return Err(StoreError {
+                    path,
+                    error: "not a crawl store (bad magic)".into(),
+                });
+            }
             logfile::write_atomic(&path, MAGIC).map_err(io_err(&path))?;
         }
         let mut file = OpenOptions::new()
