@@ -4,6 +4,7 @@ mod admin;
 mod crawl;
 mod decode_errors;
 mod differential;
+mod docs_cli;
 mod dupserver;
 mod fuzz_corpus;
 mod inspect_cli;

@@ -51,6 +51,32 @@ pub enum Command {
     Linkstore(LinkstoreArgs),
     /// Query the link store's data: in-links, anchor texts, out-links or equivalents of a URL.
     Links(LinksArgs),
+    /// List the documents a node scheduler fed for a collection (its document log), one line
+    /// each: sequence number, operation, HTTP status, URI, MD5 checksum in hex, body size.
+    Docs(DocsArgs),
+}
+
+/// Arguments of `crawlfleet docs`.
+#[derive(Debug, Args)]
+pub struct DocsArgs {
+    /// The node scheduler's data directory (the documents are under
+    /// `collections/<collection>/docs`).
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// The collection.
+    pub collection: String,
+    /// Start at this sequence number.
+    #[arg(long, default_value_t = 0)]
+    pub from: u64,
+    /// List the documents held while feeding is suspended (`docs-held`) instead.
+    #[arg(long)]
+    pub held: bool,
+    /// One JSON object per line, with the time and the response headers.
+    #[arg(long)]
+    pub json: bool,
+    /// With --json: include the body (as text when it is UTF-8, else as base64).
+    #[arg(long, requires = "json")]
+    pub body: bool,
 }
 
 /// Arguments of `crawlfleet up`.

@@ -9,6 +9,7 @@ pub mod admin;
 pub mod bench;
 pub mod cli;
 pub mod crawl;
+pub mod docs;
 pub mod dupclient;
 pub mod dupserver;
 pub mod inspect;
@@ -107,6 +108,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
             .map_err(|e| e.to_string()),
         cli::Command::Linkstore(args) => linkstore::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Links(args) => linkstore::query::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Docs(args) => docs::run(&args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(code) => code,

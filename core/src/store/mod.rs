@@ -143,7 +143,13 @@ impl CrawlStore {
     /// Opens (creating) the store in `dir`: replays `crawl.log`, cutting a torn tail.
     pub fn open_with(dir: &Path, opts: StoreOptions) -> Result<CrawlStore, StoreError> {
         let started = Instant::now();
+        let created = !dir.exists();
         fs::create_dir_all(dir).map_err(io_err(dir))?;
+        if created {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_dir(parent).map_err(io_err(parent))?;
+            }
+        }
         let path = dir.join(LOG_FILE);
         // A compaction that did not reach its rename: the log itself is intact.
         let tmp = path.with_extension("tmp");
@@ -156,7 +162,19 @@ impl CrawlStore {
             Err(e) => return Err(io_err(&path)(e)),
         };
         if size < MAGIC.len() as u64 {
-            // New, or created and torn before its header was complete.
+            // New, or created and torn before its header was complete; anything else is not
+            // ours to overwrite.
+            let head = if size == 0 {
+                Vec::new()
+            } else {
+                fs::read(&path).map_err(io_err(&path))?
+            };
+            if !MAGIC.starts_with(&head) {
+                return Err(StoreError {
+                    path,
+                    error: "not a crawl store (bad magic)".into(),
+                });
+            }
             logfile::write_atomic(&path, MAGIC).map_err(io_err(&path))?;
         }
         let mut file = OpenOptions::new()

@@ -112,6 +112,14 @@ fn a_file_that_is_not_a_store_is_refused_and_a_torn_header_is_a_new_store() {
     fs::write(dir.join(LOG_FILE), b"GARBAGE!and more").unwrap();
     let err = CrawlStore::open(&dir).err().expect("refused");
     assert!(err.error.contains("not a crawl store"), "{err}");
+    fs::write(dir.join(LOG_FILE), b"short").unwrap();
+    let err = CrawlStore::open(&dir).err().expect("refused");
+    assert!(err.error.contains("not a crawl store"), "{err}");
+    assert_eq!(
+        fs::read(dir.join(LOG_FILE)).unwrap(),
+        b"short",
+        "left alone"
+    );
     fs::write(dir.join(LOG_FILE), b"CFST").unwrap();
     let s = CrawlStore::open(&dir).unwrap();
     assert!(s.is_empty());
