@@ -84,11 +84,16 @@ pub struct Fetched {
 impl Fetched {
     /// The first header named `name` (lower-case).
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_slice())
+        header(&self.headers, name)
     }
+}
+
+/// The first of `headers` (names lower-case) named `name` (lower-case).
+fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_slice())
 }
 
 /// What became of a request.
@@ -125,6 +130,13 @@ pub struct Document {
     /// scheduler finishes the entry once the document is fed, so that a document fetched but
     /// not yet fed when the node dies is fetched again.
     pub seq: u64,
+}
+
+impl Document {
+    /// The first response header named `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        header(&self.headers, name)
+    }
 }
 
 /// A link of a fetched page, for the link store (MS-FSWASDR 2.2.1.3.1.1).

@@ -254,6 +254,11 @@ fn unix_now() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// [`unix_now`] as the crawl store and the feed count time.
+fn unix_now_u64() -> u64 {
+    u64::try_from(unix_now()).unwrap_or(0)
+}
+
 fn owned(b: &[u8]) -> Bytes<'static> {
     Cow::Owned(b.to_vec())
 }

@@ -2,7 +2,7 @@
 //! each `refresh_mode` does with the crawl queue, and the deletion of documents that were not
 //! seen for `dbswitch` cycles (docs/collection-config.md describes the modes).
 
-use log::{info, warn};
+use log::info;
 
 use super::{start_uri_entry, NodeScheduler};
 use crate::config::{CollectionConfig, RefreshMode};
@@ -114,10 +114,7 @@ impl NodeScheduler {
             for (_, u) in stored {
                 let mut e = start_uri_entry(&u);
                 e.refresh_cycle = cycle;
-                if let Err(e) = self.add_uri(name, &e, false) {
-                    warn!("collection {}: adaptive refresh: {e}", show(name));
-                    return Err(e);
-                }
+                self.add_uri(name, &e, false)?;
             }
         }
         Ok(())

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 use log::{info, warn};
 
-use super::{Collection, NodeScheduler, Verdict};
+use super::{unix_now_u64, Collection, NodeScheduler, Verdict};
 use crate::crawl::Document;
 use crate::feed::{DocLogReader, FeedDoc, FeedError, FeedOp, FeedSink};
 use crate::msg::{Checksum, Message, PpdupChecksum};
@@ -41,19 +41,6 @@ pub enum Fate {
     Duplicate,
     /// The stored copy was deleted and a delete fed (`Deleted`).
     Deleted,
-}
-
-fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
-    headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_slice())
 }
 
 /// The conditional request headers for a URI whose stored copy carries validators
@@ -116,7 +103,7 @@ impl Collection {
         if keep_record {
             let mut rec = prev.clone();
             rec.state = UriState::Deleted;
-            rec.last_crawl = now_unix();
+            rec.last_crawl = unix_now_u64();
             rec.cycle = self.cycle();
             self.store.put(uri, rec)?;
         } else {
@@ -129,7 +116,7 @@ impl Collection {
             op: FeedOp::Delete,
             uri: uri.to_vec(),
             checksum: prev.checksum,
-            time: now_unix(),
+            time: unix_now_u64(),
             status: prev.status,
             headers: Vec::new(),
             body: Vec::new(),
@@ -173,7 +160,7 @@ impl NodeScheduler {
         if let Some(prev) = c.store.get(&doc.uri) {
             if prev.state == UriState::Stored && prev.checksum == doc.checksum.0 && !refeed {
                 let mut rec = prev.clone();
-                rec.last_crawl = now_unix();
+                rec.last_crawl = unix_now_u64();
                 rec.cycle = c.cycle();
                 rec.status = doc.status;
                 c.store.put(&doc.uri, rec)?;
@@ -197,8 +184,10 @@ impl NodeScheduler {
         }
         // No duplicate servers: the node's checksum database decides.
         let c = self.collections.get_mut(&name).expect("present above");
-        let owner = match c.checksums.get(&checksum).and_then(|o| o.iter().next()) {
-            Some(first) if !c.checksums[&checksum].contains(&uri) => first.clone(),
+        let owner = match c.checksums.get(&checksum) {
+            Some(owners) if !owners.contains(&uri) => {
+                owners.iter().next().cloned().unwrap_or_else(|| uri.clone())
+            }
             _ => uri.clone(),
         };
         self.resolve_document(&name, &uri, &owner)
@@ -221,7 +210,7 @@ impl NodeScheduler {
         if c.pending_docs.get(uri).is_some_and(VecDeque::is_empty) {
             c.pending_docs.remove(uri);
         }
-        let now = now_unix();
+        let now = unix_now_u64();
         let prev = c.store.get(uri).cloned();
         let was_stored = prev.as_ref().is_some_and(|p| p.state == UriState::Stored);
         let mut removed = None;
@@ -267,8 +256,8 @@ impl NodeScheduler {
             checksum: doc.checksum.0,
             first_seen: prev.as_ref().map_or(now, |p| p.first_seen),
             last_crawl: now,
-            etag: header(&doc.headers, "etag").map(<[u8]>::to_vec),
-            last_modified: header(&doc.headers, "last-modified").map(<[u8]>::to_vec),
+            etag: doc.header("etag").map(<[u8]>::to_vec),
+            last_modified: doc.header("last-modified").map(<[u8]>::to_vec),
             status: doc.status,
             state: if fate == Fate::Duplicate {
                 UriState::Duplicate {
@@ -311,7 +300,7 @@ impl NodeScheduler {
         let Some(mut rec) = c.store.get(uri).cloned() else {
             return Ok(None);
         };
-        rec.last_crawl = now_unix();
+        rec.last_crawl = unix_now_u64();
         rec.cycle = c.cycle();
         let checksum = Checksum(rec.checksum);
         c.store.put(uri, rec)?;
@@ -423,7 +412,7 @@ impl NodeScheduler {
         docs.sort_by(|a, b| a.uri.cmp(&b.uri));
         for mut d in docs {
             d.op = FeedOp::Update;
-            d.time = now_unix();
+            d.time = unix_now_u64();
             c.feed(&d)?;
             fed += 1;
         }

@@ -20,9 +20,7 @@ fn setup(name: &str, extra: Vec<(&str, Value<'static>)>) -> (NodeScheduler, Path
         std::process::id(),
         fastrand::u64(..)
     ));
-    let mut opts = NodeOptions::new(b"n1");
-    opts.standalone = true;
-    let mut n = NodeScheduler::open(&dir, opts).unwrap();
+    let mut n = reopen(&dir);
     let mut pairs = vec![(
         "start_uris",
         Value::list(vec![Value::owned_bytes(b"http://127.0.0.9/".to_vec())]),
@@ -31,6 +29,13 @@ fn setup(name: &str, extra: Vec<(&str, Value<'static>)>) -> (NodeScheduler, Path
     n.conf_add(C, meta(pairs)).unwrap();
     n.take_output();
     (n, dir)
+}
+
+/// A standalone node scheduler on `dir` (opened again after a "kill": dropped unsynced).
+fn reopen(dir: &std::path::Path) -> NodeScheduler {
+    let mut opts = NodeOptions::new(b"n1");
+    opts.standalone = true;
+    NodeScheduler::open(dir, opts).unwrap()
 }
 
 fn doc(uri: &str, body: &str, seq: u64) -> Box<Document> {
@@ -114,9 +119,7 @@ fn documents_are_added_updated_left_alone_or_deleted_as_the_store_says() {
     );
     // Everything survives a restart: the store still knows the document.
     drop(n);
-    let mut opts = NodeOptions::new(b"n1");
-    opts.standalone = true;
-    let mut n = NodeScheduler::open(&dir, opts).unwrap();
+    let mut n = reopen(&dir);
     assert_eq!(
         fate(&mut n, doc("http://a.example/2", "one v2", 6)),
         Fate::Unchanged
@@ -235,18 +238,14 @@ fn an_entry_is_finished_only_when_its_document_is_durable() {
     fate(&mut n, doc("http://127.0.0.9/", "home", seq));
     // Killed before the sync: the entry comes back.
     drop(n);
-    let mut opts = NodeOptions::new(b"n1");
-    opts.standalone = true;
-    let mut n = NodeScheduler::open(&dir, opts).unwrap();
+    let mut n = reopen(&dir);
     n.dispatch(10, 0).unwrap();
     let again = n.take_ready(10);
     assert_eq!(again.len(), 1, "fetched again after the restart");
     fate(&mut n, doc("http://127.0.0.9/", "home", again[0].seq));
     n.sync().unwrap();
     drop(n);
-    let mut opts = NodeOptions::new(b"n1");
-    opts.standalone = true;
-    let mut n = NodeScheduler::open(&dir, opts).unwrap();
+    let mut n = reopen(&dir);
     n.dispatch(10, 0).unwrap();
     assert!(
         n.take_ready(10).is_empty(),
