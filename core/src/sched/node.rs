@@ -198,6 +198,11 @@ struct Collection {
     store: CrawlStore,
     /// The document feed (the document log, held while feeding is suspended).
     feeder: Feeder,
+    /// The collection's directory.
+    dir: PathBuf,
+    /// The document-log sequence number from which the crawl store may lack what was fed
+    /// (saved in [`store::FED_MARK`] after each store sync).
+    fed_mark: u64,
     /// Fetched documents waiting for their duplicate check: URI -> documents, oldest first.
     pending_docs: HashMap<Vec<u8>, VecDeque<Box<crate::crawl::Document>>>,
     /// Statistics the crawl engine counted since the last CMD_UM_STAT (FSCADM names).
@@ -332,12 +337,12 @@ impl NodeScheduler {
                 continue;
             };
             let dict = m.get(b"dspec").cloned().unwrap_or(Value::Dict(Vec::new()));
-            let mut c = n.open_collection(&name, dict)?;
+            let cycle = m.get(b"cycle").and_then(Value::as_i64).unwrap_or(0);
+            let mut c = n.open_collection(&name, dict, cycle)?;
             c.state = m
                 .get(b"state")
                 .and_then(Value::as_i64)
                 .unwrap_or(conf_state::ACTIVE);
-            c.refresh_cycle = m.get(b"cycle").and_then(Value::as_i64).unwrap_or(0);
             if let Some(t) = m.get(b"cycle_ts").and_then(Value::as_i64) {
                 c.cycle_started = t;
             }
@@ -364,7 +369,12 @@ impl NodeScheduler {
         Ok(n)
     }
 
-    fn open_collection(&self, name: &[u8], dict: Value<'static>) -> Result<Collection, SchedError> {
+    fn open_collection(
+        &self,
+        name: &[u8],
+        dict: Value<'static>,
+        refresh_cycle: i64,
+    ) -> Result<Collection, SchedError> {
         let dir = self.dirs.dir(name)?;
         let qo = || QueueOptions {
             segment_bytes: self.opts.queue_segment_bytes,
@@ -385,7 +395,10 @@ impl NodeScheduler {
             );
         }
         inflight.reset()?;
-        let store = CrawlStore::open(&store_dir(&dir))?;
+        let mut store = CrawlStore::open(&store_dir(&dir))?;
+        // What was fed before a crash and not yet recorded in the store is recorded now, so
+        // that the entry's fetch after the restart finds its document unchanged.
+        let fed_mark = store::replay_feed(name, &dir, &mut store, refresh_cycle)?;
         // The node's checksum database: the checksums of the documents it fed.
         let mut checksums: HashMap<Checksum, BTreeSet<Vec<u8>>> = HashMap::new();
         for (u, r) in store.iter() {
@@ -403,7 +416,7 @@ impl NodeScheduler {
             state: conf_state::ACTIVE,
             feeding_all_suspended: false,
             feeding_suspended: BTreeSet::new(),
-            refresh_cycle: 0,
+            refresh_cycle,
             cycle_started: unix_now(),
             policy,
             queue,
@@ -421,6 +434,8 @@ impl NodeScheduler {
             finished: Vec::new(),
             store,
             feeder,
+            dir,
+            fed_mark,
             pending_docs: HashMap::new(),
             crawl_delta: Value::Dict(Vec::new()),
             counters: NodeCounters::default(),
@@ -968,7 +983,7 @@ impl NodeScheduler {
         if self.collections.contains_key(name) {
             return self.conf_update(name, dict);
         }
-        let c = self.open_collection(name, dict)?;
+        let c = self.open_collection(name, dict, 0)?;
         let servers = ppdup_servers(&c.dict);
         self.collections.insert(name.to_vec(), c);
         self.save(name)?;

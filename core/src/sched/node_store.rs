@@ -13,15 +13,22 @@
 //! store, and only then marks the finished entries done, so a node killed at any point either
 //! fetches an entry again (and finds it unchanged when its document was already fed) or has
 //! finished it for good.
+//!
+//! The one gap in that order, a kill after the feed's sync and before the store's, is closed
+//! at startup: [`FED_MARK`] names the first document-log sequence number the store may not hold
+//! (written after every store sync), and [`replay_feed`] records what the log holds from there
+//! (and everything held by a feeding suspend) in the store. A document is therefore fed once
+//! even when the node dies between the two syncs.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::path::Path;
 
 use log::{info, warn};
 
 use super::{unix_now_u64, Collection, NodeScheduler, Verdict};
 use crate::crawl::Document;
-use crate::feed::{DocLogReader, FeedDoc, FeedError, FeedOp, FeedSink};
+use crate::feed::{DocLogReader, FeedDoc, FeedError, FeedOp, FeedSink, DOCS_DIR, HELD_DIR};
 use crate::msg::{Checksum, Message, PpdupChecksum};
 use crate::routing::crawl_site;
 use crate::sched::multinode::SchedError;
@@ -65,6 +72,140 @@ pub(super) fn conditional_headers(store: &CrawlStore, uri: &[u8]) -> Vec<(String
         h.push(("If-Modified-Since".to_string(), l));
     }
     h
+}
+
+/// The file in a collection's directory that holds the first document-log sequence number
+/// whose document the crawl store may not hold yet (8 bytes little-endian, then their
+/// xxh3 check in 4 bytes).
+pub(super) const FED_MARK: &str = "store-fed";
+
+/// The saved mark; 0 (replay the whole log) when it is missing or damaged.
+fn read_fed_mark(dir: &Path) -> u64 {
+    let path = dir.join(FED_MARK);
+    match std::fs::read(&path) {
+        Ok(b) if b.len() == 12 => {
+            let (seq, ck) = b.split_at(8);
+            let seq_bytes: [u8; 8] = seq.try_into().unwrap_or_default();
+            if crate::store::logfile::check(seq).to_le_bytes() == ck {
+                return u64::from_le_bytes(seq_bytes);
+            }
+            warn!(
+                "{}: damaged, the whole document log is replayed",
+                path.display()
+            );
+            0
+        }
+        Ok(_) => {
+            warn!(
+                "{}: damaged, the whole document log is replayed",
+                path.display()
+            );
+            0
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => {
+            warn!(
+                "{}: {e}; the whole document log is replayed",
+                path.display()
+            );
+            0
+        }
+    }
+}
+
+/// Saves the mark. No fsync: the store it describes is already synced, and a mark lost with
+/// the machine only means a longer replay.
+fn write_fed_mark(dir: &Path, seq: u64) -> std::io::Result<()> {
+    let mut b = seq.to_le_bytes().to_vec();
+    b.extend_from_slice(&crate::store::logfile::check(&seq.to_le_bytes()).to_le_bytes());
+    let path = dir.join(FED_MARK);
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, &b)?;
+    std::fs::rename(&tmp, &path)
+}
+
+fn header<'a>(doc: &'a FeedDoc, name: &str) -> Option<&'a [u8]> {
+    doc.headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_slice())
+}
+
+/// Records one fed document in the store unless the store already says the same.
+fn apply_fed(store: &mut CrawlStore, doc: &FeedDoc, cycle: u32) -> Result<bool, SchedError> {
+    let prev = store.get(&doc.uri);
+    let stored_as =
+        |cs: &[u8; 16]| prev.is_some_and(|p| p.state == UriState::Stored && p.checksum == *cs);
+    let rec = match doc.op {
+        FeedOp::Add | FeedOp::Update if stored_as(&doc.checksum) => return Ok(false),
+        FeedOp::Add | FeedOp::Update => UriRecord {
+            checksum: doc.checksum,
+            first_seen: prev.map_or(doc.time, |p| p.first_seen),
+            last_crawl: doc.time,
+            etag: header(doc, "etag").map(<[u8]>::to_vec),
+            last_modified: header(doc, "last-modified").map(<[u8]>::to_vec),
+            status: doc.status,
+            state: UriState::Stored,
+            cycle,
+            size: u32::try_from(doc.body.len()).unwrap_or(u32::MAX),
+        },
+        FeedOp::Delete if stored_as(&doc.checksum) => {
+            let mut r = prev.cloned().expect("stored_as saw it");
+            r.state = UriState::Deleted;
+            r.last_crawl = doc.time;
+            r
+        }
+        FeedOp::Delete => return Ok(false),
+    };
+    let rec = match rec.oversized() {
+        Some(_) => UriRecord {
+            etag: None,
+            last_modified: None,
+            ..rec
+        },
+        None => rec,
+    };
+    store.put(&doc.uri, rec)?;
+    Ok(true)
+}
+
+/// Brings a collection's crawl store up to its feed after a restart: every document the
+/// document log holds from the saved mark on, then every held document, is recorded unless
+/// the store already has it. Returns the new mark (the log's next sequence number).
+pub(super) fn replay_feed(
+    name: &[u8],
+    dir: &Path,
+    store: &mut CrawlStore,
+    cycle: i64,
+) -> Result<u64, SchedError> {
+    let cycle = u32::try_from(cycle.max(0)).unwrap_or(u32::MAX);
+    let from = read_fed_mark(dir);
+    let (mut read, mut applied, mut next) = (0u64, 0u64, from);
+    let docs = dir.join(DOCS_DIR);
+    if docs.exists() {
+        for r in DocLogReader::open_from(&docs, from)? {
+            let (seq, doc) = r?;
+            read += 1;
+            applied += u64::from(apply_fed(store, &doc, cycle)?);
+            next = seq + 1;
+        }
+    }
+    let held = dir.join(HELD_DIR);
+    if held.exists() {
+        for r in DocLogReader::open(&held)? {
+            let (_, doc) = r?;
+            read += 1;
+            applied += u64::from(apply_fed(store, &doc, cycle)?);
+        }
+    }
+    if applied > 0 {
+        store.sync()?;
+        info!(
+            "collection {}: {applied} of the {read} documents fed after the last store sync recorded in the crawl store",
+            show(name)
+        );
+    }
+    Ok(next)
 }
 
 impl From<FeedError> for SchedError {
@@ -463,6 +604,15 @@ impl NodeScheduler {
     pub(super) fn sync_store(c: &mut Collection) -> Result<(), SchedError> {
         c.feeder.sync()?;
         c.store.sync()?;
+        let next = c.feeder.log().next_seq();
+        if next != c.fed_mark {
+            if let Err(e) = write_fed_mark(&c.dir, next) {
+                // Only a longer replay at the next start.
+                warn!("{}: {e}", c.dir.join(FED_MARK).display());
+            } else {
+                c.fed_mark = next;
+            }
+        }
         for seq in c.finished.drain(..) {
             c.inflight.done(seq)?;
         }

@@ -252,3 +252,61 @@ fn an_entry_is_finished_only_when_its_document_is_durable() {
         "finished for good after the sync"
     );
 }
+
+/// Copies the file or directory tree `from` to `to`, replacing it.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    let _ = std::fs::remove_dir_all(to);
+    let _ = std::fs::remove_file(to);
+    if from.is_file() {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+        return;
+    }
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        copy_dir(&e.path(), &to.join(e.file_name()));
+    }
+}
+
+#[test]
+fn a_kill_between_the_feed_sync_and_the_store_sync_does_not_feed_twice() {
+    let (mut n, dir) = setup("gap", vec![]);
+    n.dispatch(10, 0).unwrap();
+    let ready = n.take_ready(10);
+    assert_eq!(ready.len(), 1);
+    n.sync().unwrap();
+    // The store, the in-flight journal and the mark as they were before the document came.
+    let cdir = collection_dir(&dir, C);
+    let before = dir.with_extension("before");
+    for d in ["store", "inflight"] {
+        copy_dir(&cdir.join(d), &before.join(d));
+    }
+    let mark = std::fs::read(cdir.join("store-fed")).ok();
+    fate(&mut n, doc("http://127.0.0.9/", "home", ready[0].seq));
+    n.sync().unwrap();
+    drop(n);
+    // The state a kill leaves after the document log's sync and before the store's: the
+    // document is in the log, the store and the journal do not know it.
+    for d in ["store", "inflight"] {
+        copy_dir(&before.join(d), &cdir.join(d));
+    }
+    match mark {
+        Some(m) => std::fs::write(cdir.join("store-fed"), m).unwrap(),
+        None => {
+            let _ = std::fs::remove_file(cdir.join("store-fed"));
+        }
+    }
+    let mut n = reopen(&dir);
+    assert_eq!(n.store_counts(C), (1, 0, 0), "recorded from the log");
+    n.dispatch(10, 0).unwrap();
+    let again = n.take_ready(10);
+    assert_eq!(again.len(), 1, "the entry was not finished: fetched again");
+    assert_eq!(
+        fate(&mut n, doc("http://127.0.0.9/", "home", again[0].seq)),
+        Fate::Unchanged
+    );
+    n.sync().unwrap();
+    assert_eq!(fed(&dir), [(FeedOp::Add, "http://127.0.0.9/".into())]);
+    let _ = std::fs::remove_dir_all(&before);
+}
