@@ -162,6 +162,12 @@ struct Waiting {
     records: Vec<(u64, Vec<u8>)>,
 }
 
+/// How long forwarded URIs are kept to be sent again to a multinode scheduler that restarted:
+/// well over its queue's sync interval.
+const FORWARD_RESEND_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
+/// At most this many are kept (the newest).
+const FORWARD_RESEND_MAX: usize = 1 << 16;
+
 struct Collection {
     dict: Value<'static>,
     state: i64,
@@ -233,6 +239,13 @@ pub struct NodeScheduler {
     dns_pending: BTreeSet<String>,
     multinode_connected: bool,
     multinode_keepalive_pending: bool,
+    /// CMD_UM_URI frames forwarded to the multinode scheduler lately, newest last. The protocol
+    /// has no acknowledgement for them, and a multinode scheduler that dies loses what it had
+    /// not synced yet (its sync interval, 100 ms by default): when it comes back, these go
+    /// again (a node that already has an entry drops the copy: `seen`).
+    forwarded: VecDeque<(std::time::Instant, Vec<u8>)>,
+    /// The frames of `forwarded` when the connection closed, sent when it is up again.
+    resend: VecDeque<Vec<u8>>,
     dups: BTreeMap<String, DupStatus>,
     /// Standalone: which collection holds each IP (the multinode's job otherwise).
     local_ip_locks: HashMap<String, Vec<u8>>,
@@ -327,6 +340,8 @@ impl NodeScheduler {
             dns_pending: BTreeSet::new(),
             multinode_connected: false,
             multinode_keepalive_pending: false,
+            forwarded: VecDeque::new(),
+            resend: VecDeque::new(),
             dups: BTreeMap::new(),
             local_ip_locks: HashMap::new(),
             verdicts: Vec::new(),
@@ -598,6 +613,19 @@ impl NodeScheduler {
     pub fn multinode_connected(&mut self) {
         self.multinode_connected = true;
         self.multinode_keepalive_pending = false;
+        let again = std::mem::take(&mut self.resend);
+        if !again.is_empty() {
+            info!(
+                "forwarding the {} URIs of the {:?} before the connection closed to the multinode scheduler again",
+                again.len(),
+                FORWARD_RESEND_WINDOW
+            );
+        }
+        for frame in again {
+            self.out
+                .sends
+                .push((Dest::Multinode, Priority::Normal, frame));
+        }
     }
 
     /// The CMD_UM_INIT frame that registers this node (2.2.4.1).
@@ -615,6 +643,13 @@ impl NodeScheduler {
     /// The link to the multinode scheduler is down (the shell reconnects).
     pub fn multinode_closed(&mut self) {
         self.multinode_connected = false;
+        // What the multinode scheduler may not have synced goes again on the next connection
+        // (what is forwarded meanwhile the shell holds until then).
+        let lately = self.forwarded.drain(..).map(|(_, f)| f);
+        self.resend.extend(lately);
+        while self.resend.len() > FORWARD_RESEND_MAX {
+            self.resend.pop_front();
+        }
     }
 
     /// Whether the multinode scheduler is connected.
@@ -935,8 +970,27 @@ impl NodeScheduler {
                 Message::CmdUmUri(u)
             };
             self.send_multinode(Priority::Normal, &m);
+            self.remember_forward();
         }
         Ok(true)
+    }
+
+    /// Keeps the frame just queued for the multinode scheduler for [`FORWARD_RESEND_WINDOW`].
+    fn remember_forward(&mut self) {
+        if !self.multinode_connected {
+            return;
+        }
+        let Some((Dest::Multinode, _, frame)) = self.out.sends.last() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        while self.forwarded.front().is_some_and(|(t, _)| {
+            now.duration_since(*t) > FORWARD_RESEND_WINDOW
+                || self.forwarded.len() >= FORWARD_RESEND_MAX
+        }) {
+            self.forwarded.pop_front();
+        }
+        self.forwarded.push_back((now, frame.clone()));
     }
 
     /// 3.1.5.7.

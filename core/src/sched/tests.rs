@@ -665,3 +665,34 @@ fn queue_records_keep_the_urgent_mark() {
     assert!(parse_record(b"").is_err());
     assert!(parse_record(b"\x07junk").is_err());
 }
+
+#[test]
+fn uris_forwarded_just_before_the_multinode_died_go_again_when_it_is_back() {
+    let (mut n, _) = node("resend");
+    n.multinode_connected();
+    n.conf_add(b"c", config(&[], None)).unwrap();
+    n.take_output();
+    // A link to a site not routed here: forwarded (CMD_UM_URI carries no acknowledgement).
+    assert!(n.add_uri(b"c", &entry("http://a.com/x"), false).unwrap());
+    let forwarded = |out: Outbox<Dest>| -> Vec<Vec<u8>> {
+        decoded(out)
+            .into_iter()
+            .filter_map(|(to, _, m)| match m {
+                Message::CmdUmUri(u) if to == MN => Some(u.entry.uri.uri.to_vec()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(forwarded(n.take_output()), [b"http://a.com/x".to_vec()]);
+    // The multinode scheduler dies before its queue sync; a URI arrives meanwhile (held by
+    // the shell until the connection is back).
+    n.multinode_closed();
+    assert!(n.add_uri(b"c", &entry("http://b.com/y"), false).unwrap());
+    assert_eq!(forwarded(n.take_output()), [b"http://b.com/y".to_vec()]);
+    n.multinode_connected();
+    assert_eq!(forwarded(n.take_output()), [b"http://a.com/x".to_vec()]);
+    // Sent once again, not on every connection.
+    n.multinode_closed();
+    n.multinode_connected();
+    assert!(forwarded(n.take_output()).is_empty());
+}
