@@ -413,6 +413,36 @@ pub enum BenchCommand {
     /// Pages per second a whole cluster crawls from a plain synthetic web served by nginx,
     /// against wrk's requests per second and Scrapy's pages per second on the same pages.
     Crawl(BenchCrawlArgs),
+    /// Pages per second of a refresh cycle (conditional GET, mostly 304) over a plain
+    /// synthetic web served by nginx that a cluster crawled before.
+    Refresh(BenchRefreshArgs),
+}
+
+/// Arguments of `crawlfleet bench refresh`.
+#[derive(Debug, Args)]
+pub struct BenchRefreshArgs {
+    /// The plain synthetic web: HOSTS:PAGES.
+    #[arg(long, default_value = "50:2000")]
+    pub web: String,
+    /// First address of the web's hosts.
+    #[arg(long, default_value = "127.77.0.1")]
+    pub base: std::net::Ipv4Addr,
+    /// Node schedulers.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Concurrent requests per site (max_pending).
+    #[arg(long, default_value_t = 8)]
+    pub connections: u32,
+    /// The fraction of pages changed between the crawl and the refresh cycle.
+    #[arg(long, default_value_t = 0.05)]
+    pub changed: f64,
+    /// Give up on each crawl after this many seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// Print one JSON object (rate, pages, not_modified, ok_200, unchanged, modified,
+    /// complete, first_crawl_rate, ...).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `crawlfleet bench crawl`.

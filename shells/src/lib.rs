@@ -103,6 +103,9 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Bench(cli::BenchCommand::Links(args)) => bench::links::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
+        cli::Command::Bench(cli::BenchCommand::Refresh(args)) => bench::refresh::run(&args)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| e.to_string()),
         cli::Command::Bench(cli::BenchCommand::Crawl(args)) => bench::crawl::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),

@@ -193,6 +193,9 @@ struct Collection {
     checksums: HashMap<Checksum, BTreeSet<Vec<u8>>>,
     /// PPDUP_ADDs sent and not answered: URI -> checksum.
     pending_adds: HashMap<Vec<u8>, Checksum>,
+    /// PPDUP_REMOVEs sent and not answered: URI -> their checksums, oldest first
+    /// (PPDUP_REMOVE_OK names only the URI).
+    pending_removes: HashMap<Vec<u8>, VecDeque<Checksum>>,
     /// URIs queued in this refresh cycle.
     seen: SeenSet,
     /// Entries taken from the queues and not finished.
@@ -444,6 +447,7 @@ impl NodeScheduler {
             ready: VecDeque::new(),
             checksums,
             pending_adds: HashMap::new(),
+            pending_removes: HashMap::new(),
             seen: SeenSet::open(&dir.join("seen"))?,
             inflight,
             finished: Vec::new(),
@@ -871,11 +875,28 @@ impl NodeScheduler {
                 }
             }
             Message::PpdupRemoveOk(ok) => {
+                // 3.1.5.24: the URI leaves the checksum database, under the checksum its
+                // PPDUP_REMOVE named (taken out already when it was sent; unless the URI holds
+                // that checksum again since, as its stored copy says).
                 if let Some(c) = self.collections.get_mut(ok.collection.as_ref()) {
-                    c.checksums.retain(|_, uris| {
-                        uris.remove(ok.uri.as_ref());
-                        !uris.is_empty()
-                    });
+                    let uri = ok.uri.as_ref();
+                    let cs = c.pending_removes.get_mut(uri).and_then(VecDeque::pop_front);
+                    if c.pending_removes.get(uri).is_some_and(VecDeque::is_empty) {
+                        c.pending_removes.remove(uri);
+                    }
+                    let holds = |cs: &Checksum| {
+                        c.store
+                            .get(uri)
+                            .is_some_and(|r| r.state == UriState::Stored && r.checksum == cs.0)
+                    };
+                    if let Some(cs) = cs.filter(|cs| !holds(cs)) {
+                        if let Some(owners) = c.checksums.get_mut(&cs) {
+                            owners.remove(uri);
+                            if owners.is_empty() {
+                                c.checksums.remove(&cs);
+                            }
+                        }
+                    }
                 }
             }
             Message::PpdupPromoteReq(p) => {
@@ -1182,7 +1203,10 @@ impl NodeScheduler {
             show(name),
             uris.len()
         );
-        self.start_cycle(name, cycle, uris, unix_now())?;
+        // START_URIS_ONLY, and a subcollection's refresh, queue the start URIs alone.
+        let everything = options & refresh_options::START_URIS_ONLY == 0
+            && options & refresh_options::REFRESH_SUBCOLLECTION == 0;
+        self.start_cycle(name, cycle, uris, everything, unix_now())?;
         self.save(name)
     }
 

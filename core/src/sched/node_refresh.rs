@@ -58,13 +58,14 @@ impl NodeScheduler {
     }
 
     /// Starts cycle `cycle` of collection `name` as its refresh mode says (after the queue
-    /// was truncated if asked): deletes the documents unseen for `dbswitch` cycles, and queues
-    /// the start URIs `uris` (and for `adaptive` every stored document).
+    /// was truncated if asked): deletes the documents unseen for `dbswitch` cycles, queues
+    /// the start URIs `uris`, then (`stored_too`) every stored document.
     pub(super) fn start_cycle(
         &mut self,
         name: &[u8],
         cycle: i64,
         uris: Vec<Vec<u8>>,
+        stored_too: bool,
         now: i64,
     ) -> Result<(), SchedError> {
         let Some(c) = self.collections.get_mut(name) else {
@@ -100,22 +101,28 @@ impl NodeScheduler {
             e.refresh_cycle = cycle;
             self.add_uri(name, &e, urgent)?;
         }
+        if !stored_too {
+            return Ok(());
+        }
+        // Every document this node stored is crawled again in the new cycle (conditionally):
+        // a page answered 304 has no body to take links from, so its links would otherwise go
+        // unvisited. `adaptive` takes those crawled longest ago first.
+        let Some(c) = self.collections.get(name) else {
+            return Ok(());
+        };
+        let mut stored: Vec<(u64, Vec<u8>)> = c
+            .store
+            .iter()
+            .filter(|(_, r)| r.state == UriState::Stored)
+            .map(|(u, r)| (r.last_crawl, u.to_vec()))
+            .collect();
         if policy.mode == RefreshMode::Adaptive {
-            let Some(c) = self.collections.get(name) else {
-                return Ok(());
-            };
-            let mut stored: Vec<(u64, Vec<u8>)> = c
-                .store
-                .iter()
-                .filter(|(_, r)| r.state == UriState::Stored)
-                .map(|(u, r)| (r.last_crawl, u.to_vec()))
-                .collect();
             stored.sort();
-            for (_, u) in stored {
-                let mut e = start_uri_entry(&u);
-                e.refresh_cycle = cycle;
-                self.add_uri(name, &e, false)?;
-            }
+        }
+        for (_, u) in stored {
+            let mut e = start_uri_entry(&u);
+            e.refresh_cycle = cycle;
+            self.add_uri(name, &e, false)?;
         }
         Ok(())
     }

@@ -275,10 +275,16 @@ impl Collection {
 
 impl NodeScheduler {
     fn send_ppdup_remove(&mut self, name: &[u8], uri: &[u8], cs: Checksum) {
-        let Some(c) = self.collections.get(name) else {
+        let Some(c) = self.collections.get_mut(name) else {
             return;
         };
         let servers = super::ppdup_servers(&c.dict);
+        if !servers.is_empty() {
+            c.pending_removes
+                .entry(uri.to_vec())
+                .or_default()
+                .push_back(cs);
+        }
         let m = Message::PpdupRemove(PpdupChecksum {
             collection: Cow::Owned(name.to_vec()),
             node_id: Cow::Owned(self.opts.node_id.clone()),

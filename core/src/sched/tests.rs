@@ -17,7 +17,7 @@ use crate::msg::types::conf_state;
 use crate::msg::{
     AddrInfo, Checksum, CollectionOnly, ConfRefresh, ConfSpec, ConfState, ConfSuspend,
     CrawlQueueEntry, FeedingSuspend, Init, Message, PpdupAddOk, PpdupConfigAck, PpdupPromoteReq,
-    PreemptSite, Quarantine, StartCrawlIpReply, Stat, UriMsg, UriStructure,
+    PpdupRemoveOk, PreemptSite, Quarantine, StartCrawlIpReply, Stat, UriMsg, UriStructure,
 };
 
 fn tmp(name: &str) -> PathBuf {
@@ -695,4 +695,77 @@ fn uris_forwarded_just_before_the_multinode_died_go_again_when_it_is_back() {
     n.multinode_closed();
     n.multinode_connected();
     assert!(forwarded(n.take_output()).is_empty());
+}
+
+#[test]
+fn a_modified_document_keeps_its_new_checksum_after_remove_ok() {
+    let (mut n, _) = node("remove-ok");
+    let d = Dest::Dup("127.0.0.1:9".into());
+    n.dup_connected("127.0.0.1:9");
+    n.conf_add(b"c", config(&[], Some("127.0.0.1:9"))).unwrap();
+    let fetched = |body: &[u8]| crate::crawl::Document {
+        collection: b"c".to_vec(),
+        uri: b"http://a.com/x".to_vec(),
+        checksum: Checksum({
+            use md5::Digest;
+            md5::Md5::digest(body).into()
+        }),
+        status: 200,
+        headers: Vec::new(),
+        body: body.to_vec(),
+        uri_flags: 0,
+        redirected_from: Vec::new(),
+        seq: 0,
+    };
+    let add_ok = || {
+        Message::PpdupAddOk(PpdupAddOk {
+            collection: b("c"),
+            node_id: b("n1"),
+            uri: b("http://a.com/x"),
+            owner_uri: Some(b("http://a.com/x")),
+            ppdup_id: None,
+            dbname: None,
+        })
+    };
+    let (v1, v2) = (fetched(b"one"), fetched(b"two"));
+    let (old, new) = (v1.checksum, v2.checksum);
+    assert_eq!(n.document(Box::new(v1)).unwrap(), None);
+    n.handle_message(&d, add_ok(), 0).unwrap();
+    assert_eq!(n.document(Box::new(v2)).unwrap(), None);
+    n.handle_message(&d, add_ok(), 0).unwrap();
+    let fates: Vec<_> = n.take_verdicts().into_iter().map(|v| v.fate).collect();
+    assert_eq!(
+        fates,
+        [
+            crate::sched::node::Fate::Added,
+            crate::sched::node::Fate::Modified
+        ]
+    );
+    // The old checksum is released with PPDUP_REMOVE (3.1.5.23); its answer (3.1.5.24) takes
+    // the URI out of the database under that checksum only.
+    let removes: Vec<_> = decoded(n.take_output())
+        .into_iter()
+        .filter_map(|(_, _, m)| match m {
+            Message::PpdupRemove(r) => Some(r.checksum),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(removes, [old]);
+    n.handle_message(
+        &d,
+        Message::PpdupRemoveOk(PpdupRemoveOk {
+            collection: b("c"),
+            uri: b("http://a.com/x"),
+            node_id: None,
+            ppdup_id: None,
+            dbname: None,
+        }),
+        0,
+    )
+    .unwrap();
+    assert!(n.checksum_owners(b"c", &old).is_empty());
+    assert_eq!(
+        n.checksum_owners(b"c", &new),
+        vec![b"http://a.com/x".to_vec()]
+    );
 }

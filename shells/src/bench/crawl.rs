@@ -35,20 +35,20 @@ use crate::up::{Cluster, CollectionSource, WatchOptions};
 /// The Scrapy spider, written next to the web so the binary needs no checkout.
 const SPIDER: &str = include_str!("../../../scripts/bench_crawl_spider.py");
 
-fn err(what: &str) -> impl Fn(std::io::Error) -> BenchError + '_ {
+pub(super) fn err(what: &str) -> impl Fn(std::io::Error) -> BenchError + '_ {
     move |e| BenchError(format!("{what}: {e}"))
 }
 
 /// The work directory, the web's directory and the nginx serving it; stopping nginx and
 /// removing both directories when dropped.
-struct Workdir {
-    dir: PathBuf,
-    web_dir: PathBuf,
-    nginx: Option<Child>,
+pub(super) struct Workdir {
+    pub(super) dir: PathBuf,
+    pub(super) web_dir: PathBuf,
+    pub(super) nginx: Option<Child>,
 }
 
 impl Workdir {
-    fn stop_nginx(&mut self) {
+    pub(super) fn stop_nginx(&mut self) {
         let Some(mut child) = self.nginx.take() else {
             return;
         };
@@ -82,7 +82,7 @@ impl Drop for Workdir {
 }
 
 /// Fails with a clear message when `program` cannot be run.
-fn require(program: &str, args: &[&str], hint: &str) -> Result<(), BenchError> {
+pub(super) fn require(program: &str, args: &[&str], hint: &str) -> Result<(), BenchError> {
     match Command::new(program)
         .args(args)
         .stdout(Stdio::null())
@@ -113,7 +113,7 @@ fn answers(addr: SocketAddr) -> bool {
     s.read_exact(&mut head).is_ok() && &head[9..12] == b"200"
 }
 
-fn start_nginx(
+pub(super) fn start_nginx(
     work: &mut Workdir,
     conf: &Path,
     web_dir: &Path,
@@ -153,7 +153,7 @@ fn start_nginx(
 }
 
 /// Every file under `root`, as a URL path (`/index.html` as `/`).
-fn paths_under(root: &Path) -> Result<Vec<String>, BenchError> {
+pub(super) fn paths_under(root: &Path) -> Result<Vec<String>, BenchError> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -180,24 +180,26 @@ fn paths_under(root: &Path) -> Result<Vec<String>, BenchError> {
 
 /// What nginx's access log says from line `skip` on.
 #[derive(Debug, Default)]
-struct Served {
+pub(super) struct Served {
     /// Lines read in all (to skip next time).
-    lines: u64,
+    pub(super) lines: u64,
     /// Requests answered from line `skip` on.
-    requests: u64,
-    /// Of those, not answered 200.
-    not_ok: u64,
+    pub(super) requests: u64,
+    /// Of those, answered neither 200 nor 304.
+    pub(super) not_ok: u64,
+    /// Of those, answered 304 Not Modified.
+    pub(super) not_modified: u64,
     /// Distinct pages (robots.txt aside) requested.
-    pages: u64,
+    pub(super) pages: u64,
     /// Requests for a page already requested.
-    repeats: u64,
+    pub(super) repeats: u64,
     /// The first few of them, `address:port/path`.
-    repeated: Vec<String>,
+    pub(super) repeated: Vec<String>,
     /// robots.txt requests.
-    robots: u64,
+    pub(super) robots: u64,
 }
 
-fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
+pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
     let f = match fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Served::default()),
@@ -215,8 +217,10 @@ fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
         // address:port, URI, status, ... (SyntheticWeb::write_nginx's log_format)
         let mut cols = line.split('\t');
         let (host, uri, status) = (cols.next(), cols.next(), cols.next());
-        if status != Some("200") {
-            out.not_ok += 1;
+        match status {
+            Some("200") => {}
+            Some("304") => out.not_modified += 1,
+            _ => out.not_ok += 1,
         }
         if uri == Some("/robots.txt") {
             out.robots += 1;
@@ -335,10 +339,57 @@ fn run_scrapy(
     })
 }
 
-fn say(json: bool, line: std::fmt::Arguments<'_>) {
+pub(super) fn say(json: bool, line: std::fmt::Arguments<'_>) {
     if !json {
         eprintln!("{line}");
     }
+}
+
+/// Writes the plain web of `spec` for nginx (in a work directory named after `what`) and
+/// starts nginx on it: the work directory (nginx stopped and files removed when dropped), the
+/// web and its first host.
+pub(super) fn serve_web(
+    spec: &WebSpec,
+    base: std::net::Ipv4Addr,
+    what: &str,
+    json: bool,
+) -> Result<(Workdir, Arc<SyntheticWeb>, SocketAddr), BenchError> {
+    let name = format!("crawlfleet-bench-{what}-{}", std::process::id());
+    let dir = std::env::temp_dir().join(&name);
+    // The web's tree (a file per page) goes to memory where there is a tmpfs: writing and
+    // removing 100,000 files on a disk mounted with `discard` takes minutes. The cluster's
+    // data stays on disk, where `crawlfleet up` keeps it.
+    let shm = Path::new("/dev/shm");
+    let web_dir = if shm.is_dir() {
+        shm.join(&name)
+    } else {
+        dir.join("web")
+    };
+    for d in [&dir, &web_dir] {
+        let _ = fs::remove_dir_all(d);
+        fs::create_dir_all(d).map_err(err("the work directory"))?;
+    }
+    let mut work = Workdir {
+        dir,
+        web_dir: web_dir.clone(),
+        nginx: None,
+    };
+    let port = crate::synthweb::free_port(base);
+    let web = Arc::new(SyntheticWeb::generate(spec, base, port));
+    let hosts = web.hosts();
+    let host0 = *hosts
+        .first()
+        .ok_or_else(|| BenchError("the web has no hosts".into()))?;
+    say(
+        json,
+        format_args!(
+            "writing the web ({} hosts x {} pages) for nginx...",
+            spec.hosts, spec.pages
+        ),
+    );
+    let conf = web.write_nginx(&web_dir).map_err(err("writing the web"))?;
+    start_nginx(&mut work, &conf, &web_dir, host0)?;
+    Ok((work, web, host0))
 }
 
 /// `crawlfleet bench crawl`.
@@ -374,41 +425,8 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
              virtualenv), or --skip-scrapy",
         )?;
     }
-    let name = format!("crawlfleet-bench-crawl-{}", std::process::id());
-    let dir = std::env::temp_dir().join(&name);
-    // The web's tree (a file per page) goes to memory where there is a tmpfs: writing and
-    // removing 100,000 files on a disk mounted with `discard` takes minutes. The cluster's
-    // data stays on disk, where `crawlfleet up` keeps it.
-    let shm = Path::new("/dev/shm");
-    let web_dir = if shm.is_dir() {
-        shm.join(&name)
-    } else {
-        dir.join("web")
-    };
-    for d in [&dir, &web_dir] {
-        let _ = fs::remove_dir_all(d);
-        fs::create_dir_all(d).map_err(err("the work directory"))?;
-    }
-    let mut work = Workdir {
-        dir,
-        web_dir: web_dir.clone(),
-        nginx: None,
-    };
-    let port = crate::synthweb::free_port(args.base);
-    let web = Arc::new(SyntheticWeb::generate(&spec, args.base, port));
-    let hosts = web.hosts();
-    let host0 = *hosts
-        .first()
-        .ok_or_else(|| BenchError("the web has no hosts".into()))?;
-    say(
-        args.json,
-        format_args!(
-            "writing the web ({} hosts x {} pages) for nginx...",
-            spec.hosts, spec.pages
-        ),
-    );
-    let conf = web.write_nginx(&web_dir).map_err(err("writing the web"))?;
-    start_nginx(&mut work, &conf, &web_dir, host0)?;
+    let (mut work, web, host0) = serve_web(&spec, args.base, "crawl", args.json)?;
+    let web_dir = work.web_dir.clone();
     let ip0 = match host0.ip() {
         IpAddr::V4(a) => a.to_string(),
         IpAddr::V6(a) => a.to_string(),

@@ -6,6 +6,7 @@ pub mod dup;
 pub mod dupstore;
 pub mod links;
 pub mod queue;
+pub mod refresh;
 pub mod route;
 
 use std::fmt;
