@@ -31,6 +31,7 @@ pub const KNOWN_ATTRIBS: &[&str] = &[
     "dbswitch",
     "max_doc_size",
     "limits.max_doc",
+    "refresh_only",
     "limits.disk_free",
     "robots",
     "check_meta_robots",
@@ -172,6 +173,9 @@ pub struct CollectionConfig {
     /// Free disk space, percent, below which the collection only refreshes
     /// (`Refreshing(limit=disk_free)`); 0 is no limit.
     pub disk_free: u32,
+    /// Only documents already in the crawl store are fetched (FSCADM 2.2.10.2,
+    /// CollectionEnableRefreshOnly; `Refreshing(limit=user)`).
+    pub refresh_only: bool,
     /// Obey robots.txt.
     pub robots: bool,
     /// Obey `<meta name="robots">` noindex / nofollow.
@@ -258,6 +262,7 @@ impl CollectionConfig {
             max_doc_size: 5 << 20,
             max_doc: None,
             disk_free: 0,
+            refresh_only: false,
             robots: true,
             check_meta_robots: true,
             obey_robots_delay: false,
@@ -333,6 +338,7 @@ impl CollectionConfig {
         }
         set(&mut c.max_doc_size, p.uint("max_doc_size")?);
         set(&mut c.robots, p.boolean("robots")?);
+        set(&mut c.refresh_only, p.boolean("refresh_only")?);
         set(&mut c.check_meta_robots, p.boolean("check_meta_robots")?);
         set(&mut c.obey_robots_delay, p.boolean("obey_robots_delay")?);
         set(&mut c.max_uri_recursion, p.uint("max_uri_recursion")?);
@@ -548,6 +554,7 @@ pub fn default_dict() -> Value<'static> {
                 kv("disk_free", Value::int(i64::from(d.disk_free))),
             ]),
         ),
+        kv("refresh_only", b(d.refresh_only)),
         kv("robots", b(d.robots)),
         kv("check_meta_robots", b(d.check_meta_robots)),
         kv("obey_robots_delay", b(d.obey_robots_delay)),

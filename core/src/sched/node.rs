@@ -55,7 +55,7 @@ use crate::queue::{CrawlQueue, QueueOptions, SyncPolicy};
 use crate::routing::{crawl_site, routing_attribute, site_host, RoutingDb};
 use crate::store::{store_dir, CrawlStore, UriState};
 pub use docs::Verdict;
-pub use refresh::RefreshPolicy;
+pub use refresh::{RefreshOnly, RefreshPolicy};
 pub use store::Fate;
 
 /// Where a frame of the node scheduler goes.
@@ -118,6 +118,8 @@ pub struct NodeCounters {
     pub sites_blocked: u64,
     /// URIs not queued because they were queued before in this refresh cycle (skip code `ic`).
     pub uris_seen: u64,
+    /// New URIs held back while the collection only refreshes.
+    pub uris_held_refresh_only: u64,
 }
 
 impl NodeCounters {
@@ -130,6 +132,10 @@ impl NodeCounters {
             ("sites_started", Value::int(self.sites_started as i64)),
             ("sites_blocked", Value::int(self.sites_blocked as i64)),
             ("uris_seen", Value::int(self.uris_seen as i64)),
+            (
+                "uris_held_refresh_only",
+                Value::int(self.uris_held_refresh_only as i64),
+            ),
         ])
     }
 }
@@ -179,6 +185,11 @@ struct Collection {
     policy: RefreshPolicy,
     queue: CrawlQueue,
     quarantine_queue: CrawlQueue,
+    /// New URIs (not in the crawl store) met while the collection only refreshes; back to
+    /// `queue` when it may crawl new content again.
+    new_held: CrawlQueue,
+    /// Stored documents, as last counted (`limits.max_doc`).
+    doc_count: u64,
     /// Quarantine list (3.1.1): site -> until (Unix seconds).
     quarantine: HashMap<String, i64>,
     /// Sites blocked after a refused START_CRAWL_IP: site -> until.
@@ -429,7 +440,7 @@ impl NodeScheduler {
         }
         let feeder = Feeder::open(&dir)?;
         let policy = RefreshPolicy::of(name, &dict);
-        Ok(Collection {
+        let mut c = Collection {
             dict,
             state: conf_state::ACTIVE,
             feeding_all_suspended: false,
@@ -439,6 +450,8 @@ impl NodeScheduler {
             policy,
             queue,
             quarantine_queue: CrawlQueue::open(&dir.join("quarantine"), qo())?,
+            new_held: CrawlQueue::open(&dir.join("refresh-only"), qo())?,
+            doc_count: 0,
             quarantine: HashMap::new(),
             blocked: HashMap::new(),
             active: HashMap::new(),
@@ -459,7 +472,9 @@ impl NodeScheduler {
             crawl_delta: Value::Dict(Vec::new()),
             counters: NodeCounters::default(),
             sent: NodeCounters::default(),
-        })
+        };
+        c.count_documents();
+        Ok(c)
     }
 
     fn save(&self, name: &[u8]) -> Result<(), SchedError> {
@@ -1403,6 +1418,20 @@ impl NodeScheduler {
             .map(|(n, _)| n.clone())
             .collect();
         for name in names {
+            let c = self.collections.get_mut(&name).expect("listed above");
+            let refresh_only = c.refresh_only().is_some();
+            if !refresh_only && !c.new_held.is_empty() {
+                // New content may be crawled again: what was held goes back to the queue.
+                let mut n = 0u64;
+                while let Some(rec) = c.new_held.pop_front()? {
+                    c.queue.push_back(&rec)?;
+                    n += 1;
+                }
+                info!(
+                    "collection {}: {n} new URIs held while refreshing only are queued",
+                    show(&name)
+                );
+            }
             loop {
                 let c = self.collections.get_mut(&name).expect("listed above");
                 let held: usize = c.waiting.values().map(|w| w.records.len()).sum();
@@ -1412,9 +1441,19 @@ impl NodeScheduler {
                 let Some(rec) = c.queue.pop_front()? else {
                     break;
                 };
-                let site = parse_record(&rec)
-                    .ok()
-                    .and_then(|(e, _)| crawl_site(&e.uri.uri));
+                let parsed = parse_record(&rec).ok();
+                // FSCADM 2.2.10.2: while refreshing only, nothing outside the crawl store is
+                // downloaded; new URIs wait in `new_held`.
+                if refresh_only
+                    && parsed
+                        .as_ref()
+                        .is_some_and(|(e, _)| c.store.get(&e.uri.uri).is_none())
+                {
+                    c.new_held.push_back(&rec)?;
+                    c.counters.uris_held_refresh_only += 1;
+                    continue;
+                }
+                let site = parsed.and_then(|(e, _)| crawl_site(&e.uri.uri));
                 let Some(site) = site else {
                     c.counters.uris_dropped += 1;
                     warn!(
@@ -1769,6 +1808,7 @@ impl NodeScheduler {
                 sites_started: cur.sites_started - s.sites_started,
                 sites_blocked: cur.sites_blocked - s.sites_blocked,
                 uris_seen: cur.uris_seen - s.uris_seen,
+                uris_held_refresh_only: cur.uris_held_refresh_only - s.uris_held_refresh_only,
             };
             c.sent = cur;
             let mut stats = delta.to_value();
@@ -1801,6 +1841,7 @@ impl NodeScheduler {
         for c in self.collections.values_mut() {
             c.queue.sync()?;
             c.quarantine_queue.sync()?;
+            c.new_held.sync()?;
             c.seen.sync()?;
             Self::sync_store(c)?;
             c.inflight.sync()?;

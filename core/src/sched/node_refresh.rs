@@ -19,6 +19,10 @@ pub struct RefreshPolicy {
     pub mode: RefreshMode,
     /// Cycles a document may go unseen before it is deleted; 0 = never.
     pub dbswitch: u32,
+    /// Only URIs already in the crawl store are fetched (`refresh_only`).
+    pub refresh_only: bool,
+    /// Stored documents after which only URIs already in the store are fetched.
+    pub max_doc: Option<u64>,
 }
 
 impl RefreshPolicy {
@@ -31,14 +35,65 @@ impl RefreshPolicy {
             interval: c.refresh * 60.0,
             mode: c.refresh_mode,
             dbswitch: c.dbswitch,
+            refresh_only: c.refresh_only,
+            max_doc: c.max_doc,
+        }
+    }
+}
+
+/// Why a collection fetches only URIs already in its crawl store (FSCADM 2.2.3.6 CrawlMode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefreshOnly {
+    /// CollectionEnableRefreshOnly (`refresh_only`).
+    User,
+    /// `limits.max_doc` stored documents reached.
+    MaxDoc,
+}
+
+impl RefreshOnly {
+    /// The CrawlMode string of FSCADM 2.2.3.6.
+    pub fn crawl_mode(self) -> &'static str {
+        match self {
+            RefreshOnly::User => "Refreshing(limit=user)",
+            RefreshOnly::MaxDoc => "Refreshing(limit=max_doc)",
+        }
+    }
+}
+
+impl super::Collection {
+    /// Counts the stored documents again (for `limits.max_doc`).
+    pub(super) fn count_documents(&mut self) {
+        self.doc_count = self
+            .store
+            .iter()
+            .filter(|(_, r)| r.state == UriState::Stored)
+            .count() as u64;
+    }
+
+    /// Whether, and why, only URIs already in the crawl store may be fetched.
+    pub(super) fn refresh_only(&self) -> Option<RefreshOnly> {
+        if self.policy.refresh_only {
+            Some(RefreshOnly::User)
+        } else if self.policy.max_doc.is_some_and(|m| self.doc_count >= m) {
+            Some(RefreshOnly::MaxDoc)
+        } else {
+            None
         }
     }
 }
 
 impl NodeScheduler {
+    /// Whether, and why, collection `name` fetches only URIs already in its crawl store.
+    pub fn refresh_only(&self, name: &[u8]) -> Option<RefreshOnly> {
+        self.collections.get(name).and_then(|c| c.refresh_only())
+    }
+
     /// The refresh timer: starts a new cycle of every collection whose cycle began `refresh`
     /// minutes ago or more (a `soft` collection waits until its queue is empty).
     pub fn refresh_tick(&mut self, now: i64) -> Result<(), SchedError> {
+        for c in self.collections.values_mut() {
+            c.count_documents();
+        }
         let due: Vec<Vec<u8>> = self
             .collections
             .iter()

@@ -323,3 +323,73 @@ fn a_kill_between_the_feed_sync_and_the_store_sync_does_not_feed_twice() {
     assert_eq!(fed(&dir), [(FeedOp::Add, "http://127.0.0.9/".into())]);
     let _ = std::fs::remove_dir_all(&before);
 }
+
+/// The URIs of the entries ready to fetch.
+fn ready_uris(n: &mut NodeScheduler) -> Vec<String> {
+    n.dispatch(100, 0).unwrap();
+    n.take_ready(100)
+        .into_iter()
+        .map(|r| {
+            let e = crate::sched::parse_record(&r.record).unwrap().0;
+            String::from_utf8(e.uri.uri.to_vec()).unwrap()
+        })
+        .collect()
+}
+
+fn queue(n: &mut NodeScheduler, uri: &str) {
+    let e = crate::msg::CrawlQueueEntry::new(crate::msg::UriStructure::unparsed(Cow::Owned(
+        uri.as_bytes().to_vec(),
+    )));
+    assert!(n.add_uri(C, &e, false).unwrap());
+}
+
+#[test]
+fn refresh_only_fetches_stored_uris_and_holds_new_ones_until_switched_off() {
+    use super::node::RefreshOnly;
+    let (mut n, _dir) = setup("refresh-only", vec![]);
+    assert_eq!(ready_uris(&mut n), ["http://127.0.0.9/"]);
+    fate(&mut n, doc("http://127.0.0.9/", "home", 1));
+    let mut dict = n.collection_config(C).unwrap().clone();
+    let set = |d: &mut Value<'static>, on: i64| {
+        if let Value::Dict(pairs) = d {
+            pairs.retain(|(k, _)| k.as_bytes() != Some(b"refresh_only"));
+            pairs.push((Value::owned_bytes(b"refresh_only".to_vec()), Value::int(on)));
+        }
+    };
+    set(&mut dict, 1);
+    n.conf_update(C, dict.clone()).unwrap();
+    assert_eq!(n.refresh_only(C), Some(RefreshOnly::User));
+    assert_eq!(RefreshOnly::User.crawl_mode(), "Refreshing(limit=user)");
+    n.refresh(C, None, 0).unwrap();
+    queue(&mut n, "http://127.0.0.9/new");
+    // FSCADM 2.2.10.2: only what the crawl store holds is downloaded.
+    assert_eq!(ready_uris(&mut n), ["http://127.0.0.9/"]);
+    set(&mut dict, 0);
+    n.conf_update(C, dict).unwrap();
+    assert_eq!(n.refresh_only(C), None);
+    assert_eq!(
+        ready_uris(&mut n),
+        ["http://127.0.0.9/new"],
+        "held, not lost"
+    );
+}
+
+#[test]
+fn max_doc_stored_documents_switch_the_collection_to_refreshing_only() {
+    use super::node::RefreshOnly;
+    let (mut n, _dir) = setup(
+        "max-doc",
+        vec![("limits", meta(vec![("max_doc", Value::int(1))]))],
+    );
+    assert_eq!(ready_uris(&mut n), ["http://127.0.0.9/"]);
+    fate(&mut n, doc("http://127.0.0.9/", "home", 1));
+    assert_eq!(n.refresh_only(C), None, "counted on the timer");
+    n.refresh_tick(0).unwrap();
+    assert_eq!(n.refresh_only(C), Some(RefreshOnly::MaxDoc));
+    assert_eq!(
+        RefreshOnly::MaxDoc.crawl_mode(),
+        "Refreshing(limit=max_doc)"
+    );
+    queue(&mut n, "http://127.0.0.9/new");
+    assert!(ready_uris(&mut n).is_empty());
+}

@@ -204,7 +204,6 @@ fn run(admin: &mut Admin, role: &mut dyn Role, method: &str, p: &[Value], now: i
             }
             live_collection(role, coll)?;
             role.delete_collection(cb, now)?;
-            admin.state.refresh_only.remove(cb);
             admin.state.feeding_suspended.remove(cb);
             admin.save_state()?;
             admin.sync_collections(role, now);
@@ -492,17 +491,20 @@ fn run(admin: &mut Admin, role: &mut dyn Role, method: &str, p: &[Value], now: i
         "CollectionDisableRefreshOnly" | "CollectionEnableRefreshOnly" => {
             live_collection(role, coll)?;
             let on = method == "CollectionEnableRefreshOnly";
-            if on {
-                admin.state.refresh_only.insert(cb.to_vec());
-            } else {
-                admin.state.refresh_only.remove(cb);
-            }
-            admin.save_state()?;
-            admin.stats.set_str(
-                cb,
-                "CrawlMode",
-                if on { "Refreshing(limit=user)" } else { "" },
-            );
+            // The collection's `refresh_only` attribute: persisted with its configuration and
+            // carried to the nodes by CMD_ADM_CONF_UPDATE, which enforce it (2.2.10.2: nothing
+            // outside the crawl store is downloaded).
+            let mut pairs = role
+                .config(cb)
+                .and_then(|d| d.as_dict().map(<[_]>::to_vec))
+                .unwrap_or_default();
+            pairs.retain(|(k, _)| k.as_bytes() != Some(b"refresh_only"));
+            pairs.push((
+                M::bytes(b"refresh_only").into_owned(),
+                M::int(i64::from(on)),
+            ));
+            role.put_collection(cb, M::Dict(pairs), false)?;
+            admin.stats.set_str(cb, "CrawlMode", &role.crawl_mode(cb));
             Ok(cresult(
                 true,
                 format!(
@@ -742,11 +744,7 @@ impl Admin {
             active_sites: role.active_sites(name),
             feeding: !self.feeding_suspended(role, name, b""),
             status: status_word(state),
-            crawl_mode: if self.state.refresh_only.contains(name) {
-                "Refreshing(limit=user)".into()
-            } else {
-                String::new()
-            },
+            crawl_mode: role.crawl_mode(name),
             progress: (
                 (elapsed * 100 / period).min(100),
                 format!(

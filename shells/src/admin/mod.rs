@@ -184,12 +184,11 @@ pub fn level_of(mask: i64) -> log::LevelFilter {
 }
 
 /// Per collection, what the administrative interface keeps beside the scheduler core (persisted
-/// in `admin.state`): refresh-only mode (2.2.10.1/2) and, for the multinode scheduler, which
-/// feeding destinations are suspended (the nodes keep their own).
+/// in `admin.state`): for the multinode scheduler, which feeding destinations are suspended
+/// (the nodes keep their own), and the log level. Refresh-only mode (2.2.10.1/2) is the
+/// collection's `refresh_only` attribute, kept by the scheduler core with its configuration.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AdminState {
-    /// Collections in refresh-only mode.
-    pub refresh_only: BTreeSet<Vec<u8>>,
     /// Collection -> suspended feeding destinations ("" is every destination).
     pub feeding_suspended: BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>>,
     /// The log level mask set by SetLogLevel (0: the startup level).
@@ -206,7 +205,6 @@ impl AdminState {
             .map(|(c, d)| (M::owned_bytes(c.clone()), names(d)))
             .collect();
         M::Dict(vec![
-            (M::bytes(b"refresh_only"), names(&self.refresh_only)),
             (M::bytes(b"feeding"), M::Dict(feeding)),
             (M::bytes(b"log_level"), M::int(self.log_level)),
         ])
@@ -224,7 +222,6 @@ impl AdminState {
             feeding.insert(c.as_bytes()?.to_vec(), names(d)?);
         }
         Some(AdminState {
-            refresh_only: names(v.get(b"refresh_only")?)?,
             feeding_suspended: feeding,
             log_level: v.get(b"log_level")?.as_i64()?,
         })

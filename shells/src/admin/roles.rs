@@ -7,7 +7,7 @@ use crawlfleet_core::msg::types::conf_state;
 use crawlfleet_core::msg::{CollectionOnly, CrawlQueueEntry, Message};
 use crawlfleet_core::routing::routing_attribute;
 use crawlfleet_core::sched::multinode::Multinode;
-use crawlfleet_core::sched::node::{Dest, NodeScheduler};
+use crawlfleet_core::sched::node::{Dest, NodeScheduler, RefreshOnly};
 
 /// Where a site is routed: the node id and its XML-RPC (host, port) when known.
 pub type Route = (Vec<u8>, Option<(String, i64)>);
@@ -45,6 +45,8 @@ pub trait Role {
     fn active_sites(&self, name: &[u8]) -> i64;
     /// The refresh cycle.
     fn refresh_cycle(&self, name: &[u8]) -> i64;
+    /// The CrawlMode string (FSCADM 2.2.3.6): why the collection only refreshes, or empty.
+    fn crawl_mode(&self, name: &[u8]) -> String;
     /// Feeding suspended on the core (node): (all, destinations).
     fn feeding(&self, name: &[u8]) -> Option<(bool, Vec<Vec<u8>>)>;
     /// Counters to fold into the statistics: FSCADM attribute name -> running total.
@@ -133,6 +135,12 @@ impl Role for NodeScheduler {
 
     fn refresh_cycle(&self, name: &[u8]) -> i64 {
         NodeScheduler::refresh_cycle(self, name).unwrap_or(0)
+    }
+
+    fn crawl_mode(&self, name: &[u8]) -> String {
+        self.refresh_only(name)
+            .map_or("", RefreshOnly::crawl_mode)
+            .to_string()
     }
 
     fn feeding(&self, name: &[u8]) -> Option<(bool, Vec<Vec<u8>>)> {
@@ -255,6 +263,20 @@ impl Role for Multinode {
 
     fn refresh_cycle(&self, _name: &[u8]) -> i64 {
         0
+    }
+
+    fn crawl_mode(&self, name: &[u8]) -> String {
+        // `limits.max_doc` is counted by each node; the user's switch is the collection's.
+        let on = self.collection_config(name).is_some_and(|d| {
+            crawlfleet_core::config::CollectionConfig::from_dict(&String::from_utf8_lossy(name), d)
+                .is_ok_and(|c| c.refresh_only)
+        });
+        if on {
+            RefreshOnly::User.crawl_mode()
+        } else {
+            ""
+        }
+        .to_string()
     }
 
     fn feeding(&self, _name: &[u8]) -> Option<(bool, Vec<Vec<u8>>)> {
