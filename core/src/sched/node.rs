@@ -190,6 +190,9 @@ struct Collection {
     new_held: CrawlQueue,
     /// Stored documents, as last counted (`limits.max_doc`).
     doc_count: u64,
+    /// Free space of the data directory's file system, percent, as last read
+    /// (`limits.disk_free`).
+    disk_free_pct: Option<f64>,
     /// Quarantine list (3.1.1): site -> until (Unix seconds).
     quarantine: HashMap<String, i64>,
     /// Sites blocked after a refused START_CRAWL_IP: site -> until.
@@ -452,6 +455,7 @@ impl NodeScheduler {
             quarantine_queue: CrawlQueue::open(&dir.join("quarantine"), qo())?,
             new_held: CrawlQueue::open(&dir.join("refresh-only"), qo())?,
             doc_count: 0,
+            disk_free_pct: None,
             quarantine: HashMap::new(),
             blocked: HashMap::new(),
             active: HashMap::new(),
@@ -1103,6 +1107,7 @@ impl NodeScheduler {
             return Ok(());
         };
         c.policy = RefreshPolicy::of(name, &dict);
+        c.count_documents();
         c.dict = dict;
         let servers = ppdup_servers(&c.dict);
         self.save(name)?;

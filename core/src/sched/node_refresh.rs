@@ -23,6 +23,8 @@ pub struct RefreshPolicy {
     pub refresh_only: bool,
     /// Stored documents after which only URIs already in the store are fetched.
     pub max_doc: Option<u64>,
+    /// Percent of free disk below which only URIs already in the store are fetched; 0 = off.
+    pub disk_free: u32,
 }
 
 impl RefreshPolicy {
@@ -37,8 +39,33 @@ impl RefreshPolicy {
             dbswitch: c.dbswitch,
             refresh_only: c.refresh_only,
             max_doc: c.max_doc,
+            disk_free: c.disk_free,
         }
     }
+}
+
+/// Percent of the file system holding `dir` that is free for unprivileged users (statvfs);
+/// `None` when it cannot be read (logged).
+fn free_percent(dir: &std::path::Path) -> Option<f64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is a plain C struct of integers, for which all zeroes is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs(3) reads the NUL-terminated path and fills the struct it is given; both
+    // live across the call.
+    let r = unsafe { libc::statvfs(path.as_ptr(), &mut st) };
+    if r != 0 {
+        log::warn!(
+            "{}: cannot read the free disk space: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        );
+        return None;
+    }
+    if st.f_blocks == 0 {
+        return None;
+    }
+    Some(st.f_bavail as f64 * 100.0 / st.f_blocks as f64)
 }
 
 /// Why a collection fetches only URIs already in its crawl store (FSCADM 2.2.3.6 CrawlMode).
@@ -48,6 +75,8 @@ pub enum RefreshOnly {
     User,
     /// `limits.max_doc` stored documents reached.
     MaxDoc,
+    /// Less than `limits.disk_free` percent of the data directory's file system is free.
+    DiskFree,
 }
 
 impl RefreshOnly {
@@ -56,18 +85,23 @@ impl RefreshOnly {
         match self {
             RefreshOnly::User => "Refreshing(limit=user)",
             RefreshOnly::MaxDoc => "Refreshing(limit=max_doc)",
+            RefreshOnly::DiskFree => "Refreshing(limit=disk_free)",
         }
     }
 }
 
 impl super::Collection {
-    /// Counts the stored documents again (for `limits.max_doc`).
+    /// Counts the stored documents again (for `limits.max_doc`), and the free space of the
+    /// collection's file system (for `limits.disk_free`).
     pub(super) fn count_documents(&mut self) {
         self.doc_count = self
             .store
             .iter()
             .filter(|(_, r)| r.state == UriState::Stored)
             .count() as u64;
+        if self.policy.disk_free > 0 {
+            self.disk_free_pct = free_percent(&self.dir);
+        }
     }
 
     /// Whether, and why, only URIs already in the crawl store may be fetched.
@@ -76,6 +110,11 @@ impl super::Collection {
             Some(RefreshOnly::User)
         } else if self.policy.max_doc.is_some_and(|m| self.doc_count >= m) {
             Some(RefreshOnly::MaxDoc)
+        } else if self
+            .disk_free_pct
+            .is_some_and(|p| p < f64::from(self.policy.disk_free))
+        {
+            Some(RefreshOnly::DiskFree)
         } else {
             None
         }

@@ -393,3 +393,19 @@ fn max_doc_stored_documents_switch_the_collection_to_refreshing_only() {
     queue(&mut n, "http://127.0.0.9/new");
     assert!(ready_uris(&mut n).is_empty());
 }
+
+#[test]
+fn too_little_free_disk_switches_the_collection_to_refreshing_only() {
+    use super::node::RefreshOnly;
+    // 100 percent free is never the case on a file system holding this test's files.
+    let (mut n, _dir) = setup(
+        "disk-free",
+        vec![("limits", meta(vec![("disk_free", Value::int(100))]))],
+    );
+    assert_eq!(n.refresh_only(C), Some(RefreshOnly::DiskFree));
+    assert_eq!(
+        RefreshOnly::DiskFree.crawl_mode(),
+        "Refreshing(limit=disk_free)"
+    );
+    assert!(ready_uris(&mut n).is_empty(), "not even the start URI");
+}
