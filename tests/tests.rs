@@ -1,12 +1,12 @@
 //! The one integration-test binary: each module below is one area.
 
 mod admin;
-mod crash;
 mod crawl;
 mod decode_errors;
 mod differential;
 mod docs_cli;
 mod dupserver;
+mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;
 mod linkstore;

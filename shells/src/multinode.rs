@@ -187,6 +187,7 @@ pub fn run_with(
         while let Ok((host, addrs)) = resolver.answers.try_recv() {
             sm.dns_resolved(&host, addrs, now_secs());
         }
+        resolver.feed_stats(admin.stats_mut());
         let now = now_secs();
         let mut event = first;
         let mut handled = 0;

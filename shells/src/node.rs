@@ -265,6 +265,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
         for host in &out.lookups {
             resolver.lookup(host.clone());
         }
+        resolver.feed_stats(admin.stats_mut());
         let mut to_mn: Vec<(Priority, Vec<u8>)> = Vec::new();
         let mut to_dup = Vec::new();
         for (dest, prio, bytes) in out.sends {

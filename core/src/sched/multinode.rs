@@ -1137,6 +1137,8 @@ impl Multinode {
                 let host = site_host(site).to_string();
                 let (addrinfo, ttl) = match self.dns.get(host.as_bytes(), now) {
                     Some(e) => (e.addrinfo.clone(), e.ttl_left(now)),
+                    // An address needs no lookup (the node uses it as it is).
+                    None if host.parse::<std::net::IpAddr>().is_ok() => (None, 0),
                     None => {
                         if !self.dns_waiting.contains_key(&host) {
                             self.dns_waiting.insert(host.clone(), Vec::new());

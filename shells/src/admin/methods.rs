@@ -715,6 +715,12 @@ impl Admin {
                     self.stats.add(&name, &k, total - last);
                 }
             }
+            for (k, b, total) in role.histograms(&name) {
+                let last = seen.insert(format!("{k}\0{b}"), total).unwrap_or(0.0);
+                if total > last {
+                    self.stats.hist(&name, &k, &b, total - last);
+                }
+            }
             for (k, v) in role.node_sums(&name) {
                 self.stats.set(&name, k, v);
             }

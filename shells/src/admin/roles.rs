@@ -53,6 +53,9 @@ pub trait Role {
     fn counters(&self, name: &[u8]) -> Vec<(String, f64)>;
     /// Discrete sums over nodes (SumActiveSites, SumPPChecksums; multinode only).
     fn node_sums(&self, name: &[u8]) -> Vec<(&'static str, f64)>;
+    /// Histogram buckets to fold into the statistics: (attribute, bucket, running total);
+    /// the multinode scheduler's from its nodes' CMD_UM_STAT (a node feeds its own directly).
+    fn histograms(&self, name: &[u8]) -> Vec<(String, String, f64)>;
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -154,6 +157,10 @@ impl Role for NodeScheduler {
     }
 
     fn node_sums(&self, _name: &[u8]) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+
+    fn histograms(&self, _name: &[u8]) -> Vec<(String, String, f64)> {
         Vec::new()
     }
 }
@@ -310,6 +317,24 @@ impl Role for Multinode {
             }
         }
         vec![("SumActiveSites", active), ("SumPPChecksums", checksums)]
+    }
+
+    fn histograms(&self, name: &[u8]) -> Vec<(String, String, f64)> {
+        // The nodes' histograms (HTTPResponse, URISkip, DocSkip, MimeType), merged totals.
+        let Some(d) = self.statistics(name).and_then(M::as_dict) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (k, v) in d {
+            let (Some(key), Some(buckets)) = (k.as_bytes(), v.as_dict()) else {
+                continue;
+            };
+            let key = String::from_utf8_lossy(key).into_owned();
+            for (bucket, n) in numbers(Some(&M::Dict(buckets.to_vec()))) {
+                out.push((key.clone(), bucket, n));
+            }
+        }
+        out
     }
 }
 

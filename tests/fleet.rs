@@ -1,9 +1,12 @@
-//! Crash resume with real processes (issue 6): a multinode scheduler, two node schedulers and a
-//! duplicate server, each its own `crawlfleet` process, crawl the synthetic web; one role is
-//! SIGKILLed in the middle of the crawl and started again on the same data directory. The
-//! crawl must complete with every document fed exactly once (the union of the nodes' document
-//! logs), every reachable allowed URL fetched, and re-fetches only of what was in flight at the
-//! kill.
+//! Crawls of the synthetic web by a fleet of role processes: a multinode scheduler, two node
+//! schedulers and a duplicate server, each its own `crawlfleet` process.
+//!
+//! - Crash resume (issue 6): one role is SIGKILLed in the middle of the crawl and started again
+//!   on the same data directory. The crawl must complete with every document fed exactly once
+//!   (the union of the nodes' document logs), every reachable allowed URL fetched, and
+//!   re-fetches only of what was in flight at the kill.
+//! - Statistics (issue 7): what the multinode scheduler's XML-RPC interface reports after the
+//!   crawl agrees with the web server's access log.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -28,23 +31,29 @@ enum Victim {
 struct Fleet {
     dir: PathBuf,
     multinode_addr: SocketAddr,
+    /// The multinode scheduler's XML-RPC address.
+    admin: SocketAddr,
     config: PathBuf,
-    dupserver: SocketAddr,
     multinode: Option<Role>,
     nodes: Vec<Option<Role>>,
+    /// The synthweb server's access log.
+    log: PathBuf,
+    web: SyntheticWeb,
+    _web_server: Role,
+    _dup: Role,
 }
 
 impl Fleet {
     fn start_multinode(&mut self) {
         let data = self.dir.join("multinode");
-        let listen = self.multinode_addr.to_string();
+        let (listen, admin) = (self.multinode_addr.to_string(), self.admin.to_string());
         let (d, c) = (data.to_str().unwrap(), self.config.to_str().unwrap());
         self.multinode = Some(Role::start(&[
             "multinode",
             "--listen",
             &listen,
             "--admin",
-            "127.0.0.1:0",
+            &admin,
             "--data-dir",
             d,
             "--config",
@@ -70,6 +79,8 @@ impl Fleet {
             "--data-dir",
             data.to_str().unwrap(),
             "--quarantine-interval",
+            "1",
+            "--stats-interval",
             "1",
         ]));
     }
@@ -109,19 +120,26 @@ fn fed(node_dir: &Path) -> Vec<(FeedOp, String)> {
         .collect()
 }
 
-/// Crawls a 6:60 web, kills `victim` once a third of the pages were fetched, starts it again
-/// and waits for the crawl to finish; checks what was fed and fetched.
-fn crash_and_resume(name: &str, base: Ipv4Addr, victim: Victim) {
+/// Starts a synthweb server for `spec` on `base`, a duplicate server, the multinode
+/// scheduler and two nodes, crawling the web with `delay` seconds between requests to a site;
+/// `extra_domains` are added to the collection (start URIs and allowed domains).
+fn launch(
+    name: &str,
+    base: Ipv4Addr,
+    spec_text: &str,
+    delay: &str,
+    extra_domains: &[&str],
+) -> Fleet {
     let dir = temp_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
     let port = free_port(base);
     let log = dir.join("access.log");
     let raw = dir.join("web.xml");
-    let spec: WebSpec = "6:60".parse().unwrap();
-    let _web_server = Role::start(&[
+    let spec: WebSpec = spec_text.parse().unwrap();
+    let web_server = Role::start(&[
         "synthweb",
         "--web",
-        "6:60",
+        spec_text,
         "--base",
         &base.to_string(),
         "--port",
@@ -141,13 +159,13 @@ fn crash_and_resume(name: &str, base: Ipv4Addr, victim: Victim) {
         "--data-dir",
         dup_dir.to_str().unwrap(),
     ]);
-    // The generated collection, slowed down (a delay per site) so that the kill falls in the
-    // middle, and checked against the duplicate server.
+    // The generated collection with the given delay per site, checked against the duplicate
+    // server.
     let xml = std::fs::read_to_string(&raw).unwrap();
     let xml = xml
         .replace(
             r#"<attrib name="delay" type="real">0</attrib>"#,
-            r#"<attrib name="delay" type="real">0.04</attrib>"#,
+            &format!(r#"<attrib name="delay" type="real">{delay}</attrib>"#),
         )
         .replace(
             "  </DomainSpecification>",
@@ -157,24 +175,75 @@ fn crash_and_resume(name: &str, base: Ipv4Addr, victim: Victim) {
                 dup.addr()
             ),
         );
-    assert!(xml.contains("0.04") && xml.contains("dupservers"), "{xml}");
+    let mut xml = xml;
+    for d in extra_domains {
+        for list in ["start_uris", "include_domains"] {
+            let open = format!(r#"<attrib name="{list}" type="list-string">"#);
+            let member = if list == "start_uris" {
+                format!("http://{d}/")
+            } else {
+                d.split(':').next().unwrap().to_string()
+            };
+            xml = xml.replace(&open, &format!("{open}\n      <member>{member}</member>"));
+        }
+    }
+    assert!(xml.contains(delay) && xml.contains("dupservers"), "{xml}");
     let config = dir.join("crashweb.xml");
     std::fs::write(&config, xml).unwrap();
     let mn_port = free_port(Ipv4Addr::LOCALHOST);
     let mut fleet = Fleet {
         dir: dir.clone(),
         multinode_addr: SocketAddr::from((Ipv4Addr::LOCALHOST, mn_port)),
+        admin: SocketAddr::from((Ipv4Addr::LOCALHOST, free_port(Ipv4Addr::LOCALHOST))),
         config,
-        dupserver: dup.addr(),
         multinode: None,
         nodes: vec![None, None, None],
+        log,
+        web: SyntheticWeb::generate(&spec, base, port),
+        _web_server: web_server,
+        _dup: dup,
     };
     fleet.start_multinode();
     fleet.start_node(1);
     fleet.start_node(2);
+    fleet
+}
 
-    let web = SyntheticWeb::generate(&spec, base, port);
-    let exp = web.expected();
+/// Waits until every URL of `exp.fetched` is in the access log and nothing more happened for
+/// two seconds; `what` names the run in the failure message.
+fn wait_until_crawled(log: &Path, exp: &BTreeSet<String>, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let (mut last, mut quiet_since) = (0, Instant::now());
+    loop {
+        let lines = access_lines(log);
+        let seen: BTreeSet<&String> = lines.iter().collect();
+        if lines.len() != last {
+            last = lines.len();
+            quiet_since = Instant::now();
+        }
+        let complete = exp.iter().all(|u| seen.contains(u));
+        if complete && quiet_since.elapsed() > Duration::from_secs(2) {
+            return;
+        }
+        if Instant::now() > deadline {
+            let missing: Vec<_> = exp.iter().filter(|u| !seen.contains(u)).collect();
+            panic!(
+                "{what}: the crawl did not complete; {} of {} missing: {missing:?}",
+                missing.len(),
+                exp.len()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Crawls a 6:60 web, kills `victim` once a third of the pages were fetched, starts it again
+/// and waits for the crawl to finish; checks what was fed and fetched.
+fn crash_and_resume(name: &str, base: Ipv4Addr, victim: Victim) {
+    let mut fleet = launch(name, base, "6:60", "0.04", &[]);
+    let (dir, log) = (fleet.dir.clone(), fleet.log.clone());
+    let spec: WebSpec = "6:60".parse().unwrap();
+    let exp = fleet.web.expected();
     let total = exp.fetched.len();
     // The kill, once a third of the web was fetched.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -201,29 +270,11 @@ fn crash_and_resume(name: &str, base: Ipv4Addr, victim: Victim) {
         at_kill < total,
         "the crawl ended before the kill ({at_kill} of {total})"
     );
-    // Until every reachable URL was fetched and nothing more happens for two seconds.
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let (mut last, mut quiet_since) = (0, Instant::now());
-    loop {
-        let lines = access_lines(&log);
-        let seen: BTreeSet<&String> = lines.iter().collect();
-        if lines.len() != last {
-            last = lines.len();
-            quiet_since = Instant::now();
-        }
-        let complete = exp.fetched.iter().all(|u| seen.contains(u));
-        if complete && quiet_since.elapsed() > Duration::from_secs(2) {
-            break;
-        }
-        if Instant::now() > deadline {
-            let missing: Vec<_> = exp.fetched.iter().filter(|u| !seen.contains(u)).collect();
-            panic!(
-                "{victim:?} killed at {at_kill}: the crawl did not complete; {} of {total} missing: {missing:?}",
-                missing.len()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_crawled(
+        &log,
+        &exp.fetched,
+        &format!("{victim:?} killed at {at_kill}"),
+    );
     // Let the last documents reach the logs (the nodes sync every 100 ms), then stop.
     std::thread::sleep(Duration::from_millis(500));
     for n in fleet.nodes.iter_mut() {
@@ -232,7 +283,6 @@ fn crash_and_resume(name: &str, base: Ipv4Addr, victim: Victim) {
         }
     }
     drop(fleet.multinode.take());
-    let _ = fleet.dupserver;
 
     // Fed: every storable document and one of each group of identical ones, each once.
     let mut adds: BTreeMap<String, usize> = BTreeMap::new();
@@ -313,4 +363,95 @@ fn a_multinode_killed_mid_crawl_resumes_and_feeds_every_document_once() {
         Ipv4Addr::new(127, 82, 0, 1),
         Victim::Multinode,
     );
+}
+
+/// `crawlfleet admin --json --server ADDR ARGS`: the JSON value printed.
+fn admin_json(server: SocketAddr, args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+        .args(["admin", "--server", &server.to_string(), "--json"])
+        .args(args)
+        .output()
+        .expect("crawlfleet admin runs");
+    assert!(
+        out.status.success(),
+        "crawlfleet admin {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn num(v: &serde_json::Value) -> u64 {
+    v.as_f64().map_or(0, |f| f as u64)
+}
+
+#[test]
+fn the_multinode_statistics_agree_with_the_web_server() {
+    // Two names besides the web's addresses: one the system resolver knows (localhost, whose
+    // port has no server) and one that does not exist.
+    let mut fleet = launch(
+        "stats",
+        Ipv4Addr::new(127, 83, 0, 1),
+        "4:30",
+        "0",
+        &["localhost:9", "no-such-host.invalid"],
+    );
+    let exp = fleet.web.expected();
+    wait_until_crawled(&fleet.log, &exp.fetched, "statistics");
+    // The access log by status (robots.txt included), and its pages (robots.txt apart).
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    let text = std::fs::read_to_string(&fleet.log).unwrap();
+    let mut pages = 0;
+    for l in text.lines() {
+        let f: Vec<&str> = l.split('\t').collect();
+        *want.entry(f[2].to_string()).or_default() += 1;
+        if f[1] != "/robots.txt" {
+            pages += 1;
+        }
+    }
+    // The nodes report every second (--stats-interval 1); the multinode merges as they come.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (cur, global) = loop {
+        let v = admin_json(fleet.admin, &["collection-get-statistics2", COLLECTION]);
+        let cur = v[1]["cur"].clone();
+        let g = admin_json(fleet.admin, &["get-global-statistics"]);
+        let g = g[1]["complete"].clone();
+        let http: BTreeMap<String, u64> = cur["HTTPResponse"]
+            .as_object()
+            .map(|o| o.iter().map(|(k, v)| (k.clone(), num(v))).collect())
+            .unwrap_or_default();
+        let settled = num(&cur["Processed"]) >= pages
+            && want.iter().all(|(k, n)| http.get(k) == Some(n))
+            && num(&g["DNSResponse"]) >= 2;
+        if settled || Instant::now() > deadline {
+            break (cur, g);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    for n in fleet.nodes.iter_mut() {
+        if let Some(r) = n.take() {
+            r.kill();
+        }
+    }
+    // Downloaded counts the pages the server served (robots.txt apart); the HTTPResponse
+    // histogram is the server's by status, robots.txt included.
+    assert_eq!(num(&cur["Downloaded"]), pages, "{cur}");
+    for (status, n) in &want {
+        assert_eq!(
+            num(&cur["HTTPResponse"][status]),
+            *n,
+            "HTTP {status}: {cur}"
+        );
+    }
+    // The two names went to the multinode scheduler's resolver (the web's hosts are
+    // addresses, which need no lookup), when it routed their sites: both asked and answered,
+    // localhost with NOERROR, the other with NXDOMAIN or SERVFAIL (as the resolver decides
+    // without a name server). The 2.2.6 names: DNSRequest and DNSResponse count, DNSResponses
+    // is the histogram by RCODE.
+    assert_eq!(num(&global["DNSRequest"]), 2, "{global}");
+    assert_eq!(num(&global["DNSResponse"]), 2, "{global}");
+    let rcodes = &global["DNSResponses"];
+    assert_eq!(num(&rcodes["0"]), 1, "{global}");
+    assert_eq!(num(&rcodes["2"]) + num(&rcodes["3"]), 1, "{global}");
+    assert!(num(&global["DNSRateLimit"]) >= 1, "{global}");
+    let _ = std::fs::remove_dir_all(&fleet.dir);
 }
