@@ -7,6 +7,7 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::path::Path;
 use std::process::Command;
 
+use crawlfleet_core::links::Operation;
 use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
 
 use crate::util::temp_dir;
@@ -43,7 +44,7 @@ fn crawl(
     spec: &str,
     base: Ipv4Addr,
     extra: &[&str],
-) -> (SyntheticWeb, serde_json::Value, Vec<Access>, Links) {
+) -> (SyntheticWeb, serde_json::Value, Vec<Access>, Links, Sprel) {
     let dir = temp_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
     let port = TcpListener::bind((base, 0))
@@ -93,22 +94,46 @@ fn crawl(
     let web = SyntheticWeb::generate(&spec, base, port);
     let accesses = read_log(&log);
     let pages: Vec<String> = accesses.iter().map(|a| a.url.clone()).collect();
-    let links = stored_links(&dir.join("data").join("linkstore"), &pages);
+    let (links, sprel) = stored_links(&dir.join("data").join("linkstore"), &pages);
     let _ = std::fs::remove_dir_all(&dir);
-    (web, summary, accesses, links)
+    (web, summary, accesses, links, sprel)
 }
 
 /// (from, to) -> anchor text, as the link store has them.
 type Links = BTreeMap<(String, String), String>;
 
-/// The hyperlinks of `pages` the embedded link store received, read back through its index.
-fn stored_links(dir: &Path, pages: &[String]) -> Links {
-    use crawlfleet_core::links::{stored_logs, LinkIndex};
+/// What the link store's SPRel data says: URL -> its newest operation, and every
+/// URLSCHCHANGE line (as text).
+#[derive(Debug, Default)]
+struct Sprel {
+    ops: BTreeMap<String, Operation>,
+    schchange_lines: Vec<String>,
+}
+
+/// The hyperlinks of `pages` the embedded link store received, read back through its index,
+/// and the SPRel state of those pages.
+fn stored_links(dir: &Path, pages: &[String]) -> (Links, Sprel) {
+    use crawlfleet_core::links::{read_log, stored_logs, LinkIndex};
     let mut b = LinkIndex::builder();
+    let mut sprel = Sprel::default();
     for (_, _, path) in stored_logs(dir).expect("link store logs") {
         b.add_log(&path).expect("readable link log");
+        read_log(&path, |payload| {
+            for line in payload.split(|&c| c == b'\n') {
+                let line = String::from_utf8_lossy(line);
+                if line.contains(" URLSCHCHANGE ") {
+                    sprel.schchange_lines.push(line.into_owned());
+                }
+            }
+        })
+        .expect("readable link log");
     }
     let ix = b.finish();
+    for p in pages {
+        if let Some(op) = ix.sprel(p.as_bytes()).and_then(|e| e.op) {
+            sprel.ops.insert(p.clone(), op);
+        }
+    }
     let mut out = Links::new();
     for from in pages {
         for l in ix.outlinks(from.as_bytes()) {
@@ -122,7 +147,7 @@ fn stored_links(dir: &Path, pages: &[String]) -> Links {
             );
         }
     }
-    out
+    (out, sprel)
 }
 
 fn count(v: &serde_json::Value, key: &str) -> u64 {
@@ -131,7 +156,8 @@ fn count(v: &serde_json::Value, key: &str) -> u64 {
 
 #[test]
 fn a_cluster_crawls_exactly_the_allowed_reachable_web() {
-    let (web, summary, log, links) = crawl("exact", "6:60", Ipv4Addr::new(127, 78, 0, 1), &[]);
+    let (web, summary, log, links, sprel) =
+        crawl("exact", "6:60", Ipv4Addr::new(127, 78, 0, 1), &[]);
     let exp = web.expected();
     // Every request the server saw, as a set and with no URL fetched twice (the nodes share
     // the work through the multinode scheduler's routing; nobody fetches another's site).
@@ -222,12 +248,37 @@ fn a_cluster_crawls_exactly_the_allowed_reachable_web() {
     for (k, anchor) in &graph {
         assert_eq!(&links[k], anchor, "anchor of {k:?}");
     }
+    // SPRel (2.2.1.3.2.1): an ADD line for every fed document and for nothing else; the fed one
+    // of each group of identical documents gets a URLSCHCHANGE line for each other member
+    // (its equivalence class grew), unless that line came in the same second as its ADD.
+    for u in &exp.stored {
+        assert_eq!(sprel.ops.get(u), Some(&Operation::Add), "SPRel of {u}");
+    }
+    let mut fed = exp.stored.len();
+    for g in &exp.duplicate_groups {
+        let with: Vec<_> = g.iter().filter(|u| sprel.ops.contains_key(*u)).collect();
+        assert_eq!(with.len(), 1, "SPRel lines for the group {g:?}: {with:?}");
+        fed += 1;
+        let owner = with[0];
+        for m in g.iter().filter(|m| *m != owner) {
+            let line = sprel
+                .schchange_lines
+                .iter()
+                .find(|l| l.ends_with(&format!(" URLSCHCHANGE {m}")));
+            assert!(
+                line.is_some_and(|l| l.contains(&format!("{owner} "))),
+                "URLSCHCHANGE of {owner} for its duplicate {m}: {:?}",
+                sprel.schchange_lines
+            );
+        }
+    }
+    assert_eq!(sprel.ops.len(), fed, "SPRel entries: {:?}", sprel.ops);
 }
 
 #[test]
 fn politeness_one_connection_per_site_and_the_delay_between_requests() {
     let delay = 0.15;
-    let (web, _, log, _) = crawl(
+    let (web, _, log, _, _) = crawl(
         "polite",
         "3:12",
         Ipv4Addr::new(127, 79, 0, 1),

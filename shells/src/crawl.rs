@@ -291,7 +291,7 @@ impl Crawler {
 
     /// Counts what became of a document (MS-FSCADM 2.2.4.9): stored (added or modified),
     /// unchanged, deleted, or skipped as a duplicate (`cs`); tells the link store (SPRel
-    /// 2.2.1.3.2.1) of added and deleted documents.
+    /// 2.2.1.3.2.1) of added, modified and deleted documents, and of the owner's new duplicate.
     fn verdict(&mut self, v: &Verdict) {
         let c = self.engine.counters_mut(&v.collection);
         match v.fate {
@@ -310,8 +310,13 @@ impl Crawler {
         };
         let sent = match v.fate {
             // The document's duplicates are not known here, so the DUPLICATE column is the
-            // empty class.
-            Fate::Added => b.uri_add(&v.collection, &v.uri, &[], unix_now()),
+            // empty class. A modified document is added again (its index entry replaced).
+            Fate::Added | Fate::Modified => b.uri_add(&v.collection, &v.uri, &[], unix_now()),
+            // The owner of the checksum gained a URL: its equivalence class changed
+            // (URLSCHCHANGE, one line per member this node knows of: the duplicate).
+            Fate::Duplicate if !v.owner.is_empty() && v.owner != v.uri => {
+                b.uri_schchange(&v.collection, &v.owner, &[v.uri.as_slice()], unix_now())
+            }
             // WebAnalyzer `delete` (2.2.1.3.1.3) and SPRel DEL (2.2.1.3.2.1).
             Fate::Deleted => b
                 .delete(&v.collection, &v.uri, unix_now())

@@ -473,6 +473,16 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         if let Some(n) = args.web_connections {
             overrides.push(("max_pending", Value::int(i64::from(n))));
         }
+        // The link store gets both applications' data (MS-FSWASDR 2.2.1.3): the WebAnalyzer
+        // link graph and the SPRel document lines.
+        let app = |a: &str| Value::owned_bytes(a.as_bytes().to_vec());
+        overrides.push((
+            "linkstore",
+            Value::Dict(vec![(
+                Value::owned_bytes(b"applications".to_vec()),
+                Value::list(vec![app("webanalyzer"), app("sharepoint")]),
+            )]),
+        ));
         sources.push(CollectionSource {
             origin: String::new(),
             xml: web.collection_xml("synthetic"),
