@@ -1003,11 +1003,15 @@ impl Multinode {
             self.send(peer, &dns_reply(host, &e));
             return;
         };
-        let waiting = self.dns_waiting.entry(h.to_string()).or_default();
-        if waiting.is_empty() {
+        // A host in `dns_waiting` has a lookup under way (routing starts one with nobody
+        // waiting yet): one lookup per host at a time.
+        if !self.dns_waiting.contains_key(h) {
             self.out.lookups.push(h.to_string());
         }
-        waiting.push(peer);
+        self.dns_waiting
+            .entry(h.to_string())
+            .or_default()
+            .push(peer);
     }
 
     /// The answer of a lookup the shell made (None: it failed).

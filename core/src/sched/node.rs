@@ -649,6 +649,48 @@ impl NodeScheduler {
                 .sends
                 .push((Dest::Multinode, Priority::Normal, frame));
         }
+        self.ask_again();
+    }
+
+    /// After (re)connecting: questions the multinode scheduler may have taken down with it are
+    /// asked again. START_CRAWL_IP for every site waiting for its answer, and for every active
+    /// site (a restarted multinode scheduler knows no IP locks: this restores this node's; the
+    /// answers for sites not waiting are ignored), and CMD_UM_DNS_REQUEST for every name still
+    /// unanswered. A multinode scheduler that did answer answers again the same way.
+    fn ask_again(&mut self) {
+        if self.opts.standalone {
+            return;
+        }
+        let mut asks: Vec<Message<'static>> = Vec::new();
+        let mut hosts: BTreeSet<String> = BTreeSet::new();
+        for (name, c) in &self.collections {
+            let start = |site: &str, ip: &str| {
+                Message::CmdUmStartCrawlIp(StartCrawlIp {
+                    collection: owned(name),
+                    ip: owned(ip.as_bytes()),
+                    site: owned(site.as_bytes()),
+                    store_id: 0,
+                })
+            };
+            for (site, ip) in &c.active {
+                asks.push(start(site, ip));
+            }
+            for (site, w) in &c.waiting {
+                match &w.ip {
+                    Some(ip) => asks.push(start(site, ip)),
+                    None if self.dns_pending.contains(&w.host) && hosts.insert(w.host.clone()) => {
+                        asks.push(Message::CmdUmDnsRequest(crate::msg::DnsRequest {
+                            collection: owned(name),
+                            host: owned(w.host.as_bytes()),
+                        }));
+                    }
+                    None => {}
+                }
+            }
+        }
+        for m in asks {
+            self.send_multinode(Priority::Normal, &m);
+        }
     }
 
     /// The CMD_UM_INIT frame that registers this node (2.2.4.1).

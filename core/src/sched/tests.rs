@@ -16,8 +16,9 @@ use crate::marshal::{Limits, Value};
 use crate::msg::types::conf_state;
 use crate::msg::{
     AddrInfo, Checksum, CollectionOnly, ConfRefresh, ConfSpec, ConfState, ConfSuspend,
-    CrawlQueueEntry, FeedingSuspend, Init, Message, PpdupAddOk, PpdupConfigAck, PpdupPromoteReq,
-    PpdupRemoveOk, PreemptSite, Quarantine, StartCrawlIpReply, Stat, UriMsg, UriStructure,
+    CrawlQueueEntry, DnsRequest, FeedingSuspend, Init, Message, PpdupAddOk, PpdupConfigAck,
+    PpdupPromoteReq, PpdupRemoveOk, PreemptSite, Quarantine, StartCrawlIpReply, Stat, UriMsg,
+    UriStructure,
 };
 
 fn tmp(name: &str) -> PathBuf {
@@ -768,4 +769,70 @@ fn a_modified_document_keeps_its_new_checksum_after_remove_ok() {
         n.checksum_owners(b"c", &new),
         vec![b"http://a.com/x".to_vec()]
     );
+}
+
+#[test]
+fn one_lookup_per_host_when_routing_and_a_node_ask_at_once() {
+    let dir = tmp("mn-dns-once");
+    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    m.add_collection(b"c", config(&["http://www.a.com/"], None))
+        .unwrap();
+    register_two_nodes(&mut m);
+    // Routing the start URI's site looks its host up (for CMD_UM_ADD_ROUTE's addrinfo).
+    m.pump(0).unwrap();
+    let out = m.take_output();
+    assert_eq!(out.lookups, ["www.a.com"]);
+    // A node asks for the same host before the answer (3.2.5.4): no second lookup.
+    let ask = DnsRequest {
+        collection: b("c"),
+        host: b("www.a.com"),
+    };
+    m.handle_message(1, Message::CmdUmDnsRequest(ask), 0)
+        .unwrap();
+    assert!(m.take_output().lookups.is_empty());
+    // The answer goes to the node that asked.
+    m.dns_resolved("www.a.com", None, 0);
+    let replies: Vec<_> = decoded(m.take_output())
+        .into_iter()
+        .filter(|(_, _, x)| matches!(x, Message::CmdUmDnsReply(_)))
+        .map(|(to, _, _)| to)
+        .collect();
+    assert_eq!(replies, [1]);
+}
+
+#[test]
+fn questions_lost_with_the_multinode_are_asked_again_when_it_is_back() {
+    let (mut n, _) = node("ask-again");
+    n.multinode_connected();
+    n.conf_add(b"c", config(&[], None)).unwrap();
+    for u in [
+        "http://10.0.0.1/a",
+        "http://10.0.0.2/b",
+        "http://www.a.com/c",
+    ] {
+        n.handle_message(&MN, uri("c", u), 0).unwrap();
+    }
+    n.dispatch(100, 1000).unwrap();
+    n.handle_message(&MN, start_reply("c", "10.0.0.1", "10.0.0.1", true), 1000)
+        .unwrap();
+    n.take_output();
+    // The multinode scheduler dies with the other two questions unanswered, and comes back
+    // knowing nothing.
+    n.multinode_closed();
+    n.multinode_connected();
+    let mut asked: Vec<String> = decoded(n.take_output())
+        .into_iter()
+        .filter_map(|(_, _, m)| match m {
+            Message::CmdUmStartCrawlIp(s) => {
+                Some(format!("start {}", String::from_utf8_lossy(&s.site)))
+            }
+            Message::CmdUmDnsRequest(d) => {
+                Some(format!("dns {}", String::from_utf8_lossy(&d.host)))
+            }
+            _ => None,
+        })
+        .collect();
+    asked.sort();
+    // The active site's lock is claimed again too (a restarted multinode has none).
+    assert_eq!(asked, ["dns www.a.com", "start 10.0.0.1", "start 10.0.0.2"]);
 }

@@ -292,7 +292,21 @@ fn step(
                 Ok(n) => out.written += n,
                 Err(e) if would_block(&e) => return Ok(false),
                 Err(e) if interrupted(&e) => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // The client went away during the answer (a crawler stops reading a
+                    // document over its size limit): the request was answered all the same.
+                    if let Some(out) = conn.out.take() {
+                        log(AccessRecord {
+                            host: conn.host,
+                            path: out.path,
+                            status: out.status,
+                            start: out.start,
+                            end: Instant::now(),
+                            conn: conn.id,
+                        });
+                    }
+                    return Err(e);
+                }
             }
         }
         let Some(out) = conn.out.take() else {
