@@ -1,0 +1,304 @@
+//! The node scheduler's site manager (MS-FSCMT 3.1.1, 3.1.5.21): crawl queue entries become
+//! ready for the crawl engine once their site may be crawled, after its name is resolved
+//! (through the multinode scheduler, or locally when standalone) and the multinode scheduler
+//! allowed its IP address (CMD_UM_START_CRAWL_IP); quarantined and blocked sites wait.
+
+use super::*;
+
+impl NodeScheduler {
+    /// Takes entries from the crawl queues of active collections until `capacity` entries are
+    /// ready or waiting: entries of allowed sites become ready, new sites are resolved and asked
+    /// for (CMD_UM_START_CRAWL_IP), quarantined or blocked ones set aside.
+    pub fn dispatch(&mut self, capacity: usize, now: i64) -> Result<(), SchedError> {
+        let names: Vec<Vec<u8>> = self
+            .collections
+            .iter()
+            .filter(|(_, c)| c.state == conf_state::ACTIVE)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in names {
+            let c = self.collections.get_mut(&name).expect("listed above");
+            let refresh_only = c.refresh_only().is_some();
+            if !refresh_only && !c.new_held.is_empty() {
+                // New content may be crawled again: what was held goes back to the queue.
+                let mut n = 0u64;
+                while let Some(rec) = c.new_held.pop_front()? {
+                    c.queue.push_back(&rec)?;
+                    n += 1;
+                }
+                info!(
+                    "collection {}: {n} new URIs held while refreshing only are queued",
+                    show(&name)
+                );
+            }
+            loop {
+                let c = self.collections.get_mut(&name).expect("listed above");
+                let held: usize = c.waiting.values().map(|w| w.records.len()).sum();
+                if c.ready.len() + held >= capacity {
+                    break;
+                }
+                let Some(rec) = c.queue.pop_front()? else {
+                    break;
+                };
+                let parsed = parse_record(&rec).ok();
+                // FSCADM 2.2.10.2: while refreshing only, nothing outside the crawl store is
+                // downloaded; new URIs wait in `new_held`.
+                if refresh_only
+                    && parsed
+                        .as_ref()
+                        .is_some_and(|(e, _)| c.store.get(&e.uri.uri).is_none())
+                {
+                    c.new_held.push_back(&rec)?;
+                    c.counters.uris_held_refresh_only += 1;
+                    continue;
+                }
+                let site = parsed.and_then(|(e, _)| crawl_site(&e.uri.uri));
+                let Some(site) = site else {
+                    c.counters.uris_dropped += 1;
+                    warn!(
+                        "collection {}: entry without a crawl site dropped",
+                        show(&name)
+                    );
+                    continue;
+                };
+                if c.quarantine.get(&site).is_some_and(|&t| t > now)
+                    || c.blocked.get(&site).is_some_and(|&t| t > now)
+                {
+                    c.quarantine_queue.push_back(&rec)?;
+                    c.counters.uris_quarantined += 1;
+                    continue;
+                }
+                // From here the entry lives in memory: journaled until it is finished.
+                let seq = c.inflight.add(&rec)?;
+                if let Some(ip) = c.active.get(&site) {
+                    let ip = ip.clone();
+                    c.ready.push_back(Ready {
+                        collection: name.clone(),
+                        site,
+                        ip,
+                        record: rec,
+                        seq,
+                        conditional: Vec::new(),
+                    });
+                    continue;
+                }
+                if let Some(w) = c.waiting.get_mut(&site) {
+                    w.records.push((seq, rec));
+                    continue;
+                }
+                let host = site_host(&site).to_string();
+                c.waiting.insert(
+                    site.clone(),
+                    Waiting {
+                        host: host.clone(),
+                        ip: None,
+                        records: vec![(seq, rec)],
+                    },
+                );
+                self.resolve_site(&name, &site, &host, now)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Entries the crawl engine may fetch now (at most `max`).
+    pub fn take_ready(&mut self, max: usize) -> Vec<Ready> {
+        let mut out = Vec::new();
+        for c in self.collections.values_mut() {
+            while out.len() < max {
+                match c.ready.pop_front() {
+                    Some(mut r) => {
+                        r.conditional = conditional(c, &r.record);
+                        out.push(r);
+                    }
+                    None => break,
+                }
+            }
+        }
+        out
+    }
+
+    pub(super) fn resolve_site(
+        &mut self,
+        name: &[u8],
+        site: &str,
+        host: &str,
+        now: i64,
+    ) -> Result<(), SchedError> {
+        if host.parse::<std::net::IpAddr>().is_ok() {
+            return self.ask_permission(name, site, host);
+        }
+        let ip = self.dns.get(host.as_bytes(), now).map(|e| {
+            e.addrinfo
+                .as_ref()
+                .and_then(|a| a.first())
+                .map(|a| String::from_utf8_lossy(&a.address).into_owned())
+        });
+        match ip {
+            Some(Some(ip)) => self.ask_permission(name, site, &ip),
+            Some(None) => {
+                self.fail_site(name, site, "the name does not resolve");
+                Ok(())
+            }
+            None => {
+                if self.dns_pending.insert(host.to_string()) {
+                    if self.opts.standalone {
+                        self.out.lookups.push(host.to_string());
+                    } else {
+                        let m = Message::CmdUmDnsRequest(crate::msg::DnsRequest {
+                            collection: owned(name),
+                            host: owned(host.as_bytes()),
+                        });
+                        self.send_multinode(Priority::Normal, &m);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn fail_site(&mut self, name: &[u8], site: &str, why: &str) {
+        if let Some(c) = self.collections.get_mut(name) {
+            if let Some(w) = c.waiting.remove(site) {
+                c.counters.uris_dropped += w.records.len() as u64;
+                for (seq, _) in &w.records {
+                    if let Err(e) = c.inflight.done(*seq) {
+                        warn!("collection {}: {e}", show(name));
+                    }
+                }
+                warn!(
+                    "collection {}: site {site}: {why}; {} entries dropped",
+                    show(name),
+                    w.records.len()
+                );
+            }
+        }
+    }
+
+    /// An answer to a name lookup (CMD_UM_DNS_REPLY, 3.1.5.19, or the shell's own lookup when
+    /// standalone).
+    pub fn dns_answer(&mut self, host: &str, e: DnsEntry, now: i64) -> Result<(), SchedError> {
+        self.dns_pending.remove(host);
+        let ip = e
+            .addrinfo
+            .as_ref()
+            .and_then(|a| a.first())
+            .map(|a| String::from_utf8_lossy(&a.address).into_owned());
+        self.dns.insert(host.as_bytes(), e, now);
+        let sites: Vec<(Vec<u8>, String)> = self
+            .collections
+            .iter()
+            .flat_map(|(n, c)| {
+                c.waiting
+                    .iter()
+                    .filter(|(_, w)| w.host == host && w.ip.is_none())
+                    .map(move |(s, _)| (n.clone(), s.clone()))
+            })
+            .collect();
+        for (name, site) in sites {
+            match &ip {
+                Some(ip) => self.ask_permission(&name, &site, ip)?,
+                None => self.fail_site(&name, &site, "the name does not resolve"),
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn ask_permission(
+        &mut self,
+        name: &[u8],
+        site: &str,
+        ip: &str,
+    ) -> Result<(), SchedError> {
+        if let Some(w) = self
+            .collections
+            .get_mut(name)
+            .and_then(|c| c.waiting.get_mut(site))
+        {
+            w.ip = Some(ip.to_string());
+        }
+        if self.opts.standalone {
+            let allowed = match self.local_ip_locks.get(ip) {
+                Some(owner) => owner == name,
+                None => {
+                    self.local_ip_locks.insert(ip.to_string(), name.to_vec());
+                    true
+                }
+            };
+            return self.on_start_crawl_ip(name, ip, site, allowed, 0);
+        }
+        let m = Message::CmdUmStartCrawlIp(StartCrawlIp {
+            collection: owned(name),
+            ip: owned(ip.as_bytes()),
+            site: owned(site.as_bytes()),
+            store_id: 0,
+        });
+        self.send_multinode(Priority::Normal, &m);
+        Ok(())
+    }
+
+    /// 3.1.5.21.
+    pub(super) fn on_start_crawl_ip(
+        &mut self,
+        name: &[u8],
+        ip: &str,
+        site: &str,
+        allowed: bool,
+        now: i64,
+    ) -> Result<(), SchedError> {
+        let max = self.opts.max_sites_per_ip;
+        let block = self.opts.block_seconds;
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(());
+        };
+        let Some(w) = c.waiting.remove(site) else {
+            debug!("START_CRAWL_IP answer for {site}, which is not waiting");
+            return Ok(());
+        };
+        let over = allowed && {
+            let set = c.ip_sites.entry(ip.to_string()).or_default();
+            set.insert(site.to_string());
+            set.len() > max
+        };
+        if !allowed || over {
+            if over {
+                if let Some(set) = c.ip_sites.get_mut(ip) {
+                    set.remove(site);
+                }
+            }
+            // Blocked for 30 minutes, its entries at the front of the crawl queue.
+            c.blocked
+                .insert(site.to_string(), now.saturating_add(block));
+            c.counters.sites_blocked += 1;
+            for (_, r) in w.records.iter().rev() {
+                c.queue.push_front(r)?;
+            }
+            for (seq, _) in &w.records {
+                c.inflight.done(*seq)?;
+            }
+            info!(
+                "collection {}: site {site} ({ip}) blocked for {block} s ({})",
+                show(name),
+                if over {
+                    "too many sites on the IP"
+                } else {
+                    "IP crawled by another node"
+                }
+            );
+            return Ok(());
+        }
+        c.active.insert(site.to_string(), ip.to_string());
+        c.counters.sites_started += 1;
+        for (seq, r) in w.records {
+            c.ready.push_back(Ready {
+                collection: name.to_vec(),
+                site: site.to_string(),
+                ip: ip.to_string(),
+                record: r,
+                seq,
+                conditional: Vec::new(),
+            });
+        }
+        Ok(())
+    }
+}
