@@ -10,6 +10,7 @@ mod types;
 
 pub use counters::CrawlCounters;
 pub use engine::CrawlEngine;
+pub(crate) use types::header;
 pub use types::{Action, Document, EngineOptions, Failure, Fetched, Outcome, PageLink, Request};
 
 #[cfg(test)]

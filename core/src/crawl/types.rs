@@ -88,11 +88,12 @@ impl Fetched {
     }
 }
 
-/// The first of `headers` (names lower-case) named `name` (lower-case).
-fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
+/// The first of `headers` named `name`, in any case (the crawler keeps names lower-case; a
+/// document log may hold others).
+pub(crate) fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
     headers
         .iter()
-        .find(|(n, _)| n == name)
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
         .map(|(_, v)| v.as_slice())
 }
 

@@ -93,12 +93,15 @@ impl RefreshOnly {
 impl super::Collection {
     /// Counts the stored documents again (for `limits.max_doc`), and the free space of the
     /// collection's file system (for `limits.disk_free`).
+    /// Neither is read when its limit is off (the count is a scan of the store).
     pub(super) fn count_documents(&mut self) {
-        self.doc_count = self
-            .store
-            .iter()
-            .filter(|(_, r)| r.state == UriState::Stored)
-            .count() as u64;
+        if self.policy.max_doc.is_some() {
+            self.doc_count = self
+                .store
+                .iter()
+                .filter(|(_, r)| r.state == UriState::Stored)
+                .count() as u64;
+        }
         if self.policy.disk_free > 0 {
             self.disk_free_pct = free_percent(&self.dir);
         }

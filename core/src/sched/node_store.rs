@@ -27,7 +27,7 @@ use std::path::Path;
 use log::{info, warn};
 
 use super::{unix_now_u64, Collection, NodeScheduler, Verdict};
-use crate::crawl::Document;
+use crate::crawl::{header, Document};
 use crate::feed::{DocLogReader, FeedDoc, FeedError, FeedOp, FeedSink, DOCS_DIR, HELD_DIR};
 use crate::msg::{Checksum, Message, PpdupChecksum};
 use crate::routing::crawl_site;
@@ -124,13 +124,6 @@ fn write_fed_mark(dir: &Path, seq: u64) -> std::io::Result<()> {
     std::fs::rename(&tmp, &path)
 }
 
-fn header<'a>(doc: &'a FeedDoc, name: &str) -> Option<&'a [u8]> {
-    doc.headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_slice())
-}
-
 /// Records one fed document in the store unless the store already says the same.
 fn apply_fed(store: &mut CrawlStore, doc: &FeedDoc, cycle: u32) -> Result<bool, SchedError> {
     let prev = store.get(&doc.uri);
@@ -142,8 +135,8 @@ fn apply_fed(store: &mut CrawlStore, doc: &FeedDoc, cycle: u32) -> Result<bool, 
             checksum: doc.checksum,
             first_seen: prev.map_or(doc.time, |p| p.first_seen),
             last_crawl: doc.time,
-            etag: header(doc, "etag").map(<[u8]>::to_vec),
-            last_modified: header(doc, "last-modified").map(<[u8]>::to_vec),
+            etag: header(&doc.headers, "etag").map(<[u8]>::to_vec),
+            last_modified: header(&doc.headers, "last-modified").map(<[u8]>::to_vec),
             status: doc.status,
             state: UriState::Stored,
             cycle,
@@ -157,15 +150,7 @@ fn apply_fed(store: &mut CrawlStore, doc: &FeedDoc, cycle: u32) -> Result<bool, 
         }
         FeedOp::Delete => return Ok(false),
     };
-    let rec = match rec.oversized() {
-        Some(_) => UriRecord {
-            etag: None,
-            last_modified: None,
-            ..rec
-        },
-        None => rec,
-    };
-    store.put(&doc.uri, rec)?;
+    store.put(&doc.uri, rec.keepable())?;
     Ok(true)
 }
 
@@ -416,16 +401,7 @@ impl NodeScheduler {
             cycle: c.cycle(),
             size: u32::try_from(doc.body.len()).unwrap_or(u32::MAX),
         };
-        let rec = match rec.oversized() {
-            // Validators too long to keep: the next fetch is unconditional.
-            Some(_) => UriRecord {
-                etag: None,
-                last_modified: None,
-                ..rec
-            },
-            None => rec,
-        };
-        c.store.put(uri, rec)?;
+        c.store.put(uri, rec.keepable())?;
         c.finished.push(doc.seq);
         if let Some(cs) = removed {
             self.send_ppdup_remove(name, uri, cs);

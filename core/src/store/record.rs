@@ -88,6 +88,19 @@ impl UriRecord {
         }
     }
 
+    /// The record without its validators when one is too long to keep ([`MAX_FIELD`]): the
+    /// next fetch of the URI is then unconditional.
+    pub(crate) fn keepable(self) -> UriRecord {
+        match self.oversized() {
+            Some(_) => UriRecord {
+                etag: None,
+                last_modified: None,
+                ..self
+            },
+            None => self,
+        }
+    }
+
     /// The field over [`MAX_FIELD`], if any, with its length.
     pub(crate) fn oversized(&self) -> Option<(&'static str, usize)> {
         let fields = [
