@@ -421,18 +421,9 @@ pub enum BenchCommand {
 /// Arguments of `crawlfleet bench refresh`.
 #[derive(Debug, Args)]
 pub struct BenchRefreshArgs {
-    /// The plain synthetic web: HOSTS:PAGES.
-    #[arg(long, default_value = "50:2000")]
-    pub web: String,
-    /// First address of the web's hosts.
-    #[arg(long, default_value = "127.77.0.1")]
-    pub base: std::net::Ipv4Addr,
-    /// Node schedulers.
-    #[arg(long, default_value_t = 2)]
-    pub nodes: usize,
-    /// Concurrent requests per site (max_pending).
-    #[arg(long, default_value_t = 8)]
-    pub connections: u32,
+    /// The web and the cluster crawling it.
+    #[command(flatten)]
+    pub web: BenchWebArgs,
     /// The fraction of pages changed between the crawl and the refresh cycle.
     #[arg(long, default_value_t = 0.05)]
     pub changed: f64,
@@ -445,21 +436,40 @@ pub struct BenchRefreshArgs {
     pub json: bool,
 }
 
-/// Arguments of `crawlfleet bench crawl`.
+/// The plain synthetic web (served by nginx) and the cluster crawling it, for `crawlfleet bench
+/// crawl` and `crawlfleet bench refresh`.
 #[derive(Debug, Args)]
-pub struct BenchCrawlArgs {
+pub struct BenchWebArgs {
     /// The plain synthetic web: HOSTS:PAGES.
     #[arg(long, default_value = "50:2000")]
-    pub web: String,
+    pub web: crawlfleet_core::synthweb::WebSpec,
     /// First address of the web's hosts.
     #[arg(long, default_value = "127.77.0.1")]
     pub base: std::net::Ipv4Addr,
     /// Node schedulers.
     #[arg(long, default_value_t = 2)]
     pub nodes: usize,
-    /// Concurrent requests per site (max_pending), for crawlfleet and Scrapy alike.
+    /// Concurrent requests per site (max_pending); bench crawl gives Scrapy the same.
     #[arg(long, default_value_t = 8)]
     pub connections: u32,
+}
+
+impl BenchWebArgs {
+    /// The web: plain (only ordinary pages with links).
+    pub fn spec(&self) -> crawlfleet_core::synthweb::WebSpec {
+        crawlfleet_core::synthweb::WebSpec {
+            plain: true,
+            ..self.web
+        }
+    }
+}
+
+/// Arguments of `crawlfleet bench crawl`.
+#[derive(Debug, Args)]
+pub struct BenchCrawlArgs {
+    /// The web and the cluster crawling it.
+    #[command(flatten)]
+    pub web: BenchWebArgs,
     /// Seconds of wrk, and the most Scrapy runs.
     #[arg(long, default_value_t = 10)]
     pub duration: u64,

@@ -395,14 +395,7 @@ pub(super) fn serve_web(
 /// `crawlfleet bench crawl`.
 pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
     crate::set_quiet(true);
-    let spec: WebSpec = args
-        .web
-        .parse()
-        .map_err(|e| BenchError(format!("--web: {e}")))?;
-    let spec = WebSpec {
-        plain: true,
-        ..spec
-    };
+    let spec = args.web.spec();
     let seconds = args.duration.max(1);
     let hint = "install it (apt-get install nginx wrk) or run scripts/bench-crawl.sh";
     require("nginx", &["-v"], hint)?;
@@ -425,7 +418,7 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
              virtualenv), or --skip-scrapy",
         )?;
     }
-    let (mut work, web, host0) = serve_web(&spec, args.base, "crawl", args.json)?;
+    let (mut work, web, host0) = serve_web(&spec, args.web.base, "crawl", args.json)?;
     let web_dir = work.web_dir.clone();
     let ip0 = match host0.ip() {
         IpAddr::V4(a) => a.to_string(),
@@ -446,7 +439,7 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
             &work.dir,
             &args.python,
             &web,
-            args.connections,
+            args.web.connections,
             seconds,
         )?)
     };
@@ -454,18 +447,21 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
     let before = access_log(&log_path, 0)?.lines;
     say(
         args.json,
-        format_args!("crawlfleet, {} node schedulers, until idle...", args.nodes),
+        format_args!(
+            "crawlfleet, {} node schedulers, until idle...",
+            args.web.nodes
+        ),
     );
     let source = CollectionSource {
         origin: String::new(),
         xml: web.collection_xml("bench"),
         overrides: vec![
             ("delay", Value::Float(0.0)),
-            ("max_pending", Value::int(i64::from(args.connections))),
+            ("max_pending", Value::int(i64::from(args.web.connections))),
         ],
     };
     let cluster =
-        Cluster::start(&work.dir.join("cluster"), args.nodes, &[source]).map_err(BenchError)?;
+        Cluster::start(&work.dir.join("cluster"), args.web.nodes, &[source]).map_err(BenchError)?;
     let watched = cluster.watch(
         &WatchOptions {
             until_idle: true,
@@ -508,10 +504,10 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
             "repeated_pages": served.repeats,
             "robots_requests": served.robots,
             "elapsed_seconds": round(sum.elapsed),
-            "nodes": args.nodes,
+            "nodes": args.web.nodes,
             "hosts": spec.hosts,
             "pages_per_host": spec.pages,
-            "connections_per_site": args.connections,
+            "connections_per_site": args.web.connections,
             "scrapy_pages": scrapy.as_ref().map(|s| s.pages),
             "scrapy_seconds": scrapy.as_ref().map(|s| round(s.seconds)),
         });
@@ -519,7 +515,7 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
     } else {
         println!(
             "crawlfleet: {pages} pages in {:.2} s = {rate:.0} pages/s ({} nodes, {} per site)",
-            sum.elapsed, args.nodes, args.connections
+            sum.elapsed, args.web.nodes, args.web.connections
         );
         if complete {
             println!(

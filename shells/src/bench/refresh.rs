@@ -15,7 +15,6 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use crawlfleet_core::marshal::Value;
-use crawlfleet_core::synthweb::WebSpec;
 use indicatif::ProgressBar;
 use serde_json::json;
 
@@ -71,14 +70,7 @@ fn totals(s: &RunSummary) -> (u64, u64, u64) {
 /// `crawlfleet bench refresh`.
 pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
     crate::set_quiet(true);
-    let spec: WebSpec = args
-        .web
-        .parse()
-        .map_err(|e| BenchError(format!("--web: {e}")))?;
-    let spec = WebSpec {
-        plain: true,
-        ..spec
-    };
+    let spec = args.web.spec();
     if !(args.changed > 0.0 && args.changed <= 1.0) {
         return Err(BenchError(format!(
             "--changed {} is not a fraction in (0, 1]",
@@ -90,24 +82,24 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
         &["-v"],
         "install it (apt-get install nginx) or run scripts/bench-crawl.sh",
     )?;
-    let (mut work, web, _) = serve_web(&spec, args.base, "refresh", args.json)?;
+    let (mut work, web, _) = serve_web(&spec, args.web.base, "refresh", args.json)?;
     let log_path = work.web_dir.join("access.log");
     let source = CollectionSource {
         origin: String::new(),
         xml: web.collection_xml(COLLECTION),
         overrides: vec![
             ("delay", Value::Float(0.0)),
-            ("max_pending", Value::int(i64::from(args.connections))),
+            ("max_pending", Value::int(i64::from(args.web.connections))),
             // No timer: the benchmark starts the cycle itself.
             ("refresh", Value::Float(0.0)),
         ],
     };
     say(
         args.json,
-        format_args!("first crawl, {} node schedulers...", args.nodes),
+        format_args!("first crawl, {} node schedulers...", args.web.nodes),
     );
     let mut cluster =
-        Cluster::start(&work.dir.join("cluster"), args.nodes, &[source]).map_err(BenchError)?;
+        Cluster::start(&work.dir.join("cluster"), args.web.nodes, &[source]).map_err(BenchError)?;
     let watch = WatchOptions {
         until_idle: true,
         idle_seconds: 1.0,
@@ -162,13 +154,11 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
     // Until the nodes have the cycle's work (the watch would otherwise see the idle end of
     // the first crawl).
     let until = Instant::now() + Duration::from_secs(30);
-    while totals(&cluster.summary()).0 == fetched0
-        && cluster
-            .summary()
-            .collections
-            .values()
-            .all(|c| c.queued == 0)
-    {
+    loop {
+        let now = cluster.summary();
+        if totals(&now).0 != fetched0 || now.collections.values().any(|c| c.queued > 0) {
+            break;
+        }
         if Instant::now() > until {
             cluster.detach();
             return Err(BenchError("the refresh cycle did not start in 30 s".into()));
@@ -215,16 +205,16 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
                 "complete": complete,
                 "first_crawl_rate": (fetched0 as f64 / first.elapsed.max(1e-9)).round(),
                 "first_crawl_seconds": round(first.elapsed),
-                "nodes": args.nodes,
+                "nodes": args.web.nodes,
                 "hosts": spec.hosts,
                 "pages_per_host": spec.pages,
-                "connections_per_site": args.connections,
+                "connections_per_site": args.web.connections,
             })
         );
     } else {
         println!(
             "refresh cycle: {pages} pages in {:.2} s = {rate:.0} pages/s ({} nodes, {} per site)",
-            second.elapsed, args.nodes, args.connections
+            second.elapsed, args.web.nodes, args.web.connections
         );
         println!(
             "  nginx: {} answered 304, {ok_200} answered 200 ({changed} pages were changed), {} robots.txt, {} repeats; crawl counters: {unchanged} unchanged, {modified} modified",

@@ -234,6 +234,18 @@ fn log(
     shared.log.lock().push(r);
 }
 
+/// The access record of `out`, answered on `conn` now.
+fn answered(conn: &Conn, out: Out) -> AccessRecord {
+    AccessRecord {
+        host: conn.host,
+        path: out.path,
+        status: out.status,
+        start: out.start,
+        end: Instant::now(),
+        conn: conn.id,
+    }
+}
+
 /// One turn of a connection: read what is there, then answer requests in order while replies
 /// are ready and the socket takes them. `Ok(true)` when the connection is finished.
 fn step(
@@ -296,14 +308,7 @@ fn step(
                     // The client went away during the answer (a crawler stops reading a
                     // document over its size limit): the request was answered all the same.
                     if let Some(out) = conn.out.take() {
-                        log(AccessRecord {
-                            host: conn.host,
-                            path: out.path,
-                            status: out.status,
-                            start: out.start,
-                            end: Instant::now(),
-                            conn: conn.id,
-                        });
+                        log(answered(conn, out));
                     }
                     return Err(e);
                 }
@@ -312,15 +317,9 @@ fn step(
         let Some(out) = conn.out.take() else {
             return Ok(false);
         };
-        log(AccessRecord {
-            host: conn.host,
-            path: out.path,
-            status: out.status,
-            start: out.start,
-            end: Instant::now(),
-            conn: conn.id,
-        });
-        if out.close {
+        let close = out.close;
+        log(answered(conn, out));
+        if close {
             let _ = conn.stream.flush();
             return Ok(true);
         }
