@@ -1,6 +1,7 @@
-//! The duplicate server's hot messages (PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK, PPDUP_REMOVE_OK,
-//! MS-FSCMT 2.2.5) read and written without the general machinery: no marshal values, no pair
-//! list, no sort. Encoding writes exactly the bytes of the general encoder (keys in the canonical
+//! The hot messages read and written without the general machinery (no marshal values, no pair
+//! list, no sort): the duplicate server's PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK and
+//! PPDUP_REMOVE_OK (MS-FSCMT 2.2.5), and the schedulers' CMD_UM_URI / CMD_UM_URI_URG (2.2.4.3,
+//! 2.2.4.4) whose crawl queue entry carries no extra metadata. Encoding writes exactly the bytes of the general encoder (keys in the canonical
 //! order of [`Key`], `'s'` strings, `'i'` PKT_CMD). Decoding accepts only that canonical layout
 //! and answers `None` for anything else, which then takes the general path: the fast path never
 //! refuses, and never reads a frame differently from the general decoder (tested against it,
@@ -8,7 +9,10 @@
 
 use std::borrow::Cow;
 
-use super::{Checksum, Command, Key, Message, PpdupAddOk, PpdupChecksum, PpdupRemoveOk};
+use super::{
+    Checksum, Command, CrawlQueueEntry, Key, Message, PpdupAddOk, PpdupChecksum, PpdupRemoveOk,
+    Redirect, UriMsg, UriStructure,
+};
 use crate::frame::Priority;
 use crate::marshal::{tag, Limits};
 
@@ -94,8 +98,102 @@ pub(super) fn encode_dict(m: &Message<'_>, out: &mut Vec<u8>) -> bool {
             put_opt(out, Key::PpdupId, &r.ppdup_id);
             put_opt(out, Key::DbName, &r.dbname);
         }
+        Message::CmdUmUri(u) | Message::CmdUmUriUrg(u) => {
+            let start = out.len();
+            out.push(tag::DICT);
+            put_bytes(out, Key::CollectionName, &u.collection);
+            put_cmd(out, m.command());
+            put_key(out, Key::Data);
+            if !put_entry(out, &u.entry) {
+                out.truncate(start);
+                return false;
+            }
+        }
         _ => return false,
     }
+    out.push(tag::NULL);
+    true
+}
+
+fn put_str(out: &mut Vec<u8>, v: &[u8]) {
+    out.push(tag::STRING);
+    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    out.extend_from_slice(v);
+}
+
+/// An `'i'` integer, or false when `v` needs another form.
+fn put_int(out: &mut Vec<u8>, v: i64) -> bool {
+    let Ok(v) = i32::try_from(v) else {
+        return false;
+    };
+    out.push(tag::INT);
+    out.extend_from_slice(&v.to_le_bytes());
+    true
+}
+
+fn put_seq(out: &mut Vec<u8>, t: u8, n: usize) {
+    out.push(t);
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+}
+
+/// The URI structure 14-tuple (2.2.2.2.4), as [`UriStructure::to_value`] encodes it.
+fn put_uri(out: &mut Vec<u8>, u: &UriStructure<'_>) -> bool {
+    out.reserve(14 * 5 + u.uri.len() + u.netloc.len() + u.host.len() + u.path.len() + 16);
+    put_seq(out, tag::TUPLE, 14);
+    for b in [&u.uri, &u.scheme, &u.netloc, &u.host] {
+        put_str(out, b);
+    }
+    match u.port {
+        Some(p) => {
+            if !put_int(out, p) {
+                return false;
+            }
+        }
+        None => out.push(tag::NONE),
+    }
+    for b in [
+        &u.path,
+        &u.query,
+        &u.params,
+        &u.fragment,
+        &u.credentials,
+        &u.default_scheme,
+    ] {
+        put_str(out, b);
+    }
+    put_int(out, u.skip_fragments.into());
+    put_int(out, u.parsed.into());
+    put_str(out, &u.host_idna);
+    true
+}
+
+/// The crawl queue entry 9-tuple (2.2.2.2) when its extra metadata dict is empty; false (with
+/// part of it written) otherwise.
+fn put_entry(out: &mut Vec<u8>, e: &CrawlQueueEntry<'_>) -> bool {
+    if !e.extra.is_empty() {
+        return false;
+    }
+    put_seq(out, tag::TUPLE, 9);
+    put_str(out, CrawlQueueEntry::IDENTIFIER);
+    if !(put_uri(out, &e.uri)
+        && put_uri(out, &e.referrer)
+        && put_int(out, e.uri_flags)
+        && put_int(out, e.frame_flags))
+    {
+        return false;
+    }
+    put_seq(out, tag::LIST, e.redirects.len());
+    for r in &e.redirects {
+        put_seq(out, tag::TUPLE, 2);
+        put_str(out, &r.from);
+        if !put_int(out, r.kind) {
+            return false;
+        }
+    }
+    if !(put_int(out, e.queue_flags) && put_int(out, e.refresh_cycle)) {
+        return false;
+    }
+    out.push(tag::DICT);
     out.push(tag::NULL);
     true
 }
@@ -142,6 +240,10 @@ impl<'a> Cursor<'a> {
 /// else (other commands, other key orders or string forms, missing or extra keys, any error),
 /// which the caller then hands to the general decoder.
 pub(crate) fn decode<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, Message<'a>)> {
+    decode_ppdup(body, limits).or_else(|| decode_uri(body, limits))
+}
+
+fn decode_ppdup<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, Message<'a>)> {
     if body.len() > limits.max_size || limits.max_depth < 2 {
         return None;
     }
@@ -233,6 +335,133 @@ pub(crate) fn decode<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, M
     Some((priority, m))
 }
 
+impl<'a> Cursor<'a> {
+    /// A sequence header of tag `t`, returning its length.
+    fn seq(&mut self, t: u8) -> Option<usize> {
+        if self.u8()? != t {
+            return None;
+        }
+        Some(self.u32()? as usize)
+    }
+
+    fn key(&mut self, key: Key) -> Option<()> {
+        (self.string()? == key.wire().as_bytes()).then_some(())
+    }
+
+    /// The URI structure 14-tuple as [`put_uri`] writes it.
+    fn uri(&mut self) -> Option<UriStructure<'a>> {
+        if self.seq(tag::TUPLE)? != 14 {
+            return None;
+        }
+        let mut s = || self.string().map(Cow::Borrowed);
+        let (uri, scheme, netloc, host) = (s()?, s()?, s()?, s()?);
+        let port = match self.buf.first()? {
+            &tag::NONE => {
+                self.take(1)?;
+                None
+            }
+            _ => Some(i64::from(self.int()?)),
+        };
+        let mut s = || self.string().map(Cow::Borrowed);
+        let (path, query, params, fragment, credentials, default_scheme) =
+            (s()?, s()?, s()?, s()?, s()?, s()?);
+        let skip_fragments = self.int()? != 0;
+        let parsed = self.int()? != 0;
+        Some(UriStructure {
+            uri,
+            scheme,
+            netloc,
+            host,
+            port,
+            path,
+            query,
+            params,
+            fragment,
+            credentials,
+            default_scheme,
+            skip_fragments,
+            parsed,
+            host_idna: Cow::Borrowed(self.string()?),
+        })
+    }
+}
+
+/// CMD_UM_URI / CMD_UM_URI_URG in the layout [`encode_dict`] writes: PKT_DSPECNAME, PKT_CMD,
+/// PKT_DATA, and an entry with `'s'` strings, `'i'` integers and an empty extra dict.
+fn decode_uri<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, Message<'a>)> {
+    // Containers: the frame tuple, its dict, the entry, a URI structure or the redirect list.
+    if body.len() > limits.max_size || limits.max_depth < 4 {
+        return None;
+    }
+    let mut c = Cursor { buf: body };
+    if c.take(6)? != b"(\x02\x00\x00\x00{" {
+        return None;
+    }
+    c.key(Key::CollectionName)?;
+    let collection = Cow::Borrowed(c.string()?);
+    c.key(Key::Cmd)?;
+    let urgent = match Command::from_i64(c.int()?.into())? {
+        Command::CmdUmUri => false,
+        Command::CmdUmUriUrg => true,
+        _ => return None,
+    };
+    c.key(Key::Data)?;
+    if c.seq(tag::TUPLE)? != 9 || c.string()? != CrawlQueueEntry::IDENTIFIER {
+        return None;
+    }
+    let uri = c.uri()?;
+    let referrer = c.uri()?;
+    let uri_flags = c.int()?.into();
+    let frame_flags = c.int()?.into();
+    let n = c.seq(tag::LIST)?;
+    // Each redirect is a tuple inside the list: one level deeper than a URI structure.
+    if n > 0 && limits.max_depth < 5 {
+        return None;
+    }
+    // At least 14 bytes a redirect: never reserve more than the input can hold.
+    let mut redirects = Vec::with_capacity(n.min(c.buf.len() / 14));
+    for _ in 0..n {
+        if c.seq(tag::TUPLE)? != 2 {
+            return None;
+        }
+        let from = Cow::Borrowed(c.string()?);
+        redirects.push(Redirect {
+            from,
+            kind: c.int()?.into(),
+        });
+    }
+    let queue_flags = c.int()?.into();
+    let refresh_cycle = c.int()?.into();
+    if c.take(2)? != [tag::DICT, tag::NULL] || c.take(1)? != [tag::NULL] {
+        return None;
+    }
+    let priority = Priority::from_i64(c.int()?.into())?;
+    if !c.buf.is_empty() {
+        return None;
+    }
+    let u = UriMsg {
+        collection,
+        entry: CrawlQueueEntry {
+            uri,
+            referrer,
+            uri_flags,
+            frame_flags,
+            redirects,
+            queue_flags,
+            refresh_cycle,
+            extra: Vec::new(),
+        },
+    };
+    Some((
+        priority,
+        if urgent {
+            Message::CmdUmUriUrg(u)
+        } else {
+            Message::CmdUmUri(u)
+        },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,7 +494,46 @@ mod tests {
             ppdup_id: None,
             dbname: None,
         };
+        let parsed = UriStructure {
+            uri: b("http://www.example.com:8080/a/b.html?q=1"),
+            scheme: b("http"),
+            netloc: b("www.example.com:8080"),
+            host: b("www.example.com"),
+            port: Some(8080),
+            path: b("/a/b.html"),
+            query: b("q=1"),
+            default_scheme: b("http"),
+            skip_fragments: true,
+            parsed: true,
+            host_idna: b("www.example.com"),
+            ..UriStructure::default()
+        };
+        let mut entry = CrawlQueueEntry::new(UriStructure::unparsed(b("http://a.example/x")));
+        let plain = entry.clone();
+        entry.referrer = parsed.clone();
+        entry.uri_flags = 0x41;
+        entry.queue_flags = 2;
+        entry.refresh_cycle = 7;
+        entry.redirects = vec![
+            Redirect {
+                from: b("http://a.example/"),
+                kind: 301,
+            },
+            Redirect {
+                from: b("http://a.example/y"),
+                kind: -1,
+            },
+        ];
+        let uri = |entry: CrawlQueueEntry<'static>| UriMsg {
+            collection: b("coll"),
+            entry,
+        };
+        let with_port = CrawlQueueEntry::new(parsed);
         vec![
+            Message::CmdUmUri(uri(plain.clone())),
+            Message::CmdUmUriUrg(uri(plain)),
+            Message::CmdUmUri(uri(entry)),
+            Message::CmdUmUriUrg(uri(with_port)),
             Message::PpdupAdd(add.clone()),
             Message::PpdupRemove(add),
             Message::PpdupAdd(fwd.clone()),
@@ -337,6 +605,39 @@ mod tests {
                 assert_eq!(decode(&body[..n], &limits), None);
             }
         }
+    }
+
+    #[test]
+    fn uri_messages_the_fast_path_cannot_carry_take_the_general_one() {
+        let limits = Limits::default();
+        let mut entry = CrawlQueueEntry::new(UriStructure::unparsed(b("http://a/")));
+        entry.extra = vec![(Value::bytes(b"rss"), Value::bytes(b"1"))];
+        let mut big = CrawlQueueEntry::new(UriStructure::unparsed(b("http://a/")));
+        big.refresh_cycle = i64::from(i32::MAX) + 1;
+        for entry in [entry, big] {
+            let m = Message::CmdUmUri(UriMsg {
+                collection: b("coll"),
+                entry,
+            });
+            let mut fast = Vec::new();
+            frame::encode_message(&m, Priority::Normal, &mut fast);
+            assert_eq!(fast, general_frame(&m, Priority::Normal));
+            assert_eq!(decode(&fast[4..], &limits), None);
+            assert_eq!(frame::decode_message(&fast[4..], &limits).unwrap().1, m);
+        }
+        // A depth limit the entry does not fit is left to the general decoder to refuse.
+        let m = Message::CmdUmUri(UriMsg {
+            collection: b("coll"),
+            entry: CrawlQueueEntry::new(UriStructure::unparsed(b("http://a/"))),
+        });
+        let mut f = Vec::new();
+        frame::encode_message(&m, Priority::Normal, &mut f);
+        let shallow = Limits {
+            max_depth: 3,
+            ..Limits::default()
+        };
+        assert_eq!(decode(&f[4..], &shallow), None);
+        assert!(frame::decode_message(&f[4..], &shallow).is_err());
     }
 
     #[test]
