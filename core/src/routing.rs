@@ -12,6 +12,7 @@
 //! there. [`RoutingDb::sync`] makes every change so far durable; the schedulers call it on their
 //! sync timer and before acting on a new route where it matters.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -317,19 +318,25 @@ fn encode(out: &mut Vec<u8>, op: Op<'_>) {
 /// path); anything else (user info, IPv6 literals, percent-escapes, IDNA, other schemes) goes
 /// through the `url` crate's WHATWG parser.
 pub fn crawl_site(uri: &[u8]) -> Option<String> {
+    crawl_site_ref(uri).map(Cow::into_owned)
+}
+
+/// [`crawl_site`], borrowed from `uri` when it already holds the site as it is written (a
+/// lower-case host, a port only when it is not the scheme's).
+pub fn crawl_site_ref(uri: &[u8]) -> Option<Cow<'_, str>> {
     if let Some(site) = simple_site(uri) {
         return Some(site);
     }
     let s = std::str::from_utf8(uri).ok()?;
     let u = url::Url::parse(s).ok()?;
     let host = u.host_str()?.to_ascii_lowercase();
-    Some(match u.port() {
+    Some(Cow::Owned(match u.port() {
         Some(p) => format!("{host}:{p}"),
         None => host,
-    })
+    }))
 }
 
-fn simple_site(uri: &[u8]) -> Option<String> {
+fn simple_site(uri: &[u8]) -> Option<Cow<'_, str>> {
     let (rest, default_port) = if uri.len() > 7 && uri[..7].eq_ignore_ascii_case(b"http://") {
         (&uri[7..], &b"80"[..])
     } else if uri.len() > 8 && uri[..8].eq_ignore_ascii_case(b"https://") {
@@ -358,20 +365,26 @@ fn simple_site(uri: &[u8]) -> Option<String> {
     {
         return None;
     }
-    let mut site = String::from_utf8(host.to_ascii_lowercase()).ok()?;
-    match port {
-        None => {}
-        Some(p) if p.is_empty() || p == default_port => {}
+    // The site is `host` or `host:port`, both a prefix of `authority`; it is borrowed unless
+    // the host has upper-case letters.
+    let site_len = match port {
+        None => host.len(),
+        Some(p) if p.is_empty() || p == default_port => host.len(),
         Some(p) => {
             let n: u16 = std::str::from_utf8(p).ok()?.parse().ok()?;
             if n.to_string().as_bytes() != p {
                 return None; // leading zeros: let the URL parser normalise
             }
-            site.push(':');
-            site.push_str(&n.to_string());
+            authority.len()
         }
+    };
+    // ASCII throughout (checked above for the host, by the parse for the port).
+    let site = std::str::from_utf8(&authority[..site_len]).ok()?;
+    if host.iter().any(u8::is_ascii_uppercase) {
+        Some(Cow::Owned(site.to_ascii_lowercase()))
+    } else {
+        Some(Cow::Borrowed(site))
     }
-    Some(site)
 }
 
 /// The host of a crawl site: without its `:port`, and an IPv6 literal without its brackets.

@@ -21,8 +21,10 @@ use crate::resolver::Resolver;
 
 const KEEPALIVE_TIMER: TimerId = TimerId(1);
 const SYNC_TIMER: TimerId = TimerId(2);
-/// Events handled before routing and sending.
-const MAX_BATCH_EVENTS: usize = 1024;
+/// Events handled before routing and sending. A frame batch is up to a socket read of frames
+/// (hundreds of CMD_UM_URI), so a few of them already make a routing batch; more would only
+/// lengthen the crawl queue, and every sync writes out what the queue holds.
+const MAX_BATCH_EVENTS: usize = 8;
 
 /// Unix seconds now.
 pub fn now_secs() -> i64 {
@@ -67,10 +69,12 @@ pub fn send_grouped<K: Ord + Clone + std::fmt::Debug>(
 ) -> Result<(), String> {
     let mut grouped: std::collections::BTreeMap<(bool, K), Vec<u8>> = Default::default();
     for (to, prio, bytes) in sends {
-        grouped
-            .entry((prio != Priority::High, to))
-            .or_default()
-            .extend_from_slice(&bytes);
+        let g = grouped.entry((prio != Priority::High, to)).or_default();
+        if g.is_empty() {
+            *g = bytes;
+        } else {
+            g.extend_from_slice(&bytes);
+        }
     }
     for ((normal, to), bytes) in grouped {
         let prio = if normal {
@@ -102,6 +106,14 @@ pub fn deliver(
     out: Outbox<PeerId>,
 ) -> Result<(), String> {
     send_grouped(handle, out.sends, |p| conns.get(p).copied())?;
+    for (peer, bytes) in out.bulk {
+        match conns.get(&peer) {
+            Some(&c) => handle
+                .send(c, Priority::Normal, bytes)
+                .map_err(|_| "the event loop stopped".to_string())?,
+            None => warn!("{peer:?} is not connected: frames dropped"),
+        }
+    }
     for peer in out.closes {
         if let Some(&c) = conns.get(&peer) {
             handle

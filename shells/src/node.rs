@@ -268,7 +268,8 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
         resolver.feed_stats(admin.stats_mut());
         let mut to_mn: Vec<(Priority, Vec<u8>)> = Vec::new();
         let mut to_dup = Vec::new();
-        for (dest, prio, bytes) in out.sends {
+        let bulk = out.bulk.into_iter().map(|(d, b)| (d, Priority::Normal, b));
+        for (dest, prio, bytes) in out.sends.into_iter().chain(bulk) {
             match dest {
                 Dest::Multinode => to_mn.push((prio, bytes)),
                 Dest::Dup(a) => to_dup.push((a, prio, bytes)),

@@ -24,6 +24,10 @@ pub type PeerId = u64;
 pub struct Outbox<D> {
     /// Frames to send, in order.
     pub sends: Vec<(D, Priority, Vec<u8>)>,
+    /// Normal-priority frames in bulk, one buffer per destination (the multinode scheduler's
+    /// forwarded CMD_UM_URI: no allocation per frame). Sent after `sends`; a destination's frames
+    /// keep their order within each list.
+    pub bulk: Vec<(D, Vec<u8>)>,
     /// Connections to close (after sending what is queued for them).
     pub closes: Vec<PeerId>,
     /// Host names to resolve (the multinode scheduler; answers come back through
@@ -35,6 +39,7 @@ impl<D> Outbox<D> {
     fn new() -> Self {
         Outbox {
             sends: Vec::new(),
+            bulk: Vec::new(),
             closes: Vec::new(),
             lookups: Vec::new(),
         }
@@ -46,9 +51,27 @@ impl<D> Outbox<D> {
         self.sends.push((to, priority, out));
     }
 
+    /// The bulk buffer of `to`, to append whole frames to.
+    pub fn bulk(&mut self, to: D) -> &mut Vec<u8>
+    where
+        D: PartialEq,
+    {
+        let i = match self.bulk.iter().position(|(d, _)| *d == to) {
+            Some(i) => i,
+            None => {
+                self.bulk.push((to, Vec::new()));
+                self.bulk.len() - 1
+            }
+        };
+        &mut self.bulk[i].1
+    }
+
     /// True when there is nothing to do.
     pub fn is_empty(&self) -> bool {
-        self.sends.is_empty() && self.closes.is_empty() && self.lookups.is_empty()
+        self.sends.is_empty()
+            && self.bulk.is_empty()
+            && self.closes.is_empty()
+            && self.lookups.is_empty()
     }
 }
 

@@ -44,7 +44,7 @@ use crate::msg::{
     Quarantine, ReprocessSite, StartCrawlIpReply, UriMsg,
 };
 use crate::queue::{CrawlQueue, QueueError, QueueOptions, SyncPolicy};
-use crate::routing::{crawl_site, routing_attribute, site_host, RoutingDb, RoutingError};
+use crate::routing::{crawl_site_ref, routing_attribute, site_host, RoutingDb, RoutingError};
 
 /// The XML-RPC (host, port) a node reported in CMD_UM_INIT.
 pub type XmlRpcAddr = (Vec<u8>, i64);
@@ -71,7 +71,7 @@ impl Default for MultinodeOptions {
             dns_negative_ttl: 60,
             dns_cache_size: 1 << 20,
             pump_budget: 4096,
-            queue_segment_bytes: 64 << 20,
+            queue_segment_bytes: 16 << 20,
         }
     }
 }
@@ -179,6 +179,12 @@ pub struct Multinode {
     /// Crawl site -> routing attribute (the public suffix lookup is worth remembering).
     attr_cache: HashMap<String, String>,
     counters: MultinodeCounters,
+    /// `uris_received` at the end of the last [`Multinode::pump`]: a pump takes at least what
+    /// came in since, so the queue (and what each sync writes) stays as short as the load allows.
+    received_at_pump: u64,
+    /// A queue record being written or read (kept for its capacity: the hot path allocates
+    /// nothing per entry).
+    record: Vec<u8>,
     out: Outbox<PeerId>,
 }
 
@@ -195,8 +201,10 @@ struct RouteRecord<'a> {
 }
 
 impl<'a> RouteRecord<'a> {
-    fn encode(urgent: bool, attr: &str, site: &str, body: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(5 + attr.len() + site.len() + body.len());
+    /// Writes the record into `out` (cleared first).
+    fn encode(urgent: bool, attr: &str, site: &str, body: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(5 + attr.len() + site.len() + body.len());
         out.push(u8::from(urgent));
         for f in [attr, site] {
             // Host names are at most 253 bytes; longer ones were refused by the URL parser.
@@ -204,7 +212,6 @@ impl<'a> RouteRecord<'a> {
             out.extend_from_slice(&f.as_bytes()[..f.len().min(u16::MAX as usize)]);
         }
         out.extend_from_slice(body);
-        out
     }
 
     fn parse(rec: &'a [u8]) -> Option<RouteRecord<'a>> {
@@ -301,6 +308,8 @@ impl Multinode {
             logs: HashMap::new(),
             attr_cache: HashMap::new(),
             counters: MultinodeCounters::default(),
+            received_at_pump: 0,
+            record: Vec::new(),
             out: Outbox::new(),
         };
         for meta in m.dirs.load_all()? {
@@ -928,45 +937,51 @@ impl Multinode {
         urgent: bool,
         body: Option<&[u8]>,
     ) -> Result<(), SchedError> {
-        let Some(rec) = self.route_record(name, entry, urgent, body) else {
-            return Ok(());
-        };
-        let c = self.collections.get_mut(name).expect("a known collection");
-        if urgent {
-            c.queue.push_front(&rec)?;
+        let mut rec = std::mem::take(&mut self.record);
+        let r = if self.route_record(name, entry, urgent, body, &mut rec) {
+            let c = self.collections.get_mut(name).expect("a known collection");
+            if urgent {
+                c.queue.push_front(&rec)
+            } else {
+                c.queue.push_back(&rec)
+            }
         } else {
-            c.queue.push_back(&rec)?;
-        }
+            Ok(())
+        };
+        self.record = rec;
+        r?;
         self.counters.uris_received += 1;
         Ok(())
     }
 
-    /// The queue record of an entry: its crawl site and routing attribute, worked out once, and
-    /// the frame body to forward. None (logged, counted) when the URI has no crawl site.
+    /// Writes the queue record of an entry into `rec`: its crawl site and routing attribute,
+    /// worked out once, and the frame body to forward. False (logged, counted) when the URI has
+    /// no crawl site.
     fn route_record(
         &mut self,
         collection: &[u8],
         entry: &CrawlQueueEntry<'_>,
         urgent: bool,
         body: Option<&[u8]>,
-    ) -> Option<Vec<u8>> {
-        let Some(site) = crawl_site(&entry.uri.uri) else {
+        rec: &mut Vec<u8>,
+    ) -> bool {
+        let Some(site) = crawl_site_ref(&entry.uri.uri) else {
             self.counters.uris_unroutable += 1;
             warn!(
                 "collection {}: no crawl site in {:?}; dropped",
                 show(collection),
                 show(&entry.uri.uri)
             );
-            return None;
+            return false;
         };
         if self.attr_cache.len() > ATTR_CACHE_MAX {
             self.attr_cache.clear();
         }
-        if !self.attr_cache.contains_key(&site) {
+        if !self.attr_cache.contains_key(&*site) {
             self.attr_cache
-                .insert(site.clone(), routing_attribute(&site));
+                .insert(site.to_string(), routing_attribute(&site));
         }
-        let attr = &self.attr_cache[&site];
+        let attr = &self.attr_cache[&*site];
         let mut encoded = Vec::new();
         let body = match body {
             Some(b) => b,
@@ -984,7 +999,8 @@ impl Multinode {
                 &encoded[4..]
             }
         };
-        Some(RouteRecord::encode(urgent, attr, &site, body))
+        RouteRecord::encode(urgent, attr, &site, body, rec);
+        true
     }
 
     /// 3.2.5.4.
@@ -1107,16 +1123,32 @@ impl Multinode {
             .collect();
         let mut taken = 0;
         let routes_before = self.counters.routes_made;
-        for name in names {
-            for _ in 0..self.opts.pump_budget {
+        let came_in = self.counters.uris_received - self.received_at_pump;
+        self.received_at_pump = self.counters.uris_received;
+        let budget = (self.opts.pump_budget as u64).max(came_in);
+        let mut rec = std::mem::take(&mut self.record);
+        let mut r = Ok(());
+        'names: for name in names {
+            for _ in 0..budget {
                 let c = self.collections.get_mut(&name).expect("listed above");
-                let Some(rec) = c.queue.pop_front()? else {
-                    break;
-                };
+                rec.clear();
+                match c.queue.pop_front_with(|r| rec.extend_from_slice(r)) {
+                    Ok(Some(())) => {}
+                    Ok(None) => break,
+                    Err(e) => {
+                        r = Err(e.into());
+                        break 'names;
+                    }
+                }
                 taken += 1;
-                self.route(&name, &rec, now)?;
+                if let Err(e) = self.route(&name, &rec, now) {
+                    r = Err(e);
+                    break 'names;
+                }
             }
         }
+        self.record = rec;
+        r?;
         if self.counters.routes_made != routes_before {
             // 3.2.5.5 step 2.1: a routing decision persists before anyone hears of it (the frames
             // of this batch are sent after this returns).
@@ -1165,9 +1197,7 @@ impl Multinode {
         };
         match self.nodes.get(&node) {
             Some(&peer) => {
-                let mut out = Vec::with_capacity(r.body.len() + 4);
-                frame::encode_raw_body(r.body, &mut out);
-                self.out.sends.push((peer, Priority::Normal, out));
+                frame::encode_raw_body(r.body, self.out.bulk(peer));
                 self.counters.uris_forwarded += 1;
             }
             None => {

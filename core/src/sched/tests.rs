@@ -71,15 +71,20 @@ fn uri(coll: &str, u: &str) -> Message<'static> {
 }
 
 /// The messages of an outbox, decoded, with their destinations.
+/// Bulk buffers come after the other frames, split into one entry per frame.
 fn decoded<D: Clone>(out: Outbox<D>) -> Vec<(D, Priority, Message<'static>)> {
-    out.sends
-        .into_iter()
-        .map(|(d, p, bytes)| {
-            let (body, _) = frame::split(&bytes, &Limits::default()).unwrap().unwrap();
+    let bulk = out.bulk.into_iter().map(|(d, b)| (d, Priority::Normal, b));
+    let mut v = Vec::new();
+    for (d, p, bytes) in out.sends.into_iter().chain(bulk) {
+        let mut rest = &bytes[..];
+        while let Some((body, n)) = frame::split(rest, &Limits::default()).unwrap() {
             let (_, m) = frame::decode_message(body, &Limits::default()).unwrap();
-            (d, p, m.into_owned())
-        })
-        .collect()
+            v.push((d.clone(), p, m.into_owned()));
+            rest = &rest[n..];
+        }
+        assert!(rest.is_empty(), "a partial frame");
+    }
+    v
 }
 
 fn node(name: &str) -> (NodeScheduler, PathBuf) {
