@@ -13,7 +13,7 @@
 //! sync timer and before acting on a new route where it matters.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
@@ -53,11 +53,16 @@ fn check(payload: &[u8]) -> u32 {
     xxh3_64(payload) as u32
 }
 
+/// One collection's routes: routing attribute -> node. Looked up for every routed entry, so
+/// hashed with foldhash (seeded per map) rather than SipHash.
+type Routes = HashMap<Vec<u8>, Vec<u8>, foldhash::fast::RandomState>;
+
 /// Routes of all collections: collection -> routing attribute -> node id.
 pub struct RoutingDb {
     path: PathBuf,
     file: File,
-    routes: HashMap<Vec<u8>, BTreeMap<Vec<u8>, Vec<u8>>>,
+    /// Collection -> routing attribute -> node (looked up for every routed entry: hashed).
+    routes: HashMap<Vec<u8>, Routes>,
     /// Routes per node over all collections, for balancing.
     load: HashMap<Vec<u8>, u64>,
     buf: Vec<u8>,
@@ -71,7 +76,7 @@ impl RoutingDb {
             path: path.to_path_buf(),
             error,
         };
-        let mut routes: HashMap<Vec<u8>, BTreeMap<Vec<u8>, Vec<u8>>> = HashMap::new();
+        let mut routes: HashMap<Vec<u8>, Routes> = HashMap::new();
         let mut records = 0u64;
         let mut good_len = 0u64;
         if path.exists() {
@@ -222,15 +227,19 @@ impl RoutingDb {
 
     /// Every route of `collection`, (attribute, node), in attribute order.
     pub fn routes(&self, collection: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.routes
+        let mut v: Vec<(&[u8], &[u8])> = self
+            .routes
             .get(collection)
             .into_iter()
             .flat_map(|m| m.iter().map(|(a, n)| (a.as_slice(), n.as_slice())))
+            .collect();
+        v.sort_unstable();
+        v.into_iter()
     }
 
     /// How many routes `collection` has.
     pub fn count(&self, collection: &[u8]) -> usize {
-        self.routes.get(collection).map_or(0, BTreeMap::len)
+        self.routes.get(collection).map_or(0, Routes::len)
     }
 
     /// How many routes (over all collections) point at `node`.

@@ -177,7 +177,7 @@ pub struct Multinode {
     ip_locks: HashMap<Vec<u8>, Vec<u8>>,
     logs: HashMap<(Vec<u8>, &'static str), BufWriter<File>>,
     /// Crawl site -> routing attribute (the public suffix lookup is worth remembering).
-    attr_cache: HashMap<String, String>,
+    attr_cache: HashMap<String, String, foldhash::fast::RandomState>,
     counters: MultinodeCounters,
     /// `uris_received` at the end of the last [`Multinode::pump`]: a pump takes at least what
     /// came in since, so the queue (and what each sync writes) stays as short as the load allows.
@@ -306,7 +306,7 @@ impl Multinode {
             dns_waiting: HashMap::new(),
             ip_locks: HashMap::new(),
             logs: HashMap::new(),
-            attr_cache: HashMap::new(),
+            attr_cache: HashMap::default(),
             counters: MultinodeCounters::default(),
             received_at_pump: 0,
             record: Vec::new(),
@@ -1164,8 +1164,13 @@ impl Multinode {
             return Ok(());
         };
         let (attr, site) = (r.attr, r.site);
-        let node = match self.routing.get(name, attr.as_bytes()) {
-            Some(n) => n.to_vec(),
+        // A known route: the node's connection, if it is connected.
+        let known = self
+            .routing
+            .get(name, attr.as_bytes())
+            .map(|n| self.nodes.get(n).copied());
+        let peer = match known {
+            Some(peer) => peer,
             None => {
                 let n = self.choose_node();
                 self.routing.set(name, attr.as_bytes(), &n);
@@ -1192,11 +1197,11 @@ impl Multinode {
                     ttl,
                 });
                 self.broadcast(&m);
-                n
+                self.nodes.get(&n).copied()
             }
         };
-        match self.nodes.get(&node) {
-            Some(&peer) => {
+        match peer {
+            Some(peer) => {
                 frame::encode_raw_body(r.body, self.out.bulk(peer));
                 self.counters.uris_forwarded += 1;
             }
