@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use crawlfleet_core::frame::{self, Priority};
 use crawlfleet_core::marshal::Limits;
-use crawlfleet_core::msg::{CollectionOnly, CrawlQueueEntry, Init, Message, UriMsg, UriStructure};
+use crawlfleet_core::msg::{
+    CollectionOnly, Command as Cmd, CrawlQueueEntry, Init, Message, UriMsg, UriStructure,
+};
 
 use super::BenchError;
 use crate::cli::BenchRouteArgs;
@@ -102,6 +104,16 @@ fn read_frames(
         }
         buf.extend_from_slice(&chunk[..n]);
     }
+}
+
+/// PKT_CMD of a frame body in the canonical layout (`dn` then `cm` first in its dict, as the
+/// scheduler writes CMD_UM_URI), read without decoding the rest, so the load side leaves the
+/// CPU to the scheduler; None for any other layout.
+fn quick_command(body: &[u8]) -> Option<i32> {
+    let rest = body.strip_prefix(b"(\x02\x00\x00\x00{s\x02\x00\x00\x00dns")?;
+    let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let rest = rest.get(4 + len..)?.strip_prefix(b"s\x02\x00\x00\x00cmi")?;
+    Some(i32::from_le_bytes(rest.get(..4)?.try_into().ok()?))
 }
 
 /// Runs the benchmark.
@@ -194,12 +206,13 @@ pub fn run(args: &BenchRouteArgs) -> Result<(), BenchError> {
                     let mut used = 0;
                     let mut got = 0;
                     while let Some((body, n)) = frame::split(&buf[used..], &limits).map_err(err)? {
-                        // CMD_UM_URI takes the codec's allocation-free path, so the load
-                        // side leaves the CPU to the scheduler.
-                        let uri = matches!(
-                            frame::decode_message(body, &limits),
-                            Ok((_, Message::CmdUmUri(_)))
-                        );
+                        let uri = match quick_command(body) {
+                            Some(c) => i64::from(c) == Cmd::CmdUmUri as i64,
+                            None => matches!(
+                                frame::decode_message(body, &limits),
+                                Ok((_, Message::CmdUmUri(_)))
+                            ),
+                        };
                         got += u64::from(uri);
                         used += n;
                     }
@@ -247,4 +260,35 @@ pub fn run(args: &BenchRouteArgs) -> Result<(), BenchError> {
         return Err(err("not every URI was delivered"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(m: &Message<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::encode_message(m, Priority::Normal, &mut out);
+        out.split_off(4)
+    }
+
+    #[test]
+    fn quick_command_reads_the_command_of_canonical_frames_only() {
+        let uri = Message::CmdUmUri(UriMsg {
+            collection: b"bench".as_slice().into(),
+            entry: CrawlQueueEntry::new(UriStructure::unparsed(b"http://a.com/".as_slice().into())),
+        });
+        assert_eq!(quick_command(&body(&uri)), Some(Cmd::CmdUmUri as i32));
+        let ask = Message::CmdUmAskRoute(CollectionOnly {
+            collection: b"bench".as_slice().into(),
+        });
+        assert_eq!(quick_command(&body(&ask)), Some(Cmd::CmdUmAskRoute as i32));
+        let init = Message::CmdUmInit(Init {
+            node_id: b"n".as_slice().into(),
+            xmlrpc_host: b"h".as_slice().into(),
+            xmlrpc_port: 1,
+        });
+        assert_eq!(quick_command(&body(&init)), None);
+        assert_eq!(quick_command(&body(&uri)[..20]), None);
+    }
 }
