@@ -228,6 +228,47 @@ fn slow_pages_wait_on_a_timer_and_the_big_page_streams() {
 }
 
 #[test]
+fn a_client_that_resets_during_an_answer_is_still_in_the_access_log() {
+    // A crawler reads the head of a page over its size limit and closes with the rest unread:
+    // the server sees a reset on a read or on a write, whichever comes first. Either way the
+    // request was answered and is logged.
+    let (web, server) = serve("1:5", Ipv4Addr::new(127, 78, 5, 1));
+    let host = web.hosts()[0];
+    const CLIENTS: usize = 20;
+    for _ in 0..CLIENTS {
+        let mut s = TcpStream::connect(host).unwrap();
+        s.write_all(b"GET /big.html HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut head = [0u8; 1024];
+        let n = s.read(&mut head).unwrap();
+        assert!(n > 0 && head.starts_with(b"HTTP/1.1 200"));
+        // SO_LINGER 0: the close sends a reset, as it does with unread data.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a valid socket and a linger struct of the size given.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0);
+    }
+    let log = log_of(&server, CLIENTS);
+    assert_eq!(
+        log.iter().filter(|r| r.path == "/big.html").count(),
+        CLIENTS
+    );
+    server.stop();
+}
+
+#[test]
 fn bad_requests_are_refused_and_head_has_no_body() {
     let (web, server) = serve("2:5", Ipv4Addr::new(127, 78, 3, 1));
     let host = web.hosts()[0];

@@ -267,7 +267,15 @@ fn step(
                 Ok(n) => conn.rbuf.extend_from_slice(&buf[..n]),
                 Err(e) if would_block(&e) => break,
                 Err(e) if interrupted(&e) => continue,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // A reset during an answer (a crawler closed a document over its size limit
+                    // with the rest unread) can surface here before the next write fails: the
+                    // request was answered all the same.
+                    if let Some(out) = conn.out.take() {
+                        log(answered(conn, out));
+                    }
+                    return Err(e);
+                }
             }
             if conn.rbuf.len() > MAX_BUFFERED {
                 return Err(io::Error::other("more than 1 MiB of requests unanswered"));
