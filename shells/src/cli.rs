@@ -580,9 +580,15 @@ pub struct BenchDupArgs {
     /// Connections, one load thread each.
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
-    /// Requests written per window (answers read before the next window).
+    /// Requests in flight per connection.
     #[arg(long, default_value_t = 256)]
     pub pipeline: usize,
+    /// How a connection keeps its pipeline full: `windows` writes `--pipeline` requests and reads
+    /// all their answers before the next window (redis-benchmark -P); `stream` writes a new
+    /// request for every answer, so `--pipeline` stay in flight (a node scheduler sends adds as
+    /// its documents finish).
+    #[arg(long, value_enum, default_value_t = Flow::Windows)]
+    pub flow: Flow,
     /// Adds in all.
     #[arg(long, default_value_t = 2_000_000)]
     pub total: u64,
@@ -595,6 +601,25 @@ pub struct BenchDupArgs {
     /// Print one JSON object (rate, p50_us, p99_us; with --vs-redis peer_rate and ratio).
     #[arg(long)]
     pub json: bool,
+}
+
+/// How `bench dup` pipelines its requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Flow {
+    /// Lock-step windows of `--pipeline` requests.
+    Windows,
+    /// `--pipeline` requests in flight at all times.
+    Stream,
+}
+
+impl Flow {
+    /// The flag's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flow::Windows => "windows",
+            Flow::Stream => "stream",
+        }
+    }
 }
 
 /// Arguments of `crawlfleet bench dupstore`.

@@ -39,11 +39,44 @@ pub struct DupClient {
     conn: Option<ConnId>,
     /// SET_CONFIG frames, replayed on every new connection.
     configs: Vec<Vec<u8>>,
-    /// Checksum frames sent and not answered yet, oldest first (replies come in order).
-    pending: VecDeque<Vec<u8>>,
+    /// Checksum messages sent and not answered yet, oldest first.
+    pending: VecDeque<Pending>,
     /// Keep-alive intervals since anything arrived from the current target.
     silent: u32,
     max_missed: u32,
+}
+
+/// A PPDUP_ADD or PPDUP_REMOVE awaiting its answer.
+struct Pending {
+    remove: bool,
+    collection: Vec<u8>,
+    uri: Vec<u8>,
+    frame: Vec<u8>,
+}
+
+/// Drops the pending message an answer is for. Answers are matched by command, collection and
+/// URI, not by position: a server with a replica answers a checksum's later messages only after
+/// its earlier one, so answers can overtake each other (MS-FSCMT 3.3.5.4). A PPDUP_ERROR names
+/// no URI: it answers the oldest.
+fn settle(pending: &mut VecDeque<Pending>, m: &Message<'_>) {
+    let key = match m {
+        Message::PpdupAddOk(ok) => Some((false, &ok.collection[..], &ok.uri[..])),
+        Message::PpdupRemoveOk(ok) => Some((true, &ok.collection[..], &ok.uri[..])),
+        _ => None,
+    };
+    let at = key.and_then(|(remove, collection, uri)| {
+        pending
+            .iter()
+            .position(|p| p.remove == remove && p.collection == collection && p.uri == uri)
+    });
+    match at {
+        Some(i) => {
+            pending.remove(i);
+        }
+        None => {
+            pending.pop_front();
+        }
+    }
 }
 
 fn encode(m: &Message<'_>) -> Vec<u8> {
@@ -102,7 +135,12 @@ impl DupClient {
         let bytes = encode(m);
         match m {
             Message::PpdupSetConfig(_) => self.configs.push(bytes.clone()),
-            Message::PpdupAdd(_) | Message::PpdupRemove(_) => self.pending.push_back(bytes.clone()),
+            Message::PpdupAdd(c) | Message::PpdupRemove(c) => self.pending.push_back(Pending {
+                remove: matches!(m, Message::PpdupRemove(_)),
+                collection: c.collection.to_vec(),
+                uri: c.uri.to_vec(),
+                frame: bytes.clone(),
+            }),
             _ => {}
         }
         match self.conn {
@@ -127,7 +165,7 @@ impl DupClient {
                     replay.extend_from_slice(c);
                 }
                 for p in &self.pending {
-                    replay.extend_from_slice(p);
+                    replay.extend_from_slice(&p.frame);
                 }
                 if !replay.is_empty() {
                     self.handle.send(conn, Priority::Normal, replay)?;
@@ -162,9 +200,7 @@ impl DupClient {
                         Message::PpdupKeepaliveAck | Message::PpdupConfigAck(_) => continue,
                         Message::PpdupAddOk(_)
                         | Message::PpdupRemoveOk(_)
-                        | Message::PpdupError(_) => {
-                            self.pending.pop_front();
-                        }
+                        | Message::PpdupError(_) => settle(&mut self.pending, &m),
                         _ => {}
                     }
                     out.push(m);
@@ -197,5 +233,65 @@ impl DupClient {
                 .send(conn, Priority::Normal, encode(&Message::PpdupKeepalive))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crawlfleet_core::msg::{PpdupAddOk, PpdupRemoveOk};
+
+    fn pending(remove: bool, uri: &str) -> Pending {
+        Pending {
+            remove,
+            collection: b"c".to_vec(),
+            uri: uri.as_bytes().to_vec(),
+            frame: uri.as_bytes().to_vec(),
+        }
+    }
+
+    fn left(q: &VecDeque<Pending>) -> Vec<&[u8]> {
+        q.iter().map(|p| &p.frame[..]).collect()
+    }
+
+    #[test]
+    fn answers_that_overtake_each_other_settle_the_message_they_answer() {
+        let mut q: VecDeque<Pending> = [
+            pending(false, "http://a/"),
+            pending(false, "http://b/"),
+            pending(true, "http://b/"),
+        ]
+        .into_iter()
+        .collect();
+        // The REMOVE of b is answered first, then the ADD of b: a stays unanswered, and is what
+        // a failover would send again.
+        settle(
+            &mut q,
+            &Message::PpdupRemoveOk(PpdupRemoveOk {
+                collection: b"c".as_slice().into(),
+                uri: b"http://b/".as_slice().into(),
+                node_id: None,
+                ppdup_id: None,
+                dbname: None,
+            }),
+        );
+        let ok = |uri: &'static str| {
+            Message::PpdupAddOk(PpdupAddOk {
+                collection: b"c".as_slice().into(),
+                node_id: b"n".as_slice().into(),
+                uri: uri.as_bytes().into(),
+                owner_uri: None,
+                ppdup_id: None,
+                dbname: None,
+            })
+        };
+        settle(&mut q, &ok("http://b/"));
+        assert_eq!(left(&q), vec![&b"http://a/"[..]]);
+        // An answer for nothing pending (or an error) settles the oldest.
+        let mut q: VecDeque<Pending> = [pending(false, "http://a/"), pending(false, "http://b/")]
+            .into_iter()
+            .collect();
+        settle(&mut q, &ok("http://z/"));
+        assert_eq!(left(&q), vec![&b"http://b/"[..]]);
     }
 }

@@ -8,9 +8,10 @@
 //! every batch written meanwhile shares the next fdatasync). Frames to the replica leave at once
 //! (see `crawlfleet_core::dupserver`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crawlfleet_core::checksum::durable::DupStores;
@@ -19,6 +20,7 @@ use crawlfleet_core::dupserver::{DupServer, Mode, PeerId};
 use crawlfleet_net::{ConnId, Event, EventLoop, Handle, LinkId, Priority, TimerId};
 use crossbeam_channel::{Receiver, Sender};
 use log::{error, info, warn};
+use parking_lot::Mutex;
 
 use crate::cli::DupArgs;
 
@@ -39,10 +41,20 @@ struct Commit {
     frames: Vec<(ConnId, Vec<u8>)>,
 }
 
+/// The newest log point the syncer made durable, shared with the main thread.
+type Synced = Arc<Mutex<Option<SyncPoint>>>;
+
+fn is_durable(synced: &Synced, p: &SyncPoint) -> bool {
+    synced
+        .lock()
+        .as_ref()
+        .is_some_and(|done| p.covered_by(done))
+}
+
 /// The syncer thread: takes every commit queued, makes the log durable with one fdatasync (per
 /// log file: a snapshot may have started a new one), then sends the replies in order. On a
 /// failed fdatasync nothing more is sent: it reports the error and stops the event loop.
-fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>) {
+fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>, shared: Synced) {
     let mut synced: Option<SyncPoint> = None;
     let mut group = Vec::new();
     while let Ok(first) = commits.recv() {
@@ -69,6 +81,7 @@ fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>) {
                 return;
             }
             synced = Some(p.clone());
+            *shared.lock() = synced.clone();
         }
         for c in group.drain(..) {
             for (conn, bytes) in c.frames {
@@ -144,9 +157,14 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
     let (commit_tx, commit_rx) = crossbeam_channel::unbounded::<Commit>();
     let (failed_tx, failed_rx) = crossbeam_channel::bounded::<String>(1);
     let syncer_handle = handle.clone();
+    let synced: Synced = Arc::default();
+    let syncer_synced = synced.clone();
+    // Sync points of recent batches that forwarded to the replica, oldest first: the answers
+    // the replica's _OKs release wait for these (see `Outgoing::after_batch`).
+    let mut points: VecDeque<(u64, SyncPoint)> = VecDeque::new();
     let syncer_thread = std::thread::Builder::new()
         .name(format!("{role}-sync"))
-        .spawn(move || syncer(commit_rx, syncer_handle, failed_tx))
+        .spawn(move || syncer(commit_rx, syncer_handle, failed_tx, syncer_synced))
         .map_err(|e| format!("cannot start the log syncer: {e}"))?;
     let stopped_by_syncer = |failed_rx: &Receiver<String>| {
         failed_rx
@@ -237,7 +255,42 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
             }
             conn
         };
-        for (peer, bytes) in out.now {
+        // Answers released by the replica wait only for the batch that holds their records:
+        // sent now when it is durable already (the usual case: the local fdatasync ran while
+        // the replica synced), else after the sync of that batch's point. A point of an older
+        // log file is durable: a snapshot commits the log before it starts the next file.
+        let durable = |p: &SyncPoint| !p.same_file(&out.sync) || is_durable(&synced, p);
+        while points.front().is_some_and(|(_, p)| durable(p)) {
+            points.pop_front();
+        }
+        let forwarded = !out.now.is_empty();
+        let mut now = out.now;
+        let mut earlier: Vec<(u64, Commit)> = Vec::new();
+        for (batch, peer, bytes) in out.after_batch {
+            // A batch no longer listed was durable when it left the list.
+            let p = match points.iter().find(|(b, _)| *b == batch) {
+                Some((_, p)) if !durable(p) => p,
+                _ => {
+                    now.push((peer, bytes));
+                    continue;
+                }
+            };
+            let Some(conn) = conn_of(peer) else { continue };
+            match earlier.last_mut() {
+                Some((b, c)) if *b == batch => c.frames.push((conn, bytes)),
+                _ => earlier.push((
+                    batch,
+                    Commit {
+                        sync: p.clone(),
+                        frames: vec![(conn, bytes)],
+                    },
+                )),
+            }
+        }
+        if forwarded {
+            points.push_back((out.batch, out.sync.clone()));
+        }
+        for (peer, bytes) in now {
             if let Some(conn) = conn_of(peer) {
                 if handle.send(conn, Priority::Normal, bytes).is_err() {
                     return Err(stopped_by_syncer(&failed_rx));
@@ -249,15 +302,20 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
             .into_iter()
             .filter_map(|(peer, bytes)| Some((conn_of(peer)?, bytes)))
             .collect();
-        if frames.is_empty() {
-            continue; // Records without replies become durable with a later group.
+        if !frames.is_empty() {
+            earlier.push((
+                out.batch,
+                Commit {
+                    sync: out.sync,
+                    frames,
+                },
+            ));
         }
-        let commit = Commit {
-            sync: out.sync,
-            frames,
-        };
-        if commit_tx.send(commit).is_err() {
-            return Err(stopped_by_syncer(&failed_rx));
+        // Records without replies become durable with a later group.
+        for (_, commit) in earlier {
+            if commit_tx.send(commit).is_err() {
+                return Err(stopped_by_syncer(&failed_rx));
+            }
         }
     }
 }

@@ -24,13 +24,16 @@ struct Forward {
     promote: bool,
     /// The collection was removed meanwhile (3.3.5.2): drop the answer and the queue.
     cancelled: bool,
+    /// The log batch holding the message's record (see [`super::DupServer::write_log`]).
+    batch: u64,
 }
 
 /// What the replica's _OK released.
 pub(super) struct Released {
-    /// The node to answer, the answer's bytes in [`InFlight::held`], and whether to promote
-    /// first. None when nothing is to be answered (resynchronization, removed collection).
-    pub(super) answer: Option<(PeerId, std::ops::Range<usize>, bool, Key)>,
+    /// The node to answer, the answer's bytes in [`InFlight::held`], whether to promote first,
+    /// and the log batch the answer waits for. None when nothing is to be answered
+    /// (resynchronization, removed collection).
+    pub(super) answer: Option<(PeerId, std::ops::Range<usize>, bool, Key, u64)>,
     /// Messages for the same checksum, to handle now.
     pub(super) waiting: VecDeque<(PeerId, Box<Message<'static>>)>,
 }
@@ -95,6 +98,7 @@ impl InFlight {
         key: Key,
         to: PeerId,
         promote: bool,
+        batch: u64,
         encode: impl FnOnce(&mut Vec<u8>),
     ) {
         if self.held_start == self.held.len() {
@@ -112,6 +116,7 @@ impl InFlight {
             len: self.held.len() - start,
             promote,
             cancelled: false,
+            batch,
         });
         self.busy.entry(key).or_default();
     }
@@ -124,6 +129,7 @@ impl InFlight {
             len: 0,
             promote: false,
             cancelled: false,
+            batch: 0,
         });
     }
 
@@ -140,7 +146,7 @@ impl InFlight {
         };
         let waiting = self.busy.remove(&key).unwrap_or_default();
         Some(Released {
-            answer: Some((f.to, range, f.promote, key)),
+            answer: Some((f.to, range, f.promote, key, f.batch)),
             waiting,
         })
     }

@@ -86,6 +86,12 @@ pub struct DupServer {
     vclock: i64,
     /// Frames to send once the log is committed, consecutive frames to one peer in one buffer.
     outbox: Vec<(PeerId, Vec<u8>)>,
+    /// Answers released by the replica's _OK: each waits only for the log batch that holds its
+    /// message's record, `(batch, peer, frames)`.
+    released: Vec<(u64, PeerId, Vec<u8>)>,
+    /// Log batches written so far ([`DupServer::write_log`] calls): the number of the batch the
+    /// records of the messages handled now go to.
+    batch: u64,
     /// Frames to the replica, which may leave before the commit (module docs).
     direct: Vec<(PeerId, Vec<u8>)>,
     /// The last collection forwarded and its PKT_DBNAME.
@@ -100,8 +106,14 @@ pub struct Outgoing {
     pub now: Vec<(PeerId, Vec<u8>)>,
     /// Everything else: send only after [`SyncPoint::sync`] of `sync` has returned.
     pub after_sync: Vec<(PeerId, Vec<u8>)>,
+    /// Answers the replica's _OK released, `(batch, peer, frames)`: each may leave once the sync
+    /// point of that earlier batch is durable (their records were written then; waiting for
+    /// `sync` would only add a disk flush to every replicated answer).
+    pub after_batch: Vec<(u64, PeerId, Vec<u8>)>,
     /// The log written so far.
     pub sync: SyncPoint,
+    /// The number of this batch: `sync` is its sync point.
+    pub batch: u64,
 }
 
 /// Appends encoded frames for `to` to `q`, into the last buffer when it is for the same peer.
@@ -148,6 +160,8 @@ impl DupServer {
             flight: InFlight::default(),
             vclock: 0,
             outbox: Vec::new(),
+            released: Vec::new(),
+            batch: 0,
             direct: Vec::new(),
             dbname_of: None,
         }
@@ -596,7 +610,7 @@ impl DupServer {
         // `rp` is the replica: its frames go out before the commit (module docs).
         push_frame(&mut self.direct, rp, &fwd);
         let key = (self.flight.collection_index(&m.collection), m.checksum);
-        self.flight.push(key, peer, remove, |held| {
+        self.flight.push(key, peer, remove, self.batch, |held| {
             frame::encode_message(reply, Priority::Normal, held)
         });
     }
@@ -604,17 +618,20 @@ impl DupServer {
     /// Sends a held answer (promoting first after a remove, 3.3.5.5 step 5) and handles the
     /// messages that waited behind it.
     fn release(&mut self, released: Released) {
-        if let Some((to, range, promote, (collection, checksum))) = released.answer {
+        if let Some((to, range, promote, (collection, checksum), batch)) = released.answer {
             if promote {
                 let name = self.flight.collection_name(collection).to_vec();
                 self.promote(&name, checksum);
             }
-            let q = if Some(to) == self.replica_peer() {
-                &mut self.direct
+            let frames = self.flight.held(range);
+            if Some(to) == self.replica_peer() {
+                push_encoded(&mut self.direct, to, frames);
             } else {
-                &mut self.outbox
-            };
-            push_encoded(q, to, self.flight.held(range));
+                match self.released.last_mut() {
+                    Some((b, p, buf)) if *b == batch && *p == to => buf.extend_from_slice(frames),
+                    _ => self.released.push((batch, to, frames.to_vec())),
+                }
+            }
         }
         for (from, msg) in released.waiting {
             self.handle_message(from, *msg);
@@ -673,7 +690,9 @@ impl DupServer {
     /// `(peer, one or more encoded frames)`, those to the replica first.
     pub fn flush(&mut self) -> Result<Vec<(PeerId, Vec<u8>)>, WalError> {
         self.stores.commit()?;
+        self.batch += 1;
         let mut out = std::mem::take(&mut self.direct);
+        out.extend(self.released.drain(..).map(|(_, p, b)| (p, b)));
         out.append(&mut self.outbox);
         Ok(out)
     }
@@ -683,10 +702,14 @@ impl DupServer {
     /// commit: the caller syncs on another thread while this one handles the next events.
     pub fn write_log(&mut self) -> Result<Outgoing, WalError> {
         let sync = self.stores.write_log()?;
+        let batch = self.batch;
+        self.batch += 1;
         Ok(Outgoing {
             now: std::mem::take(&mut self.direct),
             after_sync: std::mem::take(&mut self.outbox),
+            after_batch: std::mem::take(&mut self.released),
             sync,
+            batch,
         })
     }
 }

@@ -423,6 +423,7 @@ fn forwards_leave_before_the_local_commit_and_answers_wait_for_it_and_the_replic
     let before = s.write_log().unwrap().sync.len();
     s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
     let out = s.write_log().unwrap();
+    let add_batch = out.batch;
     assert!(out.after_sync.is_empty(), "nothing answered before the _OK");
     assert!(
         out.sync.len() > before,
@@ -445,12 +446,29 @@ fn forwards_leave_before_the_local_commit_and_answers_wait_for_it_and_the_replic
             dbname: fwd.dbname,
         }),
     );
+    // Another node's add is logged in the batch that brings the replica's _OK.
+    s.handle_message(NODE_B, add("c", "nb", "http://b/", cs(2)));
     let out = s.write_log().unwrap();
-    assert!(out.now.is_empty());
+    assert!(out.batch > add_batch);
+    assert!(out.after_sync.is_empty());
+    let (batches, answers): (Vec<u64>, Vec<_>) = out
+        .after_batch
+        .into_iter()
+        .map(|(b, p, f)| (b, (p, f)))
+        .unzip();
     assert_eq!(
-        decoded(out.after_sync),
-        vec![(NODE_A, add_ok("c", "na", "http://a/", "http://a/"))],
-        "the answer waits for the sync point"
+        batches,
+        vec![add_batch],
+        "the answer waits for the sync point of the batch that logged the add, not for this one"
+    );
+    assert_eq!(
+        decoded(answers),
+        vec![(NODE_A, add_ok("c", "na", "http://a/", "http://a/"))]
+    );
+    let now = decoded(out.now);
+    assert!(
+        matches!(&now[..], [(REPLICA, Message::PpdupAdd(_))]),
+        "{now:?}"
     );
 }
 

@@ -11,6 +11,7 @@
 //! its window's write to the read that brought its answer. redis is spoken to in RESP over a
 //! plain socket, with exactly the same windows.
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -23,7 +24,7 @@ use mio::{Events, Interest, Poll, Token};
 use serde_json::json;
 
 use super::BenchError;
-use crate::cli::BenchDupArgs;
+use crate::cli::{BenchDupArgs, Flow};
 
 /// What one side of the comparison measured.
 struct Run {
@@ -90,23 +91,12 @@ enum Answer {
 
 /// One side's wire protocol as the load generator needs it.
 trait Protocol {
-    /// The requests of one connection, encoded back to back, and where each window starts.
+    /// The requests of one connection, encoded back to back, and where each one ends.
     fn requests(&self, conn: u64, count: u64) -> (Vec<u8>, Vec<usize>);
     /// Opens and prepares one connection (blocking), ready for the first window.
     fn connect(&self) -> Result<TcpStream, BenchError>;
     /// Cuts one answer off the front of `buf`: `Ok(None)` when it is not complete yet.
     fn answer(&self, buf: &[u8]) -> Result<Option<(usize, Answer)>, BenchError>;
-}
-
-/// Splits `count` requests into windows of `pipeline`: the byte offset where each starts (and
-/// the end), given each request's end offset.
-fn window_starts(ends: &[usize], pipeline: usize) -> Vec<usize> {
-    let mut starts = vec![0];
-    starts.extend(
-        ends.chunks(pipeline.max(1))
-            .filter_map(|w| w.last().copied()),
-    );
-    starts
 }
 
 struct Dup<'a> {
@@ -132,7 +122,7 @@ impl Protocol for Dup<'_> {
             frame::encode_message(&m, Priority::Normal, &mut out);
             ends.push(out.len());
         }
-        (out, window_starts(&ends, self.args.pipeline))
+        (out, ends)
     }
 
     fn connect(&self) -> Result<TcpStream, BenchError> {
@@ -219,7 +209,7 @@ impl Protocol for Redis<'_> {
             out.extend_from_slice(b"\r\n$2\r\nNX\r\n");
             ends.push(out.len());
         }
-        (out, window_starts(&ends, self.args.pipeline))
+        (out, ends)
     }
 
     fn connect(&self) -> Result<TcpStream, BenchError> {
@@ -247,43 +237,74 @@ impl Protocol for Redis<'_> {
 struct Conn {
     stream: mio::net::TcpStream,
     requests: Vec<u8>,
-    /// Byte offsets of the windows in `requests` (and the end).
-    windows: Vec<usize>,
-    /// The window being written or answered.
-    window: usize,
+    /// Byte offset where each request ends in `requests`.
+    ends: Vec<usize>,
+    /// Requests that may be written: the current window's end, or (streaming) the answered
+    /// ones plus the pipeline depth.
+    limit: usize,
     /// Bytes of `requests` written.
     written: usize,
-    /// Answers still due for the current window.
-    due: usize,
-    sent: Instant,
+    /// Requests answered.
+    answered: usize,
+    /// When the writes ended that completed requests: (requests complete by then, time), oldest
+    /// first, dropped once answered; a request's latency runs from there to its answer.
+    writes: VecDeque<(usize, Instant)>,
     buf: Vec<u8>,
     filled: usize,
 }
 
 impl Conn {
     fn done(&self) -> bool {
-        self.window + 1 >= self.windows.len()
+        self.answered == self.ends.len()
     }
 
-    fn start_window(&mut self, pipeline: usize, total: usize) {
-        let before = self.window * pipeline;
-        self.due = pipeline.min(total - before);
-        self.sent = Instant::now();
+    /// Moves `limit` on after answers: a new window once the last one is answered, or at
+    /// once when streaming.
+    fn advance(&mut self, pipeline: usize, stream: bool) {
+        if stream || self.answered == self.limit {
+            self.limit = (self.answered + pipeline).min(self.ends.len());
+        }
     }
 
-    /// Writes what is left of the current window; false when the socket is full.
+    /// Writes requests up to `limit` until the socket is full.
     fn write(&mut self) -> Result<(), BenchError> {
-        let end = self.windows[self.window + 1];
+        let end = match self.limit {
+            0 => 0,
+            n => self.ends[n - 1],
+        };
         while self.written < end {
             match self.stream.write(&self.requests[self.written..end]) {
                 Ok(0) => return Err(BenchError("the server stopped reading".into())),
-                Ok(n) => self.written += n,
+                Ok(n) => {
+                    self.written += n;
+                    let complete = self.ends.partition_point(|&e| e <= self.written);
+                    if self.writes.back().is_none_or(|&(c, _)| c < complete) {
+                        self.writes.push_back((complete, Instant::now()));
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(BenchError(format!("writing: {e}"))),
             }
         }
         Ok(())
+    }
+
+    /// Records the latency of `n` answers that arrived at `now`.
+    fn answers(&mut self, n: usize, now: Instant, latency: &mut Histogram<u64>) {
+        for _ in 0..n {
+            while self
+                .writes
+                .front()
+                .is_some_and(|&(complete, _)| complete <= self.answered)
+            {
+                self.writes.pop_front();
+            }
+            if let Some(&(_, sent)) = self.writes.front() {
+                let _ = latency.record(now.duration_since(sent).as_micros() as u64);
+            }
+            self.answered += 1;
+        }
     }
 }
 
@@ -292,19 +313,20 @@ fn run_side(
     proto: &dyn Protocol,
     connections: usize,
     pipeline: usize,
+    flow: Flow,
     total: u64,
 ) -> Result<Run, BenchError> {
+    let stream_flow = flow == Flow::Stream;
     let per = total / connections as u64;
     let mut poll = Poll::new().map_err(io("poll"))?;
     let mut conns = Vec::with_capacity(connections);
-    let mut counts = Vec::with_capacity(connections);
     for c in 0..connections as u64 {
         let count = if c == 0 {
             total - per * (connections as u64 - 1)
         } else {
             per
         };
-        let (requests, windows) = proto.requests(c, count);
+        let (requests, ends) = proto.requests(c, count);
         let stream = proto.connect()?;
         stream.set_nodelay(true).map_err(io("TCP_NODELAY"))?;
         stream.set_nonblocking(true).map_err(io("non-blocking"))?;
@@ -316,15 +338,14 @@ fn run_side(
                 Interest::READABLE | Interest::WRITABLE,
             )
             .map_err(io("poll"))?;
-        counts.push(count as usize);
         conns.push(Conn {
             stream,
             requests,
-            windows,
-            window: 0,
+            ends,
+            limit: 0,
             written: 0,
-            due: 0,
-            sent: Instant::now(),
+            answered: 0,
+            writes: VecDeque::new(),
             buf: vec![0; 256 << 10],
             filled: 0,
         });
@@ -333,9 +354,9 @@ fn run_side(
     let mut duplicates = 0;
     let started = Instant::now();
     let mut running = 0;
-    for (c, conn) in conns.iter_mut().enumerate() {
+    for conn in conns.iter_mut() {
         if !conn.done() {
-            conn.start_window(pipeline, counts[c]);
+            conn.advance(pipeline, stream_flow);
             conn.write()?;
             running += 1;
         }
@@ -348,8 +369,7 @@ fn run_side(
             return Err(BenchError("no answer for 30 s".into()));
         }
         for ev in events.iter() {
-            let c = ev.token().0;
-            let conn = &mut conns[c];
+            let conn = &mut conns[ev.token().0];
             if conn.done() {
                 continue;
             }
@@ -388,19 +408,16 @@ fn run_side(
                 }
                 conn.buf.copy_within(at..conn.filled, 0);
                 conn.filled -= at;
-                if answered > conn.due {
+                if conn.answered + answered > conn.ends.partition_point(|&e| e <= conn.written) {
                     return Err(BenchError("more answers than requests".into()));
                 }
-                let us = now.duration_since(conn.sent).as_micros() as u64;
-                let _ = latency.record_n(us, answered as u64);
-                conn.due -= answered;
-                if conn.due == 0 {
-                    conn.window += 1;
-                    if conn.done() {
-                        running -= 1;
-                        break;
-                    }
-                    conn.start_window(pipeline, counts[c]);
+                conn.answers(answered, now, &mut latency);
+                if conn.done() {
+                    running -= 1;
+                    break;
+                }
+                if answered > 0 {
+                    conn.advance(pipeline, stream_flow);
                     conn.write()?;
                 }
             }
@@ -422,12 +439,13 @@ pub fn run(args: &BenchDupArgs) -> Result<(), BenchError> {
         args,
         collection: b"bench",
     };
-    let dup = run_side(&dup_side, connections, pipeline, args.total)?;
+    let dup = run_side(&dup_side, connections, pipeline, args.flow, args.total)?;
     let peer = match args.vs_redis {
         Some(addr) => Some(run_side(
             &Redis { args, addr },
             connections,
             pipeline,
+            args.flow,
             args.total,
         )?),
         None => None,
@@ -436,6 +454,7 @@ pub fn run(args: &BenchDupArgs) -> Result<(), BenchError> {
         "target": args.target.to_string(),
         "connections": connections,
         "pipeline": args.pipeline,
+        "flow": args.flow.name(),
         "total": dup.ops,
         "dup_ratio": args.dup_ratio,
         "duplicates": dup.duplicates,
@@ -456,8 +475,12 @@ pub fn run(args: &BenchDupArgs) -> Result<(), BenchError> {
         return Ok(());
     }
     println!(
-        "PPDUP_ADD -> {}: {} adds on {} connection(s), pipeline {}",
-        args.target, dup.ops, connections, args.pipeline
+        "PPDUP_ADD -> {}: {} adds on {} connection(s), pipeline {} ({})",
+        args.target,
+        dup.ops,
+        connections,
+        args.pipeline,
+        args.flow.name()
     );
     println!(
         "  crawlfleet      {:>12.0} adds/s   p50 {:>6} us   p99 {:>6} us   ({} duplicates)",
