@@ -4,6 +4,8 @@
 //! Durability: every collection's crawl queue and the routing database are files in the data
 //! directory, synced on [`Multinode::sync`] (the shell's sync timer, 100 ms by default). A
 //! restart resumes the queues where the last sync left them and keeps every routing decision.
+//! The routing path itself (entries into the queues, the pump that routes and forwards them) is
+//! in `multinode/route.rs`.
 //!
 //! Decisions where the spec is silent:
 //! - The crawl routing attribute is the registrable domain of the site's host
@@ -39,12 +41,14 @@ use crate::frame::{self, Priority};
 use crate::marshal::{Limits, Value};
 use crate::msg::types::conf_state;
 use crate::msg::{
-    AddRoute, AddrInfo, Bytes, CollectionOnly, ConfRefresh, ConfSpec, ConfState, ConfSuspend,
+    AddrInfo, Bytes, CollectionOnly, ConfRefresh, ConfSpec, ConfState, ConfSuspend,
     CrawlQueueEntry, DeleteSite, DeleteUris, DnsReply, FeedingSuspend, Message, PreemptSite,
-    Quarantine, ReprocessSite, StartCrawlIpReply, UriMsg,
+    Quarantine, ReprocessSite, StartCrawlIpReply,
 };
 use crate::queue::{CrawlQueue, QueueError, QueueOptions, SyncPolicy};
-use crate::routing::{crawl_site_ref, routing_attribute, site_host, RoutingDb, RoutingError};
+use crate::routing::{routing_attribute, RoutingDb, RoutingError};
+
+mod route;
 
 /// The XML-RPC (host, port) a node reported in CMD_UM_INIT.
 pub type XmlRpcAddr = (Vec<u8>, i64);
@@ -186,53 +190,6 @@ pub struct Multinode {
     /// nothing per entry).
     record: Vec<u8>,
     out: Outbox<PeerId>,
-}
-
-/// Sites whose routing attribute is remembered.
-const ATTR_CACHE_MAX: usize = 1 << 20;
-
-/// A record of the multinode scheduler's crawl queues: `[urgent u8][attr len u16][attr]
-/// [site len u16][site][frame body]`, so that routing reads no marshal and forwarding copies the
-/// frame body as it came.
-struct RouteRecord<'a> {
-    attr: &'a str,
-    site: &'a str,
-    body: &'a [u8],
-}
-
-impl<'a> RouteRecord<'a> {
-    /// Writes the record into `out` (cleared first).
-    fn encode(urgent: bool, attr: &str, site: &str, body: &[u8], out: &mut Vec<u8>) {
-        out.clear();
-        out.reserve(5 + attr.len() + site.len() + body.len());
-        out.push(u8::from(urgent));
-        for f in [attr, site] {
-            // Host names are at most 253 bytes; longer ones were refused by the URL parser.
-            out.extend_from_slice(&(f.len().min(u16::MAX as usize) as u16).to_le_bytes());
-            out.extend_from_slice(&f.as_bytes()[..f.len().min(u16::MAX as usize)]);
-        }
-        out.extend_from_slice(body);
-    }
-
-    fn parse(rec: &'a [u8]) -> Option<RouteRecord<'a>> {
-        let (&_urgent, mut p) = rec.split_first()?;
-        let mut field = || -> Option<&'a str> {
-            if p.len() < 2 {
-                return None;
-            }
-            let n = u16::from_le_bytes([p[0], p[1]]) as usize;
-            let f = p.get(2..2 + n)?;
-            p = &p[2 + n..];
-            std::str::from_utf8(f).ok()
-        };
-        let attr = field()?;
-        let site = field()?;
-        Some(RouteRecord {
-            attr,
-            site,
-            body: p,
-        })
-    }
 }
 
 fn queue_opts(segment: u64) -> QueueOptions {
@@ -909,100 +866,6 @@ impl Multinode {
         Ok(())
     }
 
-    /// 3.2.5.5 step 1 and 3.2.5.7. `body` is the frame the entry came in, forwarded as it is.
-    fn on_uri(
-        &mut self,
-        u: &UriMsg<'_>,
-        urgent: bool,
-        body: Option<&[u8]>,
-    ) -> Result<(), SchedError> {
-        match self.collections.get(u.collection.as_ref()) {
-            None => {
-                warn!(
-                    "CMD_UM_URI for unknown collection {} dropped",
-                    show(&u.collection)
-                );
-                Ok(())
-            }
-            Some(c) if c.removing.is_some() => Ok(()),
-            Some(_) => self.queue_entry(&u.collection, &u.entry, urgent, body),
-        }
-    }
-
-    /// Queues an entry of a known collection: back, or front when urgent.
-    fn queue_entry(
-        &mut self,
-        name: &[u8],
-        entry: &CrawlQueueEntry<'_>,
-        urgent: bool,
-        body: Option<&[u8]>,
-    ) -> Result<(), SchedError> {
-        let mut rec = std::mem::take(&mut self.record);
-        let r = if self.route_record(name, entry, urgent, body, &mut rec) {
-            let c = self.collections.get_mut(name).expect("a known collection");
-            if urgent {
-                c.queue.push_front(&rec)
-            } else {
-                c.queue.push_back(&rec)
-            }
-        } else {
-            Ok(())
-        };
-        self.record = rec;
-        r?;
-        self.counters.uris_received += 1;
-        Ok(())
-    }
-
-    /// Writes the queue record of an entry into `rec`: its crawl site and routing attribute,
-    /// worked out once, and the frame body to forward. False (logged, counted) when the URI has
-    /// no crawl site.
-    fn route_record(
-        &mut self,
-        collection: &[u8],
-        entry: &CrawlQueueEntry<'_>,
-        urgent: bool,
-        body: Option<&[u8]>,
-        rec: &mut Vec<u8>,
-    ) -> bool {
-        let Some(site) = crawl_site_ref(&entry.uri.uri) else {
-            self.counters.uris_unroutable += 1;
-            warn!(
-                "collection {}: no crawl site in {:?}; dropped",
-                show(collection),
-                show(&entry.uri.uri)
-            );
-            return false;
-        };
-        if self.attr_cache.len() > ATTR_CACHE_MAX {
-            self.attr_cache.clear();
-        }
-        if !self.attr_cache.contains_key(&*site) {
-            self.attr_cache
-                .insert(site.to_string(), routing_attribute(&site));
-        }
-        let attr = &self.attr_cache[&*site];
-        let mut encoded = Vec::new();
-        let body = match body {
-            Some(b) => b,
-            None => {
-                let u = UriMsg {
-                    collection: Cow::Borrowed(collection),
-                    entry: entry.clone(),
-                };
-                let m = if urgent {
-                    Message::CmdUmUriUrg(u)
-                } else {
-                    Message::CmdUmUri(u)
-                };
-                frame::encode_message(&m, Priority::Normal, &mut encoded);
-                &encoded[4..]
-            }
-        };
-        RouteRecord::encode(urgent, attr, &site, body, rec);
-        true
-    }
-
     /// 3.2.5.4.
     fn on_dns_request(&mut self, peer: PeerId, host: &[u8], now: i64) {
         if let Some(e) = self.dns.get(host, now) {
@@ -1102,125 +965,6 @@ impl Multinode {
                 .join(file_name(collection))
                 .join(f)
         })
-    }
-
-    // ---- routing ----------------------------------------------------------------------------------
-
-    /// Takes entries from the crawl queues and routes them (3.2.5.5 step 2): a routing decision
-    /// for a new site (persisted, CMD_UM_ADD_ROUTE to every node), then CMD_UM_URI to the node.
-    /// Returns how many entries were taken.
-    pub fn pump(&mut self, now: i64) -> Result<usize, SchedError> {
-        if self.nodes.is_empty() {
-            return Ok(0);
-        }
-        let names: Vec<Vec<u8>> = self
-            .collections
-            .iter()
-            .filter(|(_, c)| {
-                c.removing.is_none() && c.awaiting_routes.is_empty() && !c.queue.is_empty()
-            })
-            .map(|(n, _)| n.clone())
-            .collect();
-        let mut taken = 0;
-        let routes_before = self.counters.routes_made;
-        let came_in = self.counters.uris_received - self.received_at_pump;
-        self.received_at_pump = self.counters.uris_received;
-        let budget = (self.opts.pump_budget as u64).max(came_in);
-        let mut rec = std::mem::take(&mut self.record);
-        let mut r = Ok(());
-        'names: for name in names {
-            for _ in 0..budget {
-                let c = self.collections.get_mut(&name).expect("listed above");
-                rec.clear();
-                match c.queue.pop_front_with(|r| rec.extend_from_slice(r)) {
-                    Ok(Some(())) => {}
-                    Ok(None) => break,
-                    Err(e) => {
-                        r = Err(e.into());
-                        break 'names;
-                    }
-                }
-                taken += 1;
-                if let Err(e) = self.route(&name, &rec, now) {
-                    r = Err(e);
-                    break 'names;
-                }
-            }
-        }
-        self.record = rec;
-        r?;
-        if self.counters.routes_made != routes_before {
-            // 3.2.5.5 step 2.1: a routing decision persists before anyone hears of it (the frames
-            // of this batch are sent after this returns).
-            self.routing.sync()?;
-        }
-        Ok(taken)
-    }
-
-    fn route(&mut self, name: &[u8], rec: &[u8], now: i64) -> Result<(), SchedError> {
-        let Some(r) = RouteRecord::parse(rec) else {
-            self.counters.uris_unroutable += 1;
-            warn!("collection {}: unreadable queue record dropped", show(name));
-            return Ok(());
-        };
-        let (attr, site) = (r.attr, r.site);
-        // A known route: the node's connection, if it is connected.
-        let known = self
-            .routing
-            .get(name, attr.as_bytes())
-            .map(|n| self.nodes.get(n).copied());
-        let peer = match known {
-            Some(peer) => peer,
-            None => {
-                let n = self.choose_node();
-                self.routing.set(name, attr.as_bytes(), &n);
-                self.counters.routes_made += 1;
-                let host = site_host(site).to_string();
-                let (addrinfo, ttl) = match self.dns.get(host.as_bytes(), now) {
-                    Some(e) => (e.addrinfo.clone(), e.ttl_left(now)),
-                    // An address needs no lookup (the node uses it as it is).
-                    None if host.parse::<std::net::IpAddr>().is_ok() => (None, 0),
-                    None => {
-                        if !self.dns_waiting.contains_key(&host) {
-                            self.dns_waiting.insert(host.clone(), Vec::new());
-                            self.out.lookups.push(host.clone());
-                        }
-                        (None, 0)
-                    }
-                };
-                let m = Message::CmdUmAddRoute(AddRoute {
-                    collection: owned(name),
-                    node_id: owned(&n),
-                    routing_attr: owned(attr.as_bytes()),
-                    site: owned(site.as_bytes()),
-                    addrinfo,
-                    ttl,
-                });
-                self.broadcast(&m);
-                self.nodes.get(&n).copied()
-            }
-        };
-        match peer {
-            Some(peer) => {
-                frame::encode_raw_body(r.body, self.out.bulk(peer));
-                self.counters.uris_forwarded += 1;
-            }
-            None => {
-                let c = self.collections.get_mut(name).expect("routing a known one");
-                c.deferred.push_back(rec)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The connected node with the fewest routes (ties: the smallest id). Called with at least
-    /// one node registered.
-    fn choose_node(&self) -> Vec<u8> {
-        self.nodes
-            .keys()
-            .min_by_key(|n| (self.routing.load(n), (*n).clone()))
-            .cloned()
-            .unwrap_or_default()
     }
 
     // ---- timers -----------------------------------------------------------------------------------
