@@ -106,14 +106,9 @@ pub fn deliver(
     out: Outbox<PeerId>,
 ) -> Result<(), String> {
     send_grouped(handle, out.sends, |p| conns.get(p).copied())?;
-    for (peer, bytes) in out.bulk {
-        match conns.get(&peer) {
-            Some(&c) => handle
-                .send(c, Priority::Normal, bytes)
-                .map_err(|_| "the event loop stopped".to_string())?,
-            None => warn!("{peer:?} is not connected: frames dropped"),
-        }
-    }
+    // After the other frames; one buffer per peer, so each moves as it is.
+    let bulk = out.bulk.into_iter().map(|(p, b)| (p, Priority::Normal, b));
+    send_grouped(handle, bulk, |p| conns.get(p).copied())?;
     for peer in out.closes {
         if let Some(&c) = conns.get(&peer) {
             handle

@@ -6,10 +6,11 @@
 //! for both sides: every request is encoded before the clock starts, one thread drives all
 //! connections over non-blocking sockets (mio), and answers are parsed only as far as needed to
 //! count them and tell duplicates (a typed decode of each PPDUP_ADD_OK; the RESP status line for
-//! redis). Each connection works like `redis-benchmark -P`: it writes a window of `pipeline`
-//! requests, reads their answers, and repeats. A request's latency is the time from the start of
-//! its window's write to the read that brought its answer. redis is spoken to in RESP over a
-//! plain socket, with exactly the same windows.
+//! redis). With `--flow windows` each connection works like `redis-benchmark -P`: it writes a
+//! window of `pipeline` requests, reads their answers, and repeats; with `--flow stream` it
+//! writes a new request for every answer, so `pipeline` stay in flight. A request's latency is
+//! the time from the write that completed it to the read that brought its answer. redis is
+//! spoken to in RESP over a plain socket, with exactly the same flow.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -244,6 +245,8 @@ struct Conn {
     limit: usize,
     /// Bytes of `requests` written.
     written: usize,
+    /// Requests written whole.
+    complete: usize,
     /// Requests answered.
     answered: usize,
     /// When the writes ended that completed requests: (requests complete by then, time), oldest
@@ -260,8 +263,8 @@ impl Conn {
 
     /// Moves `limit` on after answers: a new window once the last one is answered, or at
     /// once when streaming.
-    fn advance(&mut self, pipeline: usize, stream: bool) {
-        if stream || self.answered == self.limit {
+    fn advance(&mut self, pipeline: usize, flow: Flow) {
+        if flow == Flow::Stream || self.answered == self.limit {
             self.limit = (self.answered + pipeline).min(self.ends.len());
         }
     }
@@ -278,7 +281,8 @@ impl Conn {
                 Ok(n) => {
                     self.written += n;
                     let complete = self.ends.partition_point(|&e| e <= self.written);
-                    if self.writes.back().is_none_or(|&(c, _)| c < complete) {
+                    if complete > self.complete {
+                        self.complete = complete;
                         self.writes.push_back((complete, Instant::now()));
                     }
                 }
@@ -316,7 +320,6 @@ fn run_side(
     flow: Flow,
     total: u64,
 ) -> Result<Run, BenchError> {
-    let stream_flow = flow == Flow::Stream;
     let per = total / connections as u64;
     let mut poll = Poll::new().map_err(io("poll"))?;
     let mut conns = Vec::with_capacity(connections);
@@ -344,6 +347,7 @@ fn run_side(
             ends,
             limit: 0,
             written: 0,
+            complete: 0,
             answered: 0,
             writes: VecDeque::new(),
             buf: vec![0; 256 << 10],
@@ -356,7 +360,7 @@ fn run_side(
     let mut running = 0;
     for conn in conns.iter_mut() {
         if !conn.done() {
-            conn.advance(pipeline, stream_flow);
+            conn.advance(pipeline, flow);
             conn.write()?;
             running += 1;
         }
@@ -408,7 +412,7 @@ fn run_side(
                 }
                 conn.buf.copy_within(at..conn.filled, 0);
                 conn.filled -= at;
-                if conn.answered + answered > conn.ends.partition_point(|&e| e <= conn.written) {
+                if conn.answered + answered > conn.complete {
                     return Err(BenchError("more answers than requests".into()));
                 }
                 conn.answers(answered, now, &mut latency);
@@ -417,7 +421,7 @@ fn run_side(
                     break;
                 }
                 if answered > 0 {
-                    conn.advance(pipeline, stream_flow);
+                    conn.advance(pipeline, flow);
                     conn.write()?;
                 }
             }

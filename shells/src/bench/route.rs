@@ -207,7 +207,7 @@ pub fn run(args: &BenchRouteArgs) -> Result<(), BenchError> {
                     let mut got = 0;
                     while let Some((body, n)) = frame::split(&buf[used..], &limits).map_err(err)? {
                         let uri = match quick_command(body) {
-                            Some(c) => i64::from(c) == Cmd::CmdUmUri as i64,
+                            Some(c) => c == Cmd::CmdUmUri as i32,
                             None => matches!(
                                 frame::decode_message(body, &limits),
                                 Ok((_, Message::CmdUmUri(_)))

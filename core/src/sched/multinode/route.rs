@@ -88,20 +88,19 @@ impl Multinode {
         urgent: bool,
         body: Option<&[u8]>,
     ) -> Result<(), SchedError> {
+        // The record buffer is kept for its capacity; an error stops the role, so it is not
+        // put back on that path.
         let mut rec = std::mem::take(&mut self.record);
-        let r = if self.route_record(name, entry, urgent, body, &mut rec) {
+        if self.route_record(name, entry, urgent, body, &mut rec) {
             let c = self.collections.get_mut(name).expect("a known collection");
             if urgent {
-                c.queue.push_front(&rec)
+                c.queue.push_front(&rec)?;
             } else {
-                c.queue.push_back(&rec)
+                c.queue.push_back(&rec)?;
             }
-        } else {
-            Ok(())
-        };
+            self.counters.uris_received += 1;
+        }
         self.record = rec;
-        r?;
-        self.counters.uris_received += 1;
         Ok(())
     }
 
@@ -177,28 +176,21 @@ impl Multinode {
         self.received_at_pump = self.counters.uris_received;
         let budget = (self.opts.pump_budget as u64).max(came_in);
         let mut rec = std::mem::take(&mut self.record);
-        let mut r = Ok(());
-        'names: for name in names {
+        for name in names {
             for _ in 0..budget {
                 let c = self.collections.get_mut(&name).expect("listed above");
                 rec.clear();
-                match c.queue.pop_front_with(|r| rec.extend_from_slice(r)) {
-                    Ok(Some(())) => {}
-                    Ok(None) => break,
-                    Err(e) => {
-                        r = Err(e.into());
-                        break 'names;
-                    }
+                if c.queue
+                    .pop_front_with(|r| rec.extend_from_slice(r))?
+                    .is_none()
+                {
+                    break;
                 }
                 taken += 1;
-                if let Err(e) = self.route(&name, &rec, now) {
-                    r = Err(e);
-                    break 'names;
-                }
+                self.route(&name, &rec, now)?;
             }
         }
         self.record = rec;
-        r?;
         if self.counters.routes_made != routes_before {
             // 3.2.5.5 step 2.1: a routing decision persists before anyone hears of it (the frames
             // of this batch are sent after this returns).
