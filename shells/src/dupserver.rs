@@ -302,7 +302,10 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
             .into_iter()
             .filter_map(|(peer, bytes)| Some((conn_of(peer)?, bytes)))
             .collect();
-        if !frames.is_empty() {
+        // A batch that forwarded is synced now even without replies of its own, so that the
+        // local fdatasync runs while the replica makes the same records durable: the answers the
+        // replica's _OKs release wait for this point.
+        if !frames.is_empty() || forwarded {
             earlier.push((
                 out.batch,
                 Commit {

@@ -45,8 +45,9 @@ pub(super) struct InFlight {
     /// Held answers of `order`, back to back from `held_start`.
     held: Vec<u8>,
     held_start: usize,
-    /// Checksums with a forward in `order`, and the messages queued behind it.
-    busy: HashMap<Key, VecDeque<(PeerId, Box<Message<'static>>)>>,
+    /// Checksums with a forward in `order`, and the messages queued behind it. Every forward
+    /// enters and leaves it, so it is hashed with foldhash (seeded per map) rather than SipHash.
+    busy: HashMap<Key, VecDeque<(PeerId, Box<Message<'static>>)>, foldhash::fast::RandomState>,
     /// Collection names, indexed by the first element of [`Key`] (they are few).
     collections: Vec<Vec<u8>>,
 }
