@@ -207,6 +207,16 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
                     for (_, body) in batch.iter() {
                         sm.handle_frame(peer, body);
                     }
+                    for (to, bytes) in sm.take_direct() {
+                        match conns.get(&to) {
+                            Some(&conn) => {
+                                if handle.send(conn, Priority::Normal, bytes).is_err() {
+                                    return Err(stopped_by_syncer(&failed_rx));
+                                }
+                            }
+                            None => warn!("dropping frames to a closed connection"),
+                        }
+                    }
                 }
                 Event::Closed { conn, reason, .. } => {
                     info!("{conn} closed: {reason}");

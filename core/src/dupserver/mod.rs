@@ -697,6 +697,13 @@ impl DupServer {
         Ok(out)
     }
 
+    /// The frames to the replica produced so far, to send at once: the shell takes them after
+    /// every event, so the replica works on one node's window while this server handles the
+    /// next, instead of waiting for the whole batch.
+    pub fn take_direct(&mut self) -> Vec<(PeerId, Vec<u8>)> {
+        std::mem::take(&mut self.direct)
+    }
+
     /// Writes the log without waiting for the disk and hands over the frames: those to the
     /// replica to send now, the others to send once the returned point is synced. Pipelined group
     /// commit: the caller syncs on another thread while this one handles the next events.
