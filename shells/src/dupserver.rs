@@ -32,8 +32,11 @@ const SNAPSHOT_AFTER_BYTES: u64 = 256 << 20;
 const SNAPSHOT_SHARDS_PER_TICK: usize = 4;
 /// Shards of each collection's checksum store.
 const SHARDS: usize = 64;
-/// Events handled before one group commit.
-const MAX_BATCH_EVENTS: usize = 4096;
+/// Events handled before the log is written and handed to the syncer. An event is a socket
+/// read of frames (a node's whole pipeline window, typically), so two already make a group;
+/// taking more only delays the fdatasync of the first while the thread works on the rest
+/// (measured: 2 gives 15-40% more adds/s than 4, 1 or 4096 under four pipelining nodes).
+const MAX_BATCH_EVENTS: usize = 2;
 
 /// One batch's replies, to send once `sync` is durable.
 struct Commit {
