@@ -186,9 +186,16 @@ pub struct Multinode {
     /// `uris_received` at the end of the last [`Multinode::pump`]: a pump takes at least what
     /// came in since, so the queue (and what each sync writes) stays as short as the load allows.
     received_at_pump: u64,
-    /// A queue record being written or read (kept for its capacity: the hot path allocates
-    /// nothing per entry).
+    /// A queue record being written (kept for its capacity: the hot path allocates nothing per
+    /// entry).
     record: Vec<u8>,
+    /// Records taken from a crawl queue by one pump step, back to back, and where each ends.
+    chunk: (Vec<u8>, Vec<usize>),
+    /// Per collection, routing attribute -> the connection of the node it is routed to: one
+    /// lookup per routed entry instead of the routing database's and the node list's. Routes
+    /// only ever get added while a collection lives, so this is emptied only when the node list
+    /// changes (a node's connection comes or goes) or a collection's routes are dropped.
+    peer_cache: HashMap<Vec<u8>, route::PeerCache>,
     out: Outbox<PeerId>,
 }
 
@@ -267,6 +274,8 @@ impl Multinode {
             counters: MultinodeCounters::default(),
             received_at_pump: 0,
             record: Vec::new(),
+            chunk: Default::default(),
+            peer_cache: HashMap::new(),
             out: Outbox::new(),
         };
         for meta in m.dirs.load_all()? {
@@ -497,6 +506,7 @@ impl Multinode {
                 c.deferred.clear()?;
             }
             self.routing.drop_collection(name);
+            self.peer_cache.remove(name);
             self.routing.sync()?;
             self.logs.retain(|(c, _), _| c != name);
             self.dirs.remove(name)?;
@@ -605,6 +615,7 @@ impl Multinode {
         };
         if self.nodes.get(&node) == Some(&peer) {
             self.nodes.remove(&node);
+            self.peer_cache.clear();
         }
         info!("node {} disconnected", show(&node));
         self.ip_locks.retain(|_, n| *n != node);
@@ -814,6 +825,7 @@ impl Multinode {
             p.xmlrpc = Some((init.xmlrpc_host.to_vec(), init.xmlrpc_port));
         }
         self.nodes.insert(node.clone(), peer);
+        self.peer_cache.clear();
         let first_time = self.seen_nodes.insert(node.clone());
         let names: Vec<Vec<u8>> = self.collections.keys().cloned().collect();
         for name in names {

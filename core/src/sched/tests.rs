@@ -841,3 +841,79 @@ fn questions_lost_with_the_multinode_are_asked_again_when_it_is_back() {
     // The active site's lock is claimed again too (a restarted multinode has none).
     assert_eq!(asked, ["dns www.a.com", "start 10.0.0.1", "start 10.0.0.2"]);
 }
+
+/// The URIs forwarded in `out` as CMD_UM_URI, with the peer each went to.
+fn forwarded_uris(out: Outbox<u64>) -> Vec<(u64, Vec<u8>)> {
+    decoded(out)
+        .into_iter()
+        .filter_map(|(to, _, m)| match m {
+            Message::CmdUmUri(u) => Some((to, u.entry.uri.uri.to_vec())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn uri_msg(uri: &str) -> Message<'static> {
+    Message::CmdUmUri(UriMsg {
+        collection: b("c"),
+        entry: CrawlQueueEntry::new(UriStructure::unparsed(b(uri))),
+    })
+}
+
+#[test]
+fn a_routed_site_follows_its_node_to_a_new_connection() {
+    // 3.2.5.5 step 2: an entry goes to the node its site is routed to, over that node's
+    // connection as it is now (the pump remembers attribute -> connection between entries).
+    let dir = tmp("mn-reconnect");
+    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    m.add_collection(b"c", config(&[], None)).unwrap();
+    register_two_nodes(&mut m);
+    for uri in ["http://www.a.com/1", "http://www.a.com/2"] {
+        m.handle_message(2, uri_msg(uri), 0).unwrap();
+    }
+    m.pump(0).unwrap();
+    let sent = forwarded_uris(m.take_output());
+    assert_eq!(
+        sent,
+        vec![
+            (1, b"http://www.a.com/1".to_vec()),
+            (1, b"http://www.a.com/2".to_vec())
+        ],
+        "a.com routed to n1 (fewest routes, smallest id)"
+    );
+    // n1 goes away: its entries wait, none is sent to the closed connection.
+    m.peer_closed(1).unwrap();
+    m.take_output();
+    m.handle_message(2, uri_msg("http://www.a.com/3"), 0)
+        .unwrap();
+    m.pump(0).unwrap();
+    assert!(forwarded_uris(m.take_output()).is_empty());
+    // n1 comes back on another connection: the route holds, the new connection gets them.
+    m.peer_connected(7);
+    let init = Message::CmdUmInit(Init {
+        node_id: b("n1"),
+        xmlrpc_host: b("h"),
+        xmlrpc_port: 1,
+    });
+    m.handle_message(7, init, 0).unwrap();
+    m.handle_message(
+        7,
+        Message::CmdUmLastRoute(CollectionOnly { collection: b("c") }),
+        0,
+    )
+    .unwrap();
+    m.handle_message(2, uri_msg("http://www.a.com/4"), 0)
+        .unwrap();
+    for _ in 0..3 {
+        m.pump(0).unwrap();
+    }
+    let mut sent = forwarded_uris(m.take_output());
+    sent.sort();
+    assert_eq!(
+        sent,
+        vec![
+            (7, b"http://www.a.com/3".to_vec()),
+            (7, b"http://www.a.com/4".to_vec())
+        ]
+    );
+}

@@ -4,23 +4,31 @@
 //! frame as it came. The hot path allocates nothing per entry.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use log::warn;
 
-use super::{owned, show, Multinode, SchedError};
+use super::{owned, show, Multinode, PeerId, SchedError};
 use crate::frame::{self, Priority};
 use crate::msg::{AddRoute, CrawlQueueEntry, Message, UriMsg};
 use crate::routing::{crawl_site_ref, routing_attribute, site_host};
 
-/// Sites whose routing attribute is remembered.
+/// Sites whose routing attribute is remembered, and routing attributes whose node connection
+/// is remembered (per collection).
 const ATTR_CACHE_MAX: usize = 1 << 20;
+/// Records a pump step takes from a crawl queue before routing them.
+const PUMP_CHUNK: u64 = 1024;
+
+/// Routing attribute -> connection of its node, for one collection (see `Multinode::peer_cache`).
+pub(super) type PeerCache = HashMap<Box<[u8]>, PeerId, foldhash::fast::RandomState>;
 
 /// A record of the multinode scheduler's crawl queues: `[urgent u8][attr len u16][attr]
 /// [site len u16][site][frame body]`, so that routing reads no marshal and forwarding copies the
 /// frame body as it came.
 struct RouteRecord<'a> {
-    attr: &'a str,
-    site: &'a str,
+    attr: &'a [u8],
+    /// UTF-8 when written; checked only when a new site is routed.
+    site: &'a [u8],
     body: &'a [u8],
 }
 
@@ -40,14 +48,14 @@ impl<'a> RouteRecord<'a> {
 
     fn parse(rec: &'a [u8]) -> Option<RouteRecord<'a>> {
         let (&_urgent, mut p) = rec.split_first()?;
-        let mut field = || -> Option<&'a str> {
+        let mut field = || -> Option<&'a [u8]> {
             if p.len() < 2 {
                 return None;
             }
             let n = u16::from_le_bytes([p[0], p[1]]) as usize;
             let f = p.get(2..2 + n)?;
             p = &p[2 + n..];
-            std::str::from_utf8(f).ok()
+            Some(f)
         };
         let attr = field()?;
         let site = field()?;
@@ -127,11 +135,6 @@ impl Multinode {
         if self.attr_cache.len() > ATTR_CACHE_MAX {
             self.attr_cache.clear();
         }
-        if !self.attr_cache.contains_key(&*site) {
-            self.attr_cache
-                .insert(site.to_string(), routing_attribute(&site));
-        }
-        let attr = &self.attr_cache[&*site];
         let mut encoded = Vec::new();
         let body = match body {
             Some(b) => b,
@@ -149,7 +152,14 @@ impl Multinode {
                 &encoded[4..]
             }
         };
-        RouteRecord::encode(urgent, attr, &site, body, rec);
+        match self.attr_cache.get(&*site) {
+            Some(attr) => RouteRecord::encode(urgent, attr, &site, body, rec),
+            None => {
+                let attr = routing_attribute(&site);
+                RouteRecord::encode(urgent, &attr, &site, body, rec);
+                self.attr_cache.insert(site.into_owned(), attr);
+            }
+        }
         true
     }
 
@@ -175,22 +185,40 @@ impl Multinode {
         let came_in = self.counters.uris_received - self.received_at_pump;
         self.received_at_pump = self.counters.uris_received;
         let budget = (self.opts.pump_budget as u64).max(came_in);
-        let mut rec = std::mem::take(&mut self.record);
+        // Taken out for the pump and put back (an error stops the role: nothing to put back).
+        let (mut chunk, mut ends) = std::mem::take(&mut self.chunk);
         for name in names {
-            for _ in 0..budget {
+            let mut cache = self.peer_cache.remove(&name).unwrap_or_default();
+            if cache.len() > ATTR_CACHE_MAX {
+                cache.clear();
+            }
+            let mut left = budget;
+            while left > 0 {
+                // A chunk of records with one collection lookup, then each routed.
+                chunk.clear();
+                ends.clear();
                 let c = self.collections.get_mut(&name).expect("listed above");
-                rec.clear();
-                if c.queue
-                    .pop_front_with(|r| rec.extend_from_slice(r))?
-                    .is_none()
+                while (ends.len() as u64) < left.min(PUMP_CHUNK)
+                    && c.queue
+                        .pop_front_with(|r| chunk.extend_from_slice(r))?
+                        .is_some()
                 {
+                    ends.push(chunk.len());
+                }
+                if ends.is_empty() {
                     break;
                 }
-                taken += 1;
-                self.route(&name, &rec, now)?;
+                left -= ends.len() as u64;
+                taken += ends.len();
+                let mut start = 0;
+                for &end in &ends {
+                    self.route(&name, &chunk[start..end], now, &mut cache)?;
+                    start = end;
+                }
             }
+            self.peer_cache.insert(name, cache);
         }
-        self.record = rec;
+        self.chunk = (chunk, ends);
         if self.counters.routes_made != routes_before {
             // 3.2.5.5 step 2.1: a routing decision persists before anyone hears of it (the frames
             // of this batch are sent after this returns).
@@ -199,23 +227,39 @@ impl Multinode {
         Ok(taken)
     }
 
-    fn route(&mut self, name: &[u8], rec: &[u8], now: i64) -> Result<(), SchedError> {
+    fn route(
+        &mut self,
+        name: &[u8],
+        rec: &[u8],
+        now: i64,
+        cache: &mut PeerCache,
+    ) -> Result<(), SchedError> {
         let Some(r) = RouteRecord::parse(rec) else {
             self.counters.uris_unroutable += 1;
             warn!("collection {}: unreadable queue record dropped", show(name));
             return Ok(());
         };
-        let (attr, site) = (r.attr, r.site);
+        if let Some(&peer) = cache.get(r.attr) {
+            frame::encode_raw_body(r.body, self.out.bulk(peer));
+            self.counters.uris_forwarded += 1;
+            return Ok(());
+        }
+        let attr = r.attr;
         // A known route: the node's connection, if it is connected.
         let known = self
             .routing
-            .get(name, attr.as_bytes())
+            .get(name, attr)
             .map(|n| self.nodes.get(n).copied());
         let peer = match known {
             Some(peer) => peer,
             None => {
+                let Ok(site) = std::str::from_utf8(r.site) else {
+                    self.counters.uris_unroutable += 1;
+                    warn!("collection {}: unreadable queue record dropped", show(name));
+                    return Ok(());
+                };
                 let n = self.choose_node();
-                self.routing.set(name, attr.as_bytes(), &n);
+                self.routing.set(name, attr, &n);
                 self.counters.routes_made += 1;
                 let host = site_host(site).to_string();
                 let (addrinfo, ttl) = match self.dns.get(host.as_bytes(), now) {
@@ -233,7 +277,7 @@ impl Multinode {
                 let m = Message::CmdUmAddRoute(AddRoute {
                     collection: owned(name),
                     node_id: owned(&n),
-                    routing_attr: owned(attr.as_bytes()),
+                    routing_attr: owned(attr),
                     site: owned(site.as_bytes()),
                     addrinfo,
                     ttl,
@@ -246,6 +290,7 @@ impl Multinode {
             Some(peer) => {
                 frame::encode_raw_body(r.body, self.out.bulk(peer));
                 self.counters.uris_forwarded += 1;
+                cache.insert(attr.into(), peer);
             }
             None => {
                 let c = self.collections.get_mut(name).expect("routing a known one");
