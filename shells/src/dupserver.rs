@@ -1,12 +1,12 @@
 //! `crawlfleet dupserver` and `crawlfleet dupreplica`: the duplicate server and its replica
 //! (MS-FSCMT 3.3, 3.4), wiring `core::dupserver` to the event loop.
 //!
-//! One thread takes every event the loop has ready and feeds it to the state machine, then writes
-//! the write-ahead log once for the whole batch and hands the batch's replies to a second thread,
+//! One thread takes the events the loop has ready, two at a time, and feeds them to the state
+//! machine, then writes the write-ahead log for them and hands their replies to a second thread,
 //! the syncer, which sends them only after its fdatasync of the log returned (group commit,
-//! pipelined: while the syncer waits for the disk, the first thread handles the next batch, and
-//! every batch written meanwhile shares the next fdatasync). Frames to the replica leave at once
-//! (see `crawlfleet_core::dupserver`).
+//! pipelined: while the syncer waits for the disk, the first thread handles the next events, and
+//! every batch written meanwhile shares the next fdatasync). Frames to the replica leave after
+//! every event, before the commit (see `crawlfleet_core::dupserver`).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
