@@ -515,23 +515,27 @@ fn refresh_duplicate_server_messages_and_statistics() {
     );
 }
 
-/// Registers nodes n1 (peer 1) and n2 (peer 2), each answering CMD_UM_ASK_ROUTE for "c" at once.
+/// Registers node `id` on connection `peer`, answering CMD_UM_ASK_ROUTE for "c" at once.
+fn register_node(m: &mut Multinode, peer: u64, id: &str) {
+    m.peer_connected(peer);
+    let init = Message::CmdUmInit(Init {
+        node_id: b(id),
+        xmlrpc_host: b("h"),
+        xmlrpc_port: 1,
+    });
+    m.handle_message(peer, init, 0).unwrap();
+    m.handle_message(
+        peer,
+        Message::CmdUmLastRoute(CollectionOnly { collection: b("c") }),
+        0,
+    )
+    .unwrap();
+}
+
+/// Registers nodes n1 (peer 1) and n2 (peer 2).
 fn register_two_nodes(m: &mut Multinode) {
-    for (peer, id) in [(1, "n1"), (2, "n2")] {
-        m.peer_connected(peer);
-        let init = Message::CmdUmInit(Init {
-            node_id: b(id),
-            xmlrpc_host: b("h"),
-            xmlrpc_port: 1,
-        });
-        m.handle_message(peer, init, 0).unwrap();
-        m.handle_message(
-            peer,
-            Message::CmdUmLastRoute(CollectionOnly { collection: b("c") }),
-            0,
-        )
-        .unwrap();
-    }
+    register_node(m, 1, "n1");
+    register_node(m, 2, "n2");
 }
 
 #[test]
@@ -889,19 +893,7 @@ fn a_routed_site_follows_its_node_to_a_new_connection() {
     m.pump(0).unwrap();
     assert!(forwarded_uris(m.take_output()).is_empty());
     // n1 comes back on another connection: the route holds, the new connection gets them.
-    m.peer_connected(7);
-    let init = Message::CmdUmInit(Init {
-        node_id: b("n1"),
-        xmlrpc_host: b("h"),
-        xmlrpc_port: 1,
-    });
-    m.handle_message(7, init, 0).unwrap();
-    m.handle_message(
-        7,
-        Message::CmdUmLastRoute(CollectionOnly { collection: b("c") }),
-        0,
-    )
-    .unwrap();
+    register_node(&mut m, 7, "n1");
     m.handle_message(2, uri_msg("http://www.a.com/4"), 0)
         .unwrap();
     for _ in 0..3 {
