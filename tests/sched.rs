@@ -170,6 +170,25 @@ fn the_first_frame_must_be_init_and_node_ids_are_unique() {
     wait_for(&mut n1, "KEEPALIVE_ACK", |m| {
         *m == Message::CmdUmKeepaliveAck
     });
+    // A registered node's undecodable frames (bad marshal; a valid marshal that is not a frame
+    // tuple) are refused and logged by the scheduler, which keeps serving the node.
+    n1.stream.write_all(b"\x00\x00\x00\x03abc").unwrap();
+    n1.stream
+        .write_all(b"\x00\x00\x00\x05i\x01\x00\x00\x00")
+        .unwrap();
+    n1.send(&Message::CmdUmKeepalive);
+    wait_for(&mut n1, "KEEPALIVE_ACK after undecodable frames", |m| {
+        *m == Message::CmdUmKeepaliveAck
+    });
+    // A length beyond the frame limit closes that connection only, before its body arrives.
+    n1.stream.write_all(&u32::MAX.to_be_bytes()).unwrap();
+    let gone = (0..100).any(|_| n1.recv().is_none());
+    assert!(gone, "an oversized length closes the connection");
+    let (mut n2, _) = register(mn.addr(), "n2");
+    n2.send(&Message::CmdUmKeepalive);
+    wait_for(&mut n2, "KEEPALIVE_ACK from n2", |m| {
+        *m == Message::CmdUmKeepaliveAck
+    });
 }
 
 use std::io::Write;

@@ -106,25 +106,49 @@ impl FscmtFraming {
 
 impl Framing for FscmtFraming {
     fn next(&mut self, buf: &[u8]) -> Result<Next, FramingError> {
-        match frame::split(buf, &self.limits)? {
-            Some((body, consumed)) => {
-                let priority = frame::scan_body(body, &self.limits)?;
-                Ok(Next::Message(MessageMeta {
-                    len: consumed,
-                    body: frame::HEADER_LEN..consumed,
-                    priority,
-                }))
-            }
-            None => {
-                let needed = match buf.get(..frame::HEADER_LEN) {
-                    // `split` has checked the announced length against the limit.
-                    Some(h) => {
-                        frame::HEADER_LEN + u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize
-                    }
-                    None => frame::HEADER_LEN,
-                };
-                Ok(Next::Incomplete { needed })
-            }
+        cut_fscmt(buf, &self.limits, |body| {
+            Ok(frame::scan_body(body, &self.limits)?)
+        })
+    }
+}
+
+/// FSCMT framing by the length header alone (MS-FSCMT 2.2.1; the header is checked against
+/// `limits.max_size` before the body is awaited, as in [`FscmtFraming`]), for a role that decodes
+/// every frame itself and refuses an undecodable one on its own terms: the loop then reads each
+/// body once instead of twice. Every message is reported at [`Priority::Normal`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FscmtLengthFraming {
+    /// `max_size` bounds a frame body.
+    pub limits: Limits,
+}
+
+impl Framing for FscmtLengthFraming {
+    fn next(&mut self, buf: &[u8]) -> Result<Next, FramingError> {
+        cut_fscmt(buf, &self.limits, |_| Ok(Priority::Normal))
+    }
+}
+
+/// Cuts the FSCMT frame at the front of `buf`; `priority` checks a whole frame's body.
+fn cut_fscmt(
+    buf: &[u8],
+    limits: &Limits,
+    priority: impl FnOnce(&[u8]) -> Result<Priority, FramingError>,
+) -> Result<Next, FramingError> {
+    match frame::split(buf, limits)? {
+        Some((body, consumed)) => Ok(Next::Message(MessageMeta {
+            len: consumed,
+            body: frame::HEADER_LEN..consumed,
+            priority: priority(body)?,
+        })),
+        None => {
+            let needed = match buf.get(..frame::HEADER_LEN) {
+                // `split` has checked the announced length against the limit.
+                Some(h) => {
+                    frame::HEADER_LEN + u32::from_be_bytes([h[0], h[1], h[2], h[3]]) as usize
+                }
+                None => frame::HEADER_LEN,
+            };
+            Ok(Next::Incomplete { needed })
         }
     }
 }
@@ -184,6 +208,43 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "frame length 100000000 exceeds the limit of 67108864 bytes"
+        );
+    }
+
+    #[test]
+    fn length_framing_cuts_by_the_header_only_and_keeps_the_limit() {
+        let mut buf = frame(Priority::High);
+        let first = buf.len();
+        buf.extend_from_slice(&5u32.to_be_bytes());
+        buf.extend_from_slice(b"\xffjunk");
+        let mut f = FscmtLengthFraming::default();
+        assert_eq!(
+            f.next(&buf),
+            Ok(Next::Message(MessageMeta {
+                len: first,
+                body: 4..first,
+                priority: Priority::Normal
+            }))
+        );
+        // The body is the role's to decode (and refuse).
+        assert_eq!(
+            f.next(&buf[first..]),
+            Ok(Next::Message(MessageMeta {
+                len: 9,
+                body: 4..9,
+                priority: Priority::Normal
+            }))
+        );
+        assert_eq!(
+            f.next(&buf[first..first + 6]),
+            Ok(Next::Incomplete { needed: 9 })
+        );
+        assert_eq!(
+            f.next(&100_000_000u32.to_be_bytes()),
+            Err(FramingError::Oversized {
+                len: 100_000_000,
+                limit: Limits::DEFAULT_MAX_SIZE
+            })
         );
     }
 

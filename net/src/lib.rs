@@ -72,6 +72,6 @@ pub use builder::{BuildError, Builder, LoopError, Spawned, DEFAULT_EVENT_CAPACIT
 pub use crawlfleet_core::frame::Priority;
 pub use event::{CloseReason, Event, FrameBatch, Frames, IoFailure, Unsent};
 pub use event_loop::EventLoop;
-pub use framing::{Framing, FramingError, FscmtFraming, MessageMeta, Next};
+pub use framing::{Framing, FramingError, FscmtFraming, FscmtLengthFraming, MessageMeta, Next};
 pub use handle::{Handle, LoopStopped};
 pub use ids::{ConnId, LinkId, ListenerId, TimerId};

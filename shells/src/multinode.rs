@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crawlfleet_core::marshal::Value;
 use crawlfleet_core::sched::multinode::{Multinode, MultinodeOptions};
 use crawlfleet_core::sched::{Outbox, PeerId};
-use crawlfleet_net::{ConnId, Event, EventLoop, Handle, Priority, TimerId};
+use crawlfleet_net::{ConnId, Event, EventLoop, FscmtLengthFraming, Handle, Priority, TimerId};
 use crossbeam_channel::select;
 use log::{error, info, warn};
 
@@ -138,7 +138,11 @@ pub fn run_with(
         sm.add_collection(name.as_bytes(), dict)
             .map_err(|e| format!("collection {name}: {e}"))?;
     }
+    // The scheduler decodes every frame (the URI hot path once, on its own thread) and refuses
+    // an undecodable one itself (3.2.5.1: closing an unregistered connection), so the loop only
+    // cuts frames by their length.
     let spawned = EventLoop::builder()
+        .framing(FscmtLengthFraming::default())
         .listen(args.listen)
         .thread_name("multinode-loop")
         .spawn()
