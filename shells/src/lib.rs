@@ -44,6 +44,7 @@ pub fn announce(line: std::fmt::Arguments<'_>) {
 /// The whole program: logging, the command line, one subcommand.
 pub fn main() -> ExitCode {
     use clap::Parser;
+    tune_allocator();
     let cli = cli::Cli::parse();
     // `up` draws a progress line: only warnings unless RUST_LOG asks for more.
     init_logging_at(if matches!(cli.command, cli::Command::Up(_)) {
@@ -52,6 +53,32 @@ pub fn main() -> ExitCode {
         "info"
     });
     run(cli)
+}
+
+/// Keeps glibc's allocator from handing memory back to the kernel after every batch. The roles
+/// pass frame buffers of hundreds of KiB between threads (a routing thread fills one per node,
+/// the event loop writes and frees it): by default glibc serves each from a fresh mmap, or trims
+/// the heap top when it is freed, and every page is faulted in and zeroed again the next time.
+/// Measured on the multinode scheduler routing 1 M URIs: its routing thread's system time fell
+/// from 0.43-0.66 s to 0.18-0.20 s. The cost is that the heap keeps its peak size, up to the trim
+/// threshold, until the process exits.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        for (param, value) in [
+            // Blocks below 32 MiB come from the heap, not from a mmap of their own.
+            (libc::M_MMAP_THRESHOLD, 32 << 20),
+            // A heap shrinks only when more than 512 MiB at its top are free...
+            (libc::M_TRIM_THRESHOLD, 512 << 20),
+            // ... and grows 64 MiB beyond each need, so growth is rare.
+            (libc::M_TOP_PAD, 64 << 20),
+        ] {
+            // SAFETY: mallopt only sets allocator parameters; it is called before any thread
+            // starts and with parameters glibc documents for it. A refusal (0) leaves glibc's
+            // default in place, which is correct, only slower.
+            unsafe { libc::mallopt(param, value) };
+        }
+    }
 }
 
 /// Sends `log` records to stderr; `RUST_LOG` overrides the default level (info).
