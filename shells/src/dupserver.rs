@@ -96,6 +96,30 @@ fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>, sha
     }
 }
 
+/// The connection of `peer`; None, logged, when it has closed (its frames are dropped).
+fn conn_of(conns: &HashMap<PeerId, ConnId>, peer: PeerId) -> Option<ConnId> {
+    let conn = conns.get(&peer).copied();
+    if conn.is_none() {
+        warn!("dropping frames to a closed connection");
+    }
+    conn
+}
+
+/// Sends frames that need no commit (those to the replica, and answers whose records are
+/// durable already). Err when the event loop has stopped.
+fn send_now(
+    handle: &Handle,
+    conns: &HashMap<PeerId, ConnId>,
+    frames: Vec<(PeerId, Vec<u8>)>,
+) -> Result<(), ()> {
+    for (peer, bytes) in frames {
+        if let Some(conn) = conn_of(conns, peer) {
+            handle.send(conn, Priority::Normal, bytes).map_err(|_| ())?;
+        }
+    }
+    Ok(())
+}
+
 /// Checks the data directory is usable before anything listens.
 fn open_stores(dir: &Path) -> Result<DupStores, String> {
     if dir.exists() && !dir.is_dir() {
@@ -210,15 +234,8 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
                     for (_, body) in batch.iter() {
                         sm.handle_frame(peer, body);
                     }
-                    for (to, bytes) in sm.take_direct() {
-                        match conns.get(&to) {
-                            Some(&conn) => {
-                                if handle.send(conn, Priority::Normal, bytes).is_err() {
-                                    return Err(stopped_by_syncer(&failed_rx));
-                                }
-                            }
-                            None => warn!("dropping frames to a closed connection"),
-                        }
+                    if send_now(&handle, &conns, sm.take_direct()).is_err() {
+                        return Err(stopped_by_syncer(&failed_rx));
                     }
                 }
                 Event::Closed { conn, reason, .. } => {
@@ -261,13 +278,7 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
                 return Err(format!("cannot write the log: {e}"));
             }
         };
-        let conn_of = |peer: PeerId| {
-            let conn = conns.get(&peer).copied();
-            if conn.is_none() {
-                warn!("dropping frames to a closed connection");
-            }
-            conn
-        };
+        let conn_of = |peer: PeerId| conn_of(&conns, peer);
         // Answers released by the replica wait only for the batch that holds their records:
         // sent now when it is durable already (the usual case: the local fdatasync ran while
         // the replica synced), else after the sync of that batch's point. A point of an older
@@ -303,12 +314,8 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
         if forwarded {
             points.push_back((out.batch, out.sync.clone()));
         }
-        for (peer, bytes) in now {
-            if let Some(conn) = conn_of(peer) {
-                if handle.send(conn, Priority::Normal, bytes).is_err() {
-                    return Err(stopped_by_syncer(&failed_rx));
-                }
-            }
+        if send_now(&handle, &conns, now).is_err() {
+            return Err(stopped_by_syncer(&failed_rx));
         }
         let frames: Vec<(ConnId, Vec<u8>)> = out
             .after_sync

@@ -452,14 +452,7 @@ fn decode_uri<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, Message<
             extra: Vec::new(),
         },
     };
-    Some((
-        priority,
-        if urgent {
-            Message::CmdUmUriUrg(u)
-        } else {
-            Message::CmdUmUri(u)
-        },
-    ))
+    Some((priority, u.into_message(urgent)))
 }
 
 #[cfg(test)]

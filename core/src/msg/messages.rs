@@ -27,6 +27,17 @@ pub struct UriMsg<'a> {
     pub entry: CrawlQueueEntry<'a>,
 }
 
+impl<'a> UriMsg<'a> {
+    /// As CMD_UM_URI_URG when `urgent`, else CMD_UM_URI.
+    pub fn into_message(self, urgent: bool) -> Message<'a> {
+        if urgent {
+            Message::CmdUmUriUrg(self)
+        } else {
+            Message::CmdUmUri(self)
+        }
+    }
+}
+
 /// CMD_ADM_CONF_SUSPEND (2.2.3.5).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfSuspend<'a> {

@@ -272,15 +272,11 @@ impl NodeScheduler {
             queue_local(c, entry, urgent)?;
         } else {
             c.counters.uris_forwarded += 1;
-            let u = UriMsg {
+            let m = UriMsg {
                 collection: Cow::Borrowed(name),
                 entry: entry.clone(),
-            };
-            let m = if urgent {
-                Message::CmdUmUriUrg(u)
-            } else {
-                Message::CmdUmUri(u)
-            };
+            }
+            .into_message(urgent);
             self.send_multinode(Priority::Normal, &m);
             self.remember_forward();
         }

@@ -139,15 +139,11 @@ impl Multinode {
         let body = match body {
             Some(b) => b,
             None => {
-                let u = UriMsg {
+                let m = UriMsg {
                     collection: Cow::Borrowed(collection),
                     entry: entry.clone(),
-                };
-                let m = if urgent {
-                    Message::CmdUmUriUrg(u)
-                } else {
-                    Message::CmdUmUri(u)
-                };
+                }
+                .into_message(urgent);
                 frame::encode_message(&m, Priority::Normal, &mut encoded);
                 &encoded[4..]
             }
