@@ -59,7 +59,9 @@ impl<D> Outbox<D> {
         let i = match self.bulk.iter().position(|(d, _)| *d == to) {
             Some(i) => i,
             None => {
-                self.bulk.push((to, Vec::new()));
+                // Room for a few hundred forwarded entries at once: a buffer grown by doubling
+                // copies itself over and over while the pump fills it.
+                self.bulk.push((to, Vec::with_capacity(BULK_START)));
                 self.bulk.len() - 1
             }
         };
@@ -74,6 +76,9 @@ impl<D> Outbox<D> {
             && self.lookups.is_empty()
     }
 }
+
+/// The capacity a bulk buffer starts with.
+const BULK_START: usize = 64 << 10;
 
 /// Queue records carry one byte before the marshalled crawl queue entry: whether the entry came
 /// urgent (CMD_UM_URI_URG), so that the multinode scheduler forwards it urgent too.

@@ -909,3 +909,65 @@ fn a_routed_site_follows_its_node_to_a_new_connection() {
         ]
     );
 }
+
+/// `m` handed `msg` as the frame body it would arrive in.
+fn handle_as_frame(m: &mut Multinode, peer: u64, msg: &Message<'_>) {
+    let mut bytes = Vec::new();
+    frame::encode_message(msg, Priority::Normal, &mut bytes);
+    m.handle_frame(peer, &bytes[4..], 0).unwrap();
+}
+
+#[test]
+fn an_entry_goes_straight_to_its_node_only_when_nothing_waits_before_it() {
+    // 3.2.5.5: an entry is enqueued at the back of the crawl queue and forwarded when extracted.
+    // With the queue empty and its site's node known, the multinode scheduler forwards it at
+    // once; a new site, or entries already waiting, keep the queue's order.
+    let dir = tmp("mn-direct");
+    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    m.add_collection(b"c", config(&[], None)).unwrap();
+    register_node(&mut m, 1, "n1");
+    m.take_output();
+    // A new site waits for the pump's routing decision.
+    handle_as_frame(&mut m, 1, &uri_msg("http://www.a.com/1"));
+    assert!(forwarded_uris(m.take_output()).is_empty());
+    m.pump(0).unwrap();
+    let sent = forwarded_uris(m.take_output());
+    assert_eq!(sent, vec![(1, b"http://www.a.com/1".to_vec())]);
+    // Routed, queue empty: forwarded as it is handled.
+    handle_as_frame(&mut m, 1, &uri_msg("http://www.a.com/2"));
+    let sent = forwarded_uris(m.take_output());
+    assert_eq!(sent, vec![(1, b"http://www.a.com/2".to_vec())]);
+    // A new site queued first: the routed site's entry waits behind it.
+    handle_as_frame(&mut m, 1, &uri_msg("http://www.b.com/1"));
+    handle_as_frame(&mut m, 1, &uri_msg("http://www.a.com/3"));
+    assert!(forwarded_uris(m.take_output()).is_empty());
+    assert_eq!(m.pump(0).unwrap(), 2);
+    let sent = forwarded_uris(m.take_output());
+    assert_eq!(
+        sent,
+        vec![
+            (1, b"http://www.b.com/1".to_vec()),
+            (1, b"http://www.a.com/3".to_vec())
+        ]
+    );
+    // While the node's routes are being rebuilt (a node registered and has not answered
+    // CMD_UM_LAST_ROUTE), entries wait in the queue.
+    m.peer_connected(2);
+    let init = Message::CmdUmInit(Init {
+        node_id: b("n2"),
+        xmlrpc_host: b("h"),
+        xmlrpc_port: 1,
+    });
+    m.handle_message(2, init, 0).unwrap();
+    m.take_output();
+    handle_as_frame(&mut m, 1, &uri_msg("http://www.a.com/4"));
+    m.pump(0).unwrap();
+    assert!(forwarded_uris(m.take_output()).is_empty());
+    let last = Message::CmdUmLastRoute(CollectionOnly { collection: b("c") });
+    m.handle_message(2, last, 0).unwrap();
+    m.pump(0).unwrap();
+    let sent = forwarded_uris(m.take_output());
+    assert_eq!(sent, vec![(1, b"http://www.a.com/4".to_vec())]);
+    let c = m.counters();
+    assert_eq!((c.uris_received, c.uris_forwarded), (5, 5));
+}

@@ -19,8 +19,28 @@ const ATTR_CACHE_MAX: usize = 1 << 20;
 /// Records a pump step takes from a crawl queue before routing them.
 const PUMP_CHUNK: u64 = 1024;
 
-/// Routing attribute -> connection of its node, for one collection (see `Multinode::peer_cache`).
-pub(super) type PeerCache = HashMap<Box<[u8]>, PeerId, foldhash::fast::RandomState>;
+type FastMap<V> = HashMap<Box<[u8]>, V, foldhash::fast::RandomState>;
+
+/// Where one collection's routed entries go, remembered (see `Multinode::peer_cache`).
+#[derive(Default)]
+pub(super) struct PeerCache {
+    /// Routing attribute -> the connection of its node (the pump's lookup).
+    by_attr: FastMap<PeerId>,
+    /// Crawl site -> the connection of its node: an entry arriving while the queue is empty
+    /// goes straight to its node with this one lookup (see `Multinode::on_uri`).
+    by_site: FastMap<PeerId>,
+}
+
+impl PeerCache {
+    fn len(&self) -> usize {
+        self.by_attr.len().max(self.by_site.len())
+    }
+
+    fn clear(&mut self) {
+        self.by_attr.clear();
+        self.by_site.clear();
+    }
+}
 
 /// A record of the multinode scheduler's crawl queues: `[urgent u8][attr len u16][attr]
 /// [site len u16][site][frame body]`, so that routing reads no marshal and forwarding copies the
@@ -84,8 +104,43 @@ impl Multinode {
                 Ok(())
             }
             Some(c) if c.removing.is_some() => Ok(()),
-            Some(_) => self.queue_entry(&u.collection, &u.entry, urgent, body),
+            Some(c) => {
+                let Some(site) = crawl_site_ref(&u.entry.uri.uri) else {
+                    self.unroutable(&u.collection, &u.entry.uri.uri);
+                    return Ok(());
+                };
+                // 3.2.5.5: an entry enqueued at the back of an empty crawl queue is the next one
+                // extracted. When the queue is empty and the site's node is known and connected,
+                // extracting and forwarding it at once is that same sequence without the copy
+                // in and out of the queue file. Anything else (a new site, a node away, routes
+                // being rebuilt, entries already waiting) goes through the queue, behind what
+                // waits there.
+                if let Some(body) =
+                    body.filter(|_| c.queue.is_empty() && c.awaiting_routes.is_empty())
+                {
+                    let known = self
+                        .peer_cache
+                        .get(u.collection.as_ref())
+                        .and_then(|pc| pc.by_site.get(site.as_bytes()).copied());
+                    if let Some(peer) = known {
+                        frame::encode_raw_body(body, self.out.bulk(peer));
+                        self.counters.uris_received += 1;
+                        self.counters.uris_forwarded += 1;
+                        return Ok(());
+                    }
+                }
+                self.queue_site_entry(&u.collection, &site, &u.entry, urgent, body)
+            }
         }
+    }
+
+    fn unroutable(&mut self, collection: &[u8], uri: &[u8]) {
+        self.counters.uris_unroutable += 1;
+        warn!(
+            "collection {}: no crawl site in {:?}; dropped",
+            show(collection),
+            show(uri)
+        );
     }
 
     /// Queues an entry of a known collection: back, or front when urgent.
@@ -96,42 +151,50 @@ impl Multinode {
         urgent: bool,
         body: Option<&[u8]>,
     ) -> Result<(), SchedError> {
+        match crawl_site_ref(&entry.uri.uri) {
+            Some(site) => self.queue_site_entry(name, &site, entry, urgent, body),
+            None => {
+                self.unroutable(name, &entry.uri.uri);
+                Ok(())
+            }
+        }
+    }
+
+    /// [`Multinode::queue_entry`] of an entry whose crawl site is `site`.
+    fn queue_site_entry(
+        &mut self,
+        name: &[u8],
+        site: &str,
+        entry: &CrawlQueueEntry<'_>,
+        urgent: bool,
+        body: Option<&[u8]>,
+    ) -> Result<(), SchedError> {
         // The record buffer is kept for its capacity; an error stops the role, so it is not
         // put back on that path.
         let mut rec = std::mem::take(&mut self.record);
-        if self.route_record(name, entry, urgent, body, &mut rec) {
-            let c = self.collections.get_mut(name).expect("a known collection");
-            if urgent {
-                c.queue.push_front(&rec)?;
-            } else {
-                c.queue.push_back(&rec)?;
-            }
-            self.counters.uris_received += 1;
+        self.route_record(name, site, entry, urgent, body, &mut rec);
+        let c = self.collections.get_mut(name).expect("a known collection");
+        if urgent {
+            c.queue.push_front(&rec)?;
+        } else {
+            c.queue.push_back(&rec)?;
         }
+        self.counters.uris_received += 1;
         self.record = rec;
         Ok(())
     }
 
     /// Writes the queue record of an entry into `rec`: its crawl site and routing attribute,
-    /// worked out once, and the frame body to forward. False (logged, counted) when the URI has
-    /// no crawl site.
+    /// worked out once, and the frame body to forward.
     fn route_record(
         &mut self,
         collection: &[u8],
+        site: &str,
         entry: &CrawlQueueEntry<'_>,
         urgent: bool,
         body: Option<&[u8]>,
         rec: &mut Vec<u8>,
-    ) -> bool {
-        let Some(site) = crawl_site_ref(&entry.uri.uri) else {
-            self.counters.uris_unroutable += 1;
-            warn!(
-                "collection {}: no crawl site in {:?}; dropped",
-                show(collection),
-                show(&entry.uri.uri)
-            );
-            return false;
-        };
+    ) {
         if self.attr_cache.len() > ATTR_CACHE_MAX {
             self.attr_cache.clear();
         }
@@ -148,15 +211,14 @@ impl Multinode {
                 &encoded[4..]
             }
         };
-        match self.attr_cache.get(&*site) {
-            Some(attr) => RouteRecord::encode(urgent, attr, &site, body, rec),
+        match self.attr_cache.get(site) {
+            Some(attr) => RouteRecord::encode(urgent, attr, site, body, rec),
             None => {
-                let attr = routing_attribute(&site);
-                RouteRecord::encode(urgent, &attr, &site, body, rec);
-                self.attr_cache.insert(site.into_owned(), attr);
+                let attr = routing_attribute(site);
+                RouteRecord::encode(urgent, &attr, site, body, rec);
+                self.attr_cache.insert(site.to_owned(), attr);
             }
         }
-        true
     }
 
     // ---- routing ----------------------------------------------------------------------------------
@@ -235,9 +297,12 @@ impl Multinode {
             warn!("collection {}: unreadable queue record dropped", show(name));
             return Ok(());
         };
-        if let Some(&peer) = cache.get(r.attr) {
+        if let Some(&peer) = cache.by_attr.get(r.attr) {
             frame::encode_raw_body(r.body, self.out.bulk(peer));
             self.counters.uris_forwarded += 1;
+            if !cache.by_site.contains_key(r.site) {
+                cache.by_site.insert(r.site.into(), peer);
+            }
             return Ok(());
         }
         let attr = r.attr;
@@ -286,7 +351,8 @@ impl Multinode {
             Some(peer) => {
                 frame::encode_raw_body(r.body, self.out.bulk(peer));
                 self.counters.uris_forwarded += 1;
-                cache.insert(attr.into(), peer);
+                cache.by_attr.insert(attr.into(), peer);
+                cache.by_site.insert(r.site.into(), peer);
             }
             None => {
                 let c = self.collections.get_mut(name).expect("routing a known one");
