@@ -176,7 +176,7 @@ pub struct Multinode {
     seen_nodes: BTreeSet<Vec<u8>>,
     dns: DnsCache,
     /// Hosts being resolved and who asked.
-    dns_waiting: HashMap<String, Vec<PeerId>>,
+    dns_waiting: HashMap<String, Vec<PeerId>, foldhash::fast::RandomState>,
     /// Crawl site IP addresses (3.2.1): IP -> the node crawling it.
     ip_locks: HashMap<Vec<u8>, Vec<u8>>,
     logs: HashMap<(Vec<u8>, &'static str), BufWriter<File>>,
@@ -191,8 +191,8 @@ pub struct Multinode {
     record: Vec<u8>,
     /// Records taken from a crawl queue by one pump step, back to back, and where each ends.
     chunk: (Vec<u8>, Vec<usize>),
-    /// Per collection, routing attribute -> the connection of the node it is routed to: one
-    /// lookup per routed entry instead of the routing database's and the node list's. Routes
+    /// Per collection, crawl site -> the connection of the node it is routed to: one lookup per
+    /// routed entry instead of the routing database's and the node list's. Routes
     /// only ever get added while a collection lives, so this is emptied only when the node list
     /// changes (a node's connection comes or goes) or a collection's routes are dropped.
     peer_cache: HashMap<Vec<u8>, route::PeerCache>,
@@ -267,7 +267,7 @@ impl Multinode {
             peers: HashMap::new(),
             nodes: BTreeMap::new(),
             seen_nodes: BTreeSet::new(),
-            dns_waiting: HashMap::new(),
+            dns_waiting: HashMap::default(),
             ip_locks: HashMap::new(),
             logs: HashMap::new(),
             attr_cache: HashMap::default(),

@@ -19,28 +19,10 @@ const ATTR_CACHE_MAX: usize = 1 << 20;
 /// Records a pump step takes from a crawl queue before routing them.
 const PUMP_CHUNK: u64 = 1024;
 
-type FastMap<V> = HashMap<Box<[u8]>, V, foldhash::fast::RandomState>;
-
-/// Where one collection's routed entries go, remembered (see `Multinode::peer_cache`).
-#[derive(Default)]
-pub(super) struct PeerCache {
-    /// Routing attribute -> the connection of its node (the pump's lookup).
-    by_attr: FastMap<PeerId>,
-    /// Crawl site -> the connection of its node: an entry arriving while the queue is empty
-    /// goes straight to its node with this one lookup (see `Multinode::on_uri`).
-    by_site: FastMap<PeerId>,
-}
-
-impl PeerCache {
-    fn len(&self) -> usize {
-        self.by_attr.len().max(self.by_site.len())
-    }
-
-    fn clear(&mut self) {
-        self.by_attr.clear();
-        self.by_site.clear();
-    }
-}
+/// Crawl site -> the connection of its node, for one collection (see `Multinode::peer_cache`):
+/// the pump's lookup for a queued entry, and the whole routing of an entry that arrives while
+/// the queue is empty (see `Multinode::on_uri`).
+pub(super) type PeerCache = HashMap<Box<[u8]>, PeerId, foldhash::fast::RandomState>;
 
 /// A record of the multinode scheduler's crawl queues: `[urgent u8][attr len u16][attr]
 /// [site len u16][site][frame body]`, so that routing reads no marshal and forwarding copies the
@@ -121,7 +103,7 @@ impl Multinode {
                     let known = self
                         .peer_cache
                         .get(u.collection.as_ref())
-                        .and_then(|pc| pc.by_site.get(site.as_bytes()).copied());
+                        .and_then(|pc| pc.get(site.as_bytes()).copied());
                     if let Some(peer) = known {
                         frame::encode_raw_body(body, self.out.bulk(peer));
                         self.counters.uris_received += 1;
@@ -297,12 +279,9 @@ impl Multinode {
             warn!("collection {}: unreadable queue record dropped", show(name));
             return Ok(());
         };
-        if let Some(&peer) = cache.by_attr.get(r.attr) {
+        if let Some(&peer) = cache.get(r.site) {
             frame::encode_raw_body(r.body, self.out.bulk(peer));
             self.counters.uris_forwarded += 1;
-            if !cache.by_site.contains_key(r.site) {
-                cache.by_site.insert(r.site.into(), peer);
-            }
             return Ok(());
         }
         let attr = r.attr;
@@ -351,8 +330,7 @@ impl Multinode {
             Some(peer) => {
                 frame::encode_raw_body(r.body, self.out.bulk(peer));
                 self.counters.uris_forwarded += 1;
-                cache.by_attr.insert(attr.into(), peer);
-                cache.by_site.insert(r.site.into(), peer);
+                cache.insert(r.site.into(), peer);
             }
             None => {
                 let c = self.collections.get_mut(name).expect("routing a known one");
