@@ -169,7 +169,8 @@ pub struct Multinode {
     dirs: CollectionDirs,
     routing: RoutingDb,
     collections: BTreeMap<Vec<u8>, Collection>,
-    peers: HashMap<PeerId, Peer>,
+    /// Looked up for every frame, as is `peer_cache`: hashed with foldhash.
+    peers: HashMap<PeerId, Peer, foldhash::fast::RandomState>,
     /// Registered node ids and their connections (3.2.1 node scheduler list).
     nodes: BTreeMap<Vec<u8>, PeerId>,
     /// Node ids that registered since this process started (asked for routes once).
@@ -195,7 +196,7 @@ pub struct Multinode {
     /// routed entry instead of the routing database's and the node list's. Routes
     /// only ever get added while a collection lives, so this is emptied only when the node list
     /// changes (a node's connection comes or goes) or a collection's routes are dropped.
-    peer_cache: HashMap<Vec<u8>, route::PeerCache>,
+    peer_cache: HashMap<Vec<u8>, route::PeerCache, foldhash::fast::RandomState>,
     out: Outbox<PeerId>,
 }
 
@@ -264,7 +265,7 @@ impl Multinode {
             dirs,
             routing,
             collections: BTreeMap::new(),
-            peers: HashMap::new(),
+            peers: HashMap::default(),
             nodes: BTreeMap::new(),
             seen_nodes: BTreeSet::new(),
             dns_waiting: HashMap::default(),
@@ -275,7 +276,7 @@ impl Multinode {
             received_at_pump: 0,
             record: Vec::new(),
             chunk: Default::default(),
-            peer_cache: HashMap::new(),
+            peer_cache: HashMap::default(),
             out: Outbox::new(),
         };
         for meta in m.dirs.load_all()? {
