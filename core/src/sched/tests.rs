@@ -515,8 +515,8 @@ fn refresh_duplicate_server_messages_and_statistics() {
     );
 }
 
-/// Registers node `id` on connection `peer`, answering CMD_UM_ASK_ROUTE for "c" at once.
-fn register_node(m: &mut Multinode, peer: u64, id: &str) {
+/// Connects node `id` on connection `peer` with its CMD_UM_INIT; its routes are not in yet.
+fn connect_node(m: &mut Multinode, peer: u64, id: &str) {
     m.peer_connected(peer);
     let init = Message::CmdUmInit(Init {
         node_id: b(id),
@@ -524,6 +524,11 @@ fn register_node(m: &mut Multinode, peer: u64, id: &str) {
         xmlrpc_port: 1,
     });
     m.handle_message(peer, init, 0).unwrap();
+}
+
+/// Registers node `id` on connection `peer`, answering CMD_UM_ASK_ROUTE for "c" at once.
+fn register_node(m: &mut Multinode, peer: u64, id: &str) {
+    connect_node(m, peer, id);
     m.handle_message(
         peer,
         Message::CmdUmLastRoute(CollectionOnly { collection: b("c") }),
@@ -612,13 +617,7 @@ fn relays_statistics_and_suspension() {
     // Suspension reaches every node and a node registering later.
     assert!(m.set_suspended(b"c", Some(4)).unwrap());
     assert_eq!(m.take_output().sends.len(), 2);
-    m.peer_connected(3);
-    let init = Message::CmdUmInit(Init {
-        node_id: b("n3"),
-        xmlrpc_host: b("h"),
-        xmlrpc_port: 1,
-    });
-    m.handle_message(3, init, 0).unwrap();
+    connect_node(&mut m, 3, "n3");
     let to3: Vec<_> = decoded(m.take_output())
         .into_iter()
         .map(|(_, _, x)| x.command())
@@ -952,13 +951,7 @@ fn an_entry_goes_straight_to_its_node_only_when_nothing_waits_before_it() {
     );
     // While the node's routes are being rebuilt (a node registered and has not answered
     // CMD_UM_LAST_ROUTE), entries wait in the queue.
-    m.peer_connected(2);
-    let init = Message::CmdUmInit(Init {
-        node_id: b("n2"),
-        xmlrpc_host: b("h"),
-        xmlrpc_port: 1,
-    });
-    m.handle_message(2, init, 0).unwrap();
+    connect_node(&mut m, 2, "n2");
     m.take_output();
     handle_as_frame(&mut m, 1, &uri_msg("http://www.a.com/4"));
     m.pump(0).unwrap();
