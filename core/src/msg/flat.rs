@@ -386,61 +386,95 @@ impl<'a> Cursor<'a> {
     }
 }
 
+impl<'a> Cursor<'a> {
+    /// A URI structure 14-tuple checked as [`Cursor::uri`] reads it, without building it;
+    /// gives entry 0, the URI.
+    fn skip_uri(&mut self) -> Option<&'a [u8]> {
+        if self.seq(tag::TUPLE)? != 14 {
+            return None;
+        }
+        let uri = self.string()?;
+        for _ in 0..3 {
+            self.string()?;
+        }
+        if self.buf.first()? == &tag::NONE {
+            self.take(1)?;
+        } else {
+            self.int()?;
+        }
+        for _ in 0..6 {
+            self.string()?;
+        }
+        self.int()?;
+        self.int()?;
+        self.string()?;
+        Some(uri)
+    }
+
+    /// A redirect 2-tuple: the URI redirected from and the kind.
+    fn redirect(&mut self) -> Option<(&'a [u8], i32)> {
+        if self.seq(tag::TUPLE)? != 2 {
+            return None;
+        }
+        Some((self.string()?, self.int()?))
+    }
+}
+
+/// The parts of a CMD_UM_URI / CMD_UM_URI_URG frame body that routing reads (2.2.4.3, 2.2.4.4),
+/// borrowed from the body. [`peek_uri`] gives them for exactly the bodies [`decode`] reads as
+/// these messages, without building the crawl queue entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UriPeek<'a> {
+    /// PKT_DSPECNAME.
+    pub collection: &'a [u8],
+    /// CMD_UM_URI_URG rather than CMD_UM_URI.
+    pub urgent: bool,
+    /// Entry 0 of the entry's URI structure: the URI.
+    pub uri: &'a [u8],
+}
+
+/// CMD_UM_URI / CMD_UM_URI_URG in the layout [`encode_dict`] writes, read as [`UriPeek`]: the
+/// multinode scheduler's routing reads these three and forwards the body as it came. `None`
+/// whenever [`decode`] would not give one of the two messages: every part is checked as
+/// [`decode_uri`] checks it, and none is built.
+pub fn peek_uri<'a>(body: &'a [u8], limits: &Limits) -> Option<UriPeek<'a>> {
+    let (mut c, collection, urgent) = uri_head(body, limits)?;
+    let uri = c.skip_uri()?;
+    c.skip_uri()?;
+    c.int()?;
+    c.int()?;
+    for _ in 0..redirect_count(&mut c, limits)? {
+        c.redirect()?;
+    }
+    uri_tail(&mut c)?;
+    Some(UriPeek {
+        collection,
+        urgent,
+        uri,
+    })
+}
+
 /// CMD_UM_URI / CMD_UM_URI_URG in the layout [`encode_dict`] writes: PKT_DSPECNAME, PKT_CMD,
 /// PKT_DATA, and an entry with `'s'` strings, `'i'` integers and an empty extra dict.
 fn decode_uri<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, Message<'a>)> {
-    // Containers: the frame tuple, its dict, the entry, a URI structure or the redirect list.
-    if body.len() > limits.max_size || limits.max_depth < 4 {
-        return None;
-    }
-    let mut c = Cursor { buf: body };
-    if c.take(6)? != b"(\x02\x00\x00\x00{" {
-        return None;
-    }
-    c.key(Key::CollectionName)?;
-    let collection = Cow::Borrowed(c.string()?);
-    c.key(Key::Cmd)?;
-    let urgent = match Command::from_i64(c.int()?.into())? {
-        Command::CmdUmUri => false,
-        Command::CmdUmUriUrg => true,
-        _ => return None,
-    };
-    c.key(Key::Data)?;
-    if c.seq(tag::TUPLE)? != 9 || c.string()? != CrawlQueueEntry::IDENTIFIER {
-        return None;
-    }
+    let (mut c, collection, urgent) = uri_head(body, limits)?;
     let uri = c.uri()?;
     let referrer = c.uri()?;
     let uri_flags = c.int()?.into();
     let frame_flags = c.int()?.into();
-    let n = c.seq(tag::LIST)?;
-    // Each redirect is a tuple inside the list: one level deeper than a URI structure.
-    if n > 0 && limits.max_depth < 5 {
-        return None;
-    }
+    let n = redirect_count(&mut c, limits)?;
     // At least 14 bytes a redirect: never reserve more than the input can hold.
     let mut redirects = Vec::with_capacity(n.min(c.buf.len() / 14));
     for _ in 0..n {
-        if c.seq(tag::TUPLE)? != 2 {
-            return None;
-        }
-        let from = Cow::Borrowed(c.string()?);
+        let (from, kind) = c.redirect()?;
         redirects.push(Redirect {
-            from,
-            kind: c.int()?.into(),
+            from: Cow::Borrowed(from),
+            kind: kind.into(),
         });
     }
-    let queue_flags = c.int()?.into();
-    let refresh_cycle = c.int()?.into();
-    if c.take(2)? != [tag::DICT, tag::NULL] || c.take(1)? != [tag::NULL] {
-        return None;
-    }
-    let priority = Priority::from_i64(c.int()?.into())?;
-    if !c.buf.is_empty() {
-        return None;
-    }
+    let (queue_flags, refresh_cycle, priority) = uri_tail(&mut c)?;
     let u = UriMsg {
-        collection,
+        collection: Cow::Borrowed(collection),
         entry: CrawlQueueEntry {
             uri,
             referrer,
@@ -453,6 +487,57 @@ fn decode_uri<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, Message<
         },
     };
     Some((priority, u.into_message(urgent)))
+}
+
+/// A CMD_UM_URI body up to its entry's URI structure: the cursor there, the collection, and
+/// whether the command is the urgent one.
+fn uri_head<'a>(body: &'a [u8], limits: &Limits) -> Option<(Cursor<'a>, &'a [u8], bool)> {
+    // Containers: the frame tuple, its dict, the entry, a URI structure or the redirect list.
+    if body.len() > limits.max_size || limits.max_depth < 4 {
+        return None;
+    }
+    let mut c = Cursor { buf: body };
+    if c.take(6)? != b"(\x02\x00\x00\x00{" {
+        return None;
+    }
+    c.key(Key::CollectionName)?;
+    let collection = c.string()?;
+    c.key(Key::Cmd)?;
+    let urgent = match Command::from_i64(c.int()?.into())? {
+        Command::CmdUmUri => false,
+        Command::CmdUmUriUrg => true,
+        _ => return None,
+    };
+    c.key(Key::Data)?;
+    if c.seq(tag::TUPLE)? != 9 || c.string()? != CrawlQueueEntry::IDENTIFIER {
+        return None;
+    }
+    Some((c, collection, urgent))
+}
+
+/// The redirect list's length.
+fn redirect_count(c: &mut Cursor<'_>, limits: &Limits) -> Option<usize> {
+    let n = c.seq(tag::LIST)?;
+    // Each redirect is a tuple inside the list: one level deeper than a URI structure.
+    if n > 0 && limits.max_depth < 5 {
+        return None;
+    }
+    Some(n)
+}
+
+/// The entry after its redirects, and the rest of the body: the queue flags, the refresh
+/// cycle, the empty extra dict, the end of the message dict and the frame's priority.
+fn uri_tail(c: &mut Cursor<'_>) -> Option<(i64, i64, Priority)> {
+    let queue_flags = c.int()?.into();
+    let refresh_cycle = c.int()?.into();
+    if c.take(2)? != [tag::DICT, tag::NULL] || c.take(1)? != [tag::NULL] {
+        return None;
+    }
+    let priority = Priority::from_i64(c.int()?.into())?;
+    if !c.buf.is_empty() {
+        return None;
+    }
+    Some((queue_flags, refresh_cycle, priority))
 }
 
 #[cfg(test)]
@@ -573,6 +658,28 @@ mod tests {
         }
     }
 
+    /// What [`peek_uri`] must give for a body that [`decode`] read as `m`.
+    fn peek_of<'a>(m: &'a Message<'a>) -> Option<UriPeek<'a>> {
+        match m {
+            Message::CmdUmUri(u) | Message::CmdUmUriUrg(u) => Some(UriPeek {
+                collection: &u.collection,
+                urgent: matches!(m, Message::CmdUmUriUrg(_)),
+                uri: &u.entry.uri.uri,
+            }),
+            _ => None,
+        }
+    }
+
+    /// [`peek_uri`] agrees with [`decode`] on `body`.
+    fn check_peek(body: &[u8], limits: &Limits) {
+        let decoded = decode(body, limits);
+        assert_eq!(
+            peek_uri(body, limits),
+            decoded.as_ref().and_then(|(_, m)| peek_of(m)),
+            "{body:?}"
+        );
+    }
+
     #[test]
     fn fast_decoding_reads_what_the_general_decoder_reads() {
         let limits = Limits::default();
@@ -580,12 +687,14 @@ mod tests {
             let f = general_frame(&m, Priority::High);
             let body = &f[4..];
             assert_eq!(decode(body, &limits), Some((Priority::High, m.clone())));
+            check_peek(body, &limits);
             // Every single-byte change: the fast path either declines or agrees with the
             // general decoder.
             for i in 0..body.len() {
                 for delta in [1u8, 0x80, 0xff] {
                     let mut bad = body.to_vec();
                     bad[i] = bad[i].wrapping_add(delta);
+                    check_peek(&bad, &limits);
                     if let Some((p, fast)) = decode(&bad, &limits) {
                         let general = frame::decode_body(&bad, &limits).unwrap();
                         assert_eq!(general.priority, p);
@@ -596,6 +705,7 @@ mod tests {
             // Truncations never decode.
             for n in 0..body.len() {
                 assert_eq!(decode(&body[..n], &limits), None);
+                assert_eq!(peek_uri(&body[..n], &limits), None);
             }
         }
     }
@@ -616,6 +726,7 @@ mod tests {
             frame::encode_message(&m, Priority::Normal, &mut fast);
             assert_eq!(fast, general_frame(&m, Priority::Normal));
             assert_eq!(decode(&fast[4..], &limits), None);
+            assert_eq!(peek_uri(&fast[4..], &limits), None);
             assert_eq!(frame::decode_message(&fast[4..], &limits).unwrap().1, m);
         }
         // A depth limit the entry does not fit is left to the general decoder to refuse.
@@ -630,6 +741,7 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(decode(&f[4..], &shallow), None);
+        assert_eq!(peek_uri(&f[4..], &shallow), None);
         assert!(frame::decode_message(&f[4..], &shallow).is_err());
     }
 

@@ -19,6 +19,7 @@ use std::fmt;
 
 pub use fields::Bytes;
 pub(crate) use flat::decode as decode_hot;
+pub(crate) use flat::peek_uri;
 pub use messages::*;
 pub use types::{AddrInfo, CrawlQueueEntry, Redirect, UriStructure};
 

@@ -592,7 +592,7 @@ impl Multinode {
         if !self.collections.contains_key(name) {
             return Ok(false);
         }
-        self.queue_entry(name, entry, urgent, None)?;
+        self.queue_entry(name, entry, urgent)?;
         Ok(true)
     }
 
@@ -635,11 +635,19 @@ impl Multinode {
 
     /// One frame from `peer`.
     pub fn handle_frame(&mut self, peer: PeerId, body: &[u8], now: i64) -> Result<(), SchedError> {
-        let m = match frame::decode_message(body, &Limits::default()) {
+        let limits = Limits::default();
+        let registered = self.peers.get(&peer).is_some_and(|p| p.node.is_some());
+        // The hot path: the frame body is queued as it came and forwarded as it is. A canonical
+        // CMD_UM_URI is routed by its collection and URI alone, without building its entry.
+        if registered {
+            if let Some(u) = crate::msg::peek_uri(body, &limits) {
+                return self.on_uri(u.collection, u.uri, u.urgent, body);
+            }
+        }
+        let m = match frame::decode_message(body, &limits) {
             Ok((_, m)) => m,
             Err(e) => {
                 self.counters.bad_frames += 1;
-                let registered = self.peers.get(&peer).is_some_and(|p| p.node.is_some());
                 if registered {
                     warn!("connection {peer}: undecodable frame ignored: {e}");
                 } else {
@@ -651,12 +659,10 @@ impl Multinode {
             }
         };
         match m {
-            // The hot path: the frame body is queued as it came and forwarded as it is.
-            Message::CmdUmUri(ref u) | Message::CmdUmUriUrg(ref u)
-                if self.peers.get(&peer).is_some_and(|p| p.node.is_some()) =>
-            {
+            // Any other layout of the two: forwarded as it came all the same.
+            Message::CmdUmUri(ref u) | Message::CmdUmUriUrg(ref u) if registered => {
                 let urgent = matches!(m, Message::CmdUmUriUrg(_));
-                self.on_uri(u, urgent, Some(body))
+                self.on_uri(&u.collection, &u.entry.uri.uri, urgent, body)
             }
             m => self.handle_message(peer, m, now),
         }
@@ -697,8 +703,8 @@ impl Multinode {
                 }
             }
             Message::CmdUmDnsRequest(r) => self.on_dns_request(peer, &r.host, now),
-            Message::CmdUmUri(u) => self.on_uri(&u, false, None)?,
-            Message::CmdUmUriUrg(u) => self.on_uri(&u, true, None)?,
+            Message::CmdUmUri(u) => self.on_uri_message(&u, false)?,
+            Message::CmdUmUriUrg(u) => self.on_uri_message(&u, true)?,
             Message::CmdUmStat(s) => {
                 if let Some(c) = self.collections.get_mut(s.collection.as_ref()) {
                     merge_stats(&mut c.stats, &s.stats);

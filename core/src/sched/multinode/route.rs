@@ -22,7 +22,12 @@ const PUMP_CHUNK: u64 = 1024;
 /// Crawl site -> the connection of its node, for one collection (see `Multinode::peer_cache`):
 /// the pump's lookup for a queued entry, and the whole routing of an entry that arrives while
 /// the queue is empty (see `Multinode::on_uri`).
-pub(super) type PeerCache = HashMap<Box<[u8]>, PeerId, foldhash::fast::RandomState>;
+/// Keyed by the site held inline when it is short (most host names are), so that a lookup
+/// compares within the table instead of following a pointer per entry.
+pub(super) type PeerCache = HashMap<SiteKey, PeerId, foldhash::fast::RandomState>;
+
+/// A crawl site as a key of [`PeerCache`]: up to 24 bytes inline.
+pub(super) type SiteKey = smallvec::SmallVec<[u8; 24]>;
 
 /// A record of the multinode scheduler's crawl queues: `[urgent u8][attr len u16][attr]
 /// [site len u16][site][frame body]`, so that routing reads no marshal and forwarding copies the
@@ -69,26 +74,41 @@ impl<'a> RouteRecord<'a> {
     }
 }
 
+/// The frame (length prefix included) of CMD_UM_URI / CMD_UM_URI_URG carrying `entry`.
+fn uri_body(collection: &[u8], entry: &CrawlQueueEntry<'_>, urgent: bool) -> Vec<u8> {
+    let m = UriMsg {
+        collection: Cow::Borrowed(collection),
+        entry: entry.clone(),
+    }
+    .into_message(urgent);
+    let mut out = Vec::new();
+    frame::encode_message(&m, Priority::Normal, &mut out);
+    out
+}
+
 impl Multinode {
     /// 3.2.5.5 step 1 and 3.2.5.7. `body` is the frame the entry came in, forwarded as it is.
+    /// A CMD_UM_URI / CMD_UM_URI_URG of a registered node (3.2.5.5): `body` is its frame body,
+    /// queued and forwarded as it came.
     pub(super) fn on_uri(
         &mut self,
-        u: &UriMsg<'_>,
+        collection: &[u8],
+        uri: &[u8],
         urgent: bool,
-        body: Option<&[u8]>,
+        body: &[u8],
     ) -> Result<(), SchedError> {
-        match self.collections.get(u.collection.as_ref()) {
+        match self.collections.get(collection) {
             None => {
                 warn!(
                     "CMD_UM_URI for unknown collection {} dropped",
-                    show(&u.collection)
+                    show(collection)
                 );
                 Ok(())
             }
             Some(c) if c.removing.is_some() => Ok(()),
             Some(c) => {
-                let Some(site) = crawl_site_ref(&u.entry.uri.uri) else {
-                    self.unroutable(&u.collection, &u.entry.uri.uri);
+                let Some(site) = crawl_site_ref(uri) else {
+                    self.unroutable(collection, uri);
                     return Ok(());
                 };
                 // 3.2.5.5: an entry enqueued at the back of an empty crawl queue is the next one
@@ -97,12 +117,10 @@ impl Multinode {
                 // in and out of the queue file. Anything else (a new site, a node away, routes
                 // being rebuilt, entries already waiting) goes through the queue, behind what
                 // waits there.
-                if let Some(body) =
-                    body.filter(|_| c.queue.is_empty() && c.awaiting_routes.is_empty())
-                {
+                if c.queue.is_empty() && c.awaiting_routes.is_empty() {
                     let known = self
                         .peer_cache
-                        .get(u.collection.as_ref())
+                        .get(collection)
                         .and_then(|pc| pc.get(site.as_bytes()).copied());
                     if let Some(peer) = known {
                         frame::encode_raw_body(body, self.out.bulk(peer));
@@ -111,9 +129,20 @@ impl Multinode {
                         return Ok(());
                     }
                 }
-                self.queue_site_entry(&u.collection, &site, &u.entry, urgent, body)
+                self.queue_site_entry(collection, &site, urgent, body)
             }
         }
+    }
+
+    /// A CMD_UM_URI / CMD_UM_URI_URG that came without its frame body: encoded, then as
+    /// [`Multinode::on_uri`].
+    pub(super) fn on_uri_message(
+        &mut self,
+        u: &UriMsg<'_>,
+        urgent: bool,
+    ) -> Result<(), SchedError> {
+        let body = uri_body(&u.collection, &u.entry, urgent);
+        self.on_uri(&u.collection, &u.entry.uri.uri, urgent, &body[4..])
     }
 
     fn unroutable(&mut self, collection: &[u8], uri: &[u8]) {
@@ -131,10 +160,12 @@ impl Multinode {
         name: &[u8],
         entry: &CrawlQueueEntry<'_>,
         urgent: bool,
-        body: Option<&[u8]>,
     ) -> Result<(), SchedError> {
         match crawl_site_ref(&entry.uri.uri) {
-            Some(site) => self.queue_site_entry(name, &site, entry, urgent, body),
+            Some(site) => {
+                let body = uri_body(name, entry, urgent);
+                self.queue_site_entry(name, &site, urgent, &body[4..])
+            }
             None => {
                 self.unroutable(name, &entry.uri.uri);
                 Ok(())
@@ -142,19 +173,18 @@ impl Multinode {
         }
     }
 
-    /// [`Multinode::queue_entry`] of an entry whose crawl site is `site`.
+    /// Queues the frame `body` of an entry whose crawl site is `site`.
     fn queue_site_entry(
         &mut self,
         name: &[u8],
         site: &str,
-        entry: &CrawlQueueEntry<'_>,
         urgent: bool,
-        body: Option<&[u8]>,
+        body: &[u8],
     ) -> Result<(), SchedError> {
         // The record buffer is kept for its capacity; an error stops the role, so it is not
         // put back on that path.
         let mut rec = std::mem::take(&mut self.record);
-        self.route_record(name, site, entry, urgent, body, &mut rec);
+        self.route_record(site, urgent, body, &mut rec);
         let c = self.collections.get_mut(name).expect("a known collection");
         if urgent {
             c.queue.push_front(&rec)?;
@@ -168,31 +198,10 @@ impl Multinode {
 
     /// Writes the queue record of an entry into `rec`: its crawl site and routing attribute,
     /// worked out once, and the frame body to forward.
-    fn route_record(
-        &mut self,
-        collection: &[u8],
-        site: &str,
-        entry: &CrawlQueueEntry<'_>,
-        urgent: bool,
-        body: Option<&[u8]>,
-        rec: &mut Vec<u8>,
-    ) {
+    fn route_record(&mut self, site: &str, urgent: bool, body: &[u8], rec: &mut Vec<u8>) {
         if self.attr_cache.len() > ATTR_CACHE_MAX {
             self.attr_cache.clear();
         }
-        let mut encoded = Vec::new();
-        let body = match body {
-            Some(b) => b,
-            None => {
-                let m = UriMsg {
-                    collection: Cow::Borrowed(collection),
-                    entry: entry.clone(),
-                }
-                .into_message(urgent);
-                frame::encode_message(&m, Priority::Normal, &mut encoded);
-                &encoded[4..]
-            }
-        };
         match self.attr_cache.get(site) {
             Some(attr) => RouteRecord::encode(urgent, attr, site, body, rec),
             None => {
@@ -330,7 +339,7 @@ impl Multinode {
             Some(peer) => {
                 frame::encode_raw_body(r.body, self.out.bulk(peer));
                 self.counters.uris_forwarded += 1;
-                cache.insert(r.site.into(), peer);
+                cache.insert(SiteKey::from_slice(r.site), peer);
             }
             None => {
                 let c = self.collections.get_mut(name).expect("routing a known one");
