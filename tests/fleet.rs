@@ -17,7 +17,7 @@ use crawlfleet_core::feed::{DocLogReader, FeedOp, DOCS_DIR};
 use crawlfleet_core::sched::node::collection_dir;
 use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
 
-use crate::util::{temp_dir, Role};
+use crate::util::{temp_dir, Role, TempDir};
 
 const COLLECTION: &str = "crashweb";
 
@@ -29,7 +29,6 @@ enum Victim {
 }
 
 struct Fleet {
-    dir: PathBuf,
     multinode_addr: SocketAddr,
     /// The multinode scheduler's XML-RPC address.
     admin: SocketAddr,
@@ -41,6 +40,9 @@ struct Fleet {
     web: SyntheticWeb,
     _web_server: Role,
     _dup: Role,
+    /// Removed when the fleet is dropped, after the roles above are killed (fields drop in
+    /// order).
+    dir: TempDir,
 }
 
 impl Fleet {
@@ -192,7 +194,7 @@ fn launch(
     std::fs::write(&config, xml).unwrap();
     let mn_port = free_port(Ipv4Addr::LOCALHOST);
     let mut fleet = Fleet {
-        dir: dir.clone(),
+        dir,
         multinode_addr: SocketAddr::from((Ipv4Addr::LOCALHOST, mn_port)),
         admin: SocketAddr::from((Ipv4Addr::LOCALHOST, free_port(Ipv4Addr::LOCALHOST))),
         config,
@@ -241,7 +243,7 @@ fn wait_until_crawled(log: &Path, exp: &BTreeSet<String>, what: &str) {
 /// and waits for the crawl to finish; checks what was fed and fetched.
 fn crash_and_resume(name: &str, base: Ipv4Addr, victim: Victim) {
     let mut fleet = launch(name, base, "6:60", "0.04", &[]);
-    let (dir, log) = (fleet.dir.clone(), fleet.log.clone());
+    let (dir, log) = (fleet.dir.to_path_buf(), fleet.log.clone());
     let spec: WebSpec = "6:60".parse().unwrap();
     let exp = fleet.web.expected();
     let total = exp.fetched.len();

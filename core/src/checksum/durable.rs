@@ -417,11 +417,10 @@ fn apply(collections: &mut BTreeMap<Vec<u8>, CollectionState>, shards: usize, r:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testdir::TempDir;
 
-    fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("crawlfleet-dup-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        d
+    fn dir(name: &str) -> TempDir {
+        TempDir::new(&format!("dup-{name}"))
     }
 
     fn cs(i: u32) -> Checksum {

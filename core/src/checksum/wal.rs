@@ -458,13 +458,14 @@ pub fn sync_parent(path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testdir::TempDir;
 
-    fn tmp(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("crawlfleet-wal-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+    /// A scratch directory (removed when the guard drops) and the log's path in it.
+    fn tmp(name: &str) -> (TempDir, PathBuf) {
+        let dir = TempDir::new(&format!("wal-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
-        dir.join("wal")
+        let path = dir.join("wal");
+        (dir, path)
     }
 
     fn sample(i: u8) -> Record {
@@ -478,7 +479,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_a_torn_tail_is_cut() {
-        let path = tmp("torn");
+        let (_dir, path) = tmp("torn");
         let mut wal = Wal::open(&path, 0).unwrap();
         let recs = vec![
             Record::Collection {
@@ -523,7 +524,7 @@ mod tests {
 
     #[test]
     fn a_corrupted_record_ends_the_log() {
-        let path = tmp("corrupt");
+        let (_dir, path) = tmp("corrupt");
         let mut wal = Wal::open(&path, 0).unwrap();
         for i in 0..3 {
             wal.append(&sample(i));
@@ -542,7 +543,7 @@ mod tests {
 
     #[test]
     fn written_records_become_durable_through_a_sync_point_on_another_thread() {
-        let path = tmp("syncpoint");
+        let (_dir, path) = tmp("syncpoint");
         let mut wal = Wal::open(&path, 0).unwrap();
         wal.append(&sample(1));
         let first = wal.write_pending().unwrap();
@@ -557,13 +558,14 @@ mod tests {
         read_records(&path, |r| got.push(r)).unwrap();
         assert_eq!(got, vec![sample(1), sample(2)]);
         // A new file's points are never covered by another file's.
-        let other = Wal::open(&tmp("syncpoint-other"), 0).unwrap().sync_point();
+        let (_other_dir, other_path) = tmp("syncpoint-other");
+        let other = Wal::open(&other_path, 0).unwrap().sync_point();
         assert!(!other.covered_by(&first) && !other.same_file(&first));
     }
 
     #[test]
     fn the_zeros_the_log_is_grown_with_read_as_its_end() {
-        let path = tmp("grown");
+        let (_dir, path) = tmp("grown");
         let mut wal = Wal::open(&path, 0).unwrap();
         // Records across more than one step of growth.
         let big = |i: u8| Record::Collection {
@@ -596,7 +598,8 @@ mod tests {
 
     #[test]
     fn missing_file_has_no_records() {
-        let path = tmp("missing").with_file_name("absent");
+        let (_dir, path) = tmp("missing");
+        let path = path.with_file_name("absent");
         assert_eq!(read_records(&path, |_| panic!("no records")).unwrap(), 0);
     }
 }

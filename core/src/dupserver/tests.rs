@@ -1,28 +1,24 @@
 //! The sequencing rules of MS-FSCMT 3.3.5 and 3.4.5 (figures 12-16), peer by peer.
 
 use std::borrow::Cow;
-use std::path::PathBuf;
 
 use super::*;
 use crate::marshal::Limits;
 use crate::msg::{Key, MessageError};
+use crate::testdir::TempDir;
 
 const NODE_A: PeerId = 1;
 const NODE_B: PeerId = 2;
 const REPLICA: PeerId = 9;
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("crawlfleet-dupsm-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn server(name: &str, mode: Mode, with_replica: bool) -> DupServer {
-    let (stores, _) = DupStores::open(&dir(name), 4).unwrap();
+/// A server on a fresh store in a scratch directory, which lives as long as the guard.
+fn server(name: &str, mode: Mode, with_replica: bool) -> (DupServer, TempDir) {
+    let dir = TempDir::new(&format!("dupsm-{name}"));
+    let (stores, _) = DupStores::open(&dir, 4).unwrap();
     let mut s = DupServer::new(mode, b"dup-1", stores, with_replica);
     s.peer_connected(NODE_A);
     s.peer_connected(NODE_B);
-    s
+    (s, dir)
 }
 
 fn b(s: &str) -> Bytes<'static> {
@@ -96,7 +92,7 @@ fn add_ok(coll: &str, node: &str, uri: &str, owner: &str) -> Message<'static> {
 #[test]
 fn set_config_is_acknowledged_at_once_with_the_vector_clock() {
     // 3.3.5.1 steps 1-2 (figure 12, without a replica).
-    let mut s = server("setconfig", Mode::Server, false);
+    let (mut s, _dir) = server("setconfig", Mode::Server, false);
     s.handle_message(NODE_A, set_config("example", 7));
     assert_eq!(
         sent(&mut s),
@@ -111,7 +107,7 @@ fn set_config_is_acknowledged_at_once_with_the_vector_clock() {
 #[test]
 fn the_first_adder_owns_and_every_add_ok_names_the_owner() {
     // 3.3.5.4 without a replica (figure 14).
-    let mut s = server("owner", Mode::Server, false);
+    let (mut s, _dir) = server("owner", Mode::Server, false);
     s.handle_message(NODE_A, set_config("c", 1));
     sent(&mut s);
     s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
@@ -129,7 +125,7 @@ fn the_first_adder_owns_and_every_add_ok_names_the_owner() {
 
 #[test]
 fn bad_input_is_answered_with_ppdup_error_naming_the_problem() {
-    let mut s = server("errors", Mode::Server, false);
+    let (mut s, _dir) = server("errors", Mode::Server, false);
     s.handle_message(NODE_A, add("nope", "na", "http://a/", cs(1)));
     let out = sent(&mut s);
     assert_eq!(
@@ -181,7 +177,7 @@ fn bad_input_is_answered_with_ppdup_error_naming_the_problem() {
 #[test]
 fn remove_by_the_owner_promotes_on_every_node_of_the_collection() {
     // 3.3.5.5 (figure 16, without a replica).
-    let mut s = server("remove", Mode::Server, false);
+    let (mut s, _dir) = server("remove", Mode::Server, false);
     s.peer_connected(3);
     s.handle_message(NODE_A, set_config("c", 1));
     s.handle_message(NODE_B, set_config("c", 1));
@@ -225,7 +221,7 @@ fn remove_by_the_owner_promotes_on_every_node_of_the_collection() {
 #[test]
 fn conf_remove_discards_messages_until_conf_remove2() {
     // 3.3.5.2 and 3.3.5.3 (figure 13).
-    let mut s = server("confremove", Mode::Server, false);
+    let (mut s, _dir) = server("confremove", Mode::Server, false);
     s.handle_message(NODE_A, set_config("c", 1));
     s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
     sent(&mut s);
@@ -257,7 +253,7 @@ fn conf_remove_discards_messages_until_conf_remove2() {
 #[test]
 fn with_a_replica_a_new_checksum_is_answered_after_the_replicas_add_ok() {
     // 3.3.5.1 step 3 and 3.3.5.4 with a replica (figures 12 and 14).
-    let mut s = server("replica", Mode::Server, true);
+    let (mut s, _dir) = server("replica", Mode::Server, true);
     s.replica_connected(REPLICA);
     sent(&mut s); // empty resync
     s.handle_message(NODE_A, set_config("c", 5));
@@ -323,7 +319,7 @@ fn with_a_replica_a_new_checksum_is_answered_after_the_replicas_add_ok() {
 #[test]
 fn the_replica_overwrites_forwarded_adds_and_serves_nodes_directly() {
     // 3.4.5.3; and failover: a node's own PPDUP_ADD makes the replica act as the server.
-    let mut r = server("replica-side", Mode::Replica, false);
+    let (mut r, _dir) = server("replica-side", Mode::Replica, false);
     r.handle_message(REPLICA, set_config("c", 1));
     sent(&mut r);
     let mut fwd = add("c", "na", "http://a/", cs(1));
@@ -349,7 +345,7 @@ fn the_replica_overwrites_forwarded_adds_and_serves_nodes_directly() {
 
 #[test]
 fn keepalives_are_answered_and_sent_on_the_timer() {
-    let mut s = server("keepalive", Mode::Server, false);
+    let (mut s, _dir) = server("keepalive", Mode::Server, false);
     s.handle_message(NODE_A, Message::PpdupKeepalive);
     assert_eq!(sent(&mut s), vec![(NODE_A, Message::PpdupKeepaliveAck)]);
     s.keepalive_tick();
@@ -369,7 +365,7 @@ fn keepalives_are_answered_and_sent_on_the_timer() {
 
 #[test]
 fn a_reconnecting_replica_is_resynchronized_in_full() {
-    let mut s = server("resync", Mode::Server, true);
+    let (mut s, _dir) = server("resync", Mode::Server, true);
     s.handle_message(NODE_A, set_config("c", 1));
     for i in 0..10 {
         s.handle_message(NODE_A, add("c", "na", &format!("http://a/{i}"), cs(i)));
@@ -395,15 +391,13 @@ fn a_reconnecting_replica_is_resynchronized_in_full() {
 
 #[test]
 fn acknowledged_adds_survive_a_restart() {
-    let name = "durable";
-    let mut s = server(name, Mode::Server, false);
+    let (mut s, dir) = server("durable", Mode::Server, false);
     s.handle_message(NODE_A, set_config("c", 1));
     s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
     assert_eq!(sent(&mut s).len(), 2);
     drop(s);
-    // Reopen the same directory (without `dir`, which starts afresh).
-    let path = std::env::temp_dir().join(format!("crawlfleet-dupsm-{}-{name}", std::process::id()));
-    let (stores, rec) = DupStores::open(&path, 4).unwrap();
+    // Reopen the same directory.
+    let (stores, rec) = DupStores::open(&dir, 4).unwrap();
     assert_eq!(rec.entries, 1);
     assert_eq!(
         stores.collection(b"c").unwrap().store.get(&cs(1)),
@@ -415,7 +409,7 @@ fn acknowledged_adds_survive_a_restart() {
 fn forwards_leave_before_the_local_commit_and_answers_wait_for_it_and_the_replica() {
     // 3.3.5.4: the node is answered only after the replica's PPDUP_ADD_OK; our own rule: and only
     // after the local log is durable. The forward itself need not wait for the local commit.
-    let mut s = server("early-forward", Mode::Server, true);
+    let (mut s, _dir) = server("early-forward", Mode::Server, true);
     s.replica_connected(REPLICA);
     sent(&mut s);
     s.handle_message(NODE_A, set_config("c", 5));
@@ -476,7 +470,7 @@ fn forwards_leave_before_the_local_commit_and_answers_wait_for_it_and_the_replic
 fn held_answers_go_out_in_order_when_the_replica_is_lost_and_conf_remove_drops_its_own() {
     // 3.3.5.4 with the replica gone: the local log has every add, so what waited is answered;
     // 3.3.5.2: a removed collection's held answers are discarded with it.
-    let mut s = server("lost-replica", Mode::Server, true);
+    let (mut s, _dir) = server("lost-replica", Mode::Server, true);
     s.replica_connected(REPLICA);
     sent(&mut s);
     s.handle_message(NODE_A, set_config("c", 1));
