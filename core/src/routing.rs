@@ -488,20 +488,19 @@ pub fn routing_attribute(site: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testdir::TempDir;
 
-    fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "cf-routing-{name}-{}-{}",
-            std::process::id(),
-            fastrand::u64(..)
-        ));
+    /// A scratch directory (removed when the guard drops) and the database's path in it.
+    fn tmp(name: &str) -> (TempDir, PathBuf) {
+        let d = TempDir::new(&format!("routing-{name}-{}", fastrand::u64(..)));
         std::fs::create_dir_all(&d).unwrap();
-        d.join("routes")
+        let p = d.join("routes");
+        (d, p)
     }
 
     #[test]
     fn routes_survive_reopen_and_torn_tail_is_cut() {
-        let p = tmp("reopen");
+        let (_dir, p) = tmp("reopen");
         let mut db = RoutingDb::open(&p).unwrap();
         assert!(db.set(b"c", b"example.com", b"n1"));
         assert!(!db.set(b"c", b"example.com", b"n1"));
@@ -537,7 +536,7 @@ mod tests {
 
     #[test]
     fn compaction_keeps_live_routes() {
-        let p = tmp("compact");
+        let (_dir, p) = tmp("compact");
         let mut db = RoutingDb::open(&p).unwrap();
         for i in 0..50 {
             db.set(b"c", b"a.com", format!("n{i}").as_bytes());

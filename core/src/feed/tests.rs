@@ -1,12 +1,11 @@
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::*;
+use crate::testdir::TempDir;
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cf-feed-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    dir
+fn tmp(name: &str) -> TempDir {
+    TempDir::new(&format!("feed-{name}"))
 }
 
 fn doc(i: u64) -> FeedDoc {

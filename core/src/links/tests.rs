@@ -13,6 +13,7 @@
 
 use super::*;
 use crate::marshal::{self, Value};
+use crate::testdir::TempDir;
 
 const DOC1: &[u8] = b"http://www.fourthcoffee.com/";
 const ABOUT: &[u8] = b"http://www.fourthcoffee.com/about.html";
@@ -340,16 +341,17 @@ fn bad_messages_and_lines_get_typed_errors() {
     assert!(b.field("links").ends_with(b" 1 1 two lines\n"));
 }
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("crawlfleet-links-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
+/// A scratch directory (removed when the guard drops) and the log's path in it.
+fn tmp(name: &str) -> (TempDir, std::path::PathBuf) {
+    let d = TempDir::new(&format!("links-{name}"));
     std::fs::create_dir_all(&d).unwrap();
-    d.join("log")
+    let p = d.join("log");
+    (d, p)
 }
 
 #[test]
 fn log_keeps_committed_messages_and_cuts_a_torn_tail() {
-    let path = tmp("torn");
+    let (_dir, path) = tmp("torn");
     let (mut log, rec) = LinkLog::open(&path).unwrap();
     assert_eq!(rec, RecoveredLog::default());
     log.append(b"one");

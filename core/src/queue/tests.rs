@@ -3,16 +3,15 @@
 use std::collections::VecDeque;
 use std::fs::{self, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::*;
 use crate::msg::{Redirect, UriStructure};
+use crate::testdir::TempDir;
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cfq-unit-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    dir
+fn tmp(name: &str) -> TempDir {
+    TempDir::new(&format!("queue-{name}"))
 }
 
 fn manual(segment_bytes: u64) -> QueueOptions {

@@ -125,11 +125,7 @@ mod tests {
 
     #[test]
     fn save_load_remove() {
-        let root = std::env::temp_dir().join(format!(
-            "cf-colls-{}-{}",
-            std::process::id(),
-            fastrand::u64(..)
-        ));
+        let root = crate::testdir::TempDir::new(&format!("colls-{}", fastrand::u64(..)));
         let c = CollectionDirs::open(&root).unwrap();
         let m = meta(vec![
             ("name", Value::owned_bytes(b"a/b".to_vec())),

@@ -4,8 +4,8 @@
 //! messages (3.1.5.22-27) and statistics (3.1.6); the multinode scheduler's collection removal
 //! with DELETE_OK (3.2.5.14), relays, and statistics aggregation (3.2.5.6).
 
+use crate::testdir::TempDir;
 use std::borrow::Cow;
-use std::path::PathBuf;
 
 use super::dns::DnsEntry;
 use super::multinode::{merge_stats, Multinode, MultinodeOptions};
@@ -21,12 +21,8 @@ use crate::msg::{
     UriStructure,
 };
 
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "cf-sched-{name}-{}-{}",
-        std::process::id(),
-        fastrand::u64(..)
-    ))
+fn tmp(name: &str) -> TempDir {
+    TempDir::new(&format!("sched-{name}-{}", fastrand::u64(..)))
 }
 
 fn b(s: &str) -> Cow<'static, [u8]> {
@@ -87,7 +83,8 @@ fn decoded<D: Clone>(out: Outbox<D>) -> Vec<(D, Priority, Message<'static>)> {
     v
 }
 
-fn node(name: &str) -> (NodeScheduler, PathBuf) {
+/// A node scheduler on a scratch directory, which lives as long as the guard.
+fn node(name: &str) -> (NodeScheduler, TempDir) {
     let dir = tmp(name);
     let n = NodeScheduler::open(&dir, NodeOptions::new(b"n1")).unwrap();
     (n, dir)
@@ -107,7 +104,7 @@ fn start_reply(coll: &str, ip: &str, site: &str, allowed: bool) -> Message<'stat
 
 #[test]
 fn sites_start_only_with_permission_and_at_most_ten_per_ip() {
-    let (mut n, _) = node("permission");
+    let (mut n, _dir) = node("permission");
     n.handle_message(
         &MN,
         Message::CmdAdmConfAdd(ConfSpec {
@@ -180,7 +177,7 @@ fn sites_start_only_with_permission_and_at_most_ten_per_ip() {
 
 #[test]
 fn names_are_resolved_through_the_multinode_scheduler() {
-    let (mut n, _) = node("dns");
+    let (mut n, _dir) = node("dns");
     n.conf_add(b"c", config(&[], None)).unwrap();
     n.handle_message(&MN, uri("c", "http://www.example.com/a"), 0)
         .unwrap();
@@ -372,7 +369,7 @@ fn quarantine_suspend_preempt_and_feeding() {
 
 #[test]
 fn refresh_duplicate_server_messages_and_statistics() {
-    let (mut n, _) = node("refresh");
+    let (mut n, _dir) = node("refresh");
     let d = Dest::Dup("127.0.0.1:9".into());
     n.dup_connected("127.0.0.1:9");
     n.conf_add(
@@ -677,7 +674,7 @@ fn queue_records_keep_the_urgent_mark() {
 
 #[test]
 fn uris_forwarded_just_before_the_multinode_died_go_again_when_it_is_back() {
-    let (mut n, _) = node("resend");
+    let (mut n, _dir) = node("resend");
     n.multinode_connected();
     n.conf_add(b"c", config(&[], None)).unwrap();
     n.take_output();
@@ -708,7 +705,7 @@ fn uris_forwarded_just_before_the_multinode_died_go_again_when_it_is_back() {
 
 #[test]
 fn a_modified_document_keeps_its_new_checksum_after_remove_ok() {
-    let (mut n, _) = node("remove-ok");
+    let (mut n, _dir) = node("remove-ok");
     let d = Dest::Dup("127.0.0.1:9".into());
     n.dup_connected("127.0.0.1:9");
     n.conf_add(b"c", config(&[], Some("127.0.0.1:9"))).unwrap();
@@ -810,7 +807,7 @@ fn one_lookup_per_host_when_routing_and_a_node_ask_at_once() {
 
 #[test]
 fn questions_lost_with_the_multinode_are_asked_again_when_it_is_back() {
-    let (mut n, _) = node("ask-again");
+    let (mut n, _dir) = node("ask-again");
     n.multinode_connected();
     n.conf_add(b"c", config(&[], None)).unwrap();
     for u in [

@@ -3,7 +3,6 @@
 //! requests, and entries finished only after the feed is durable.
 
 use std::borrow::Cow;
-use std::path::PathBuf;
 
 use super::collections::meta;
 use super::node::{collection_dir, Dest, Fate, NodeOptions, NodeScheduler};
@@ -11,15 +10,13 @@ use crate::crawl::Document;
 use crate::feed::{DocLogReader, FeedOp, DOCS_DIR};
 use crate::marshal::Value;
 use crate::msg::{Checksum, DeleteSite, FeedingSuspend, Message, ReprocessSite};
+use crate::testdir::TempDir;
 
 const C: &[u8] = b"c";
 
-fn setup(name: &str, extra: Vec<(&str, Value<'static>)>) -> (NodeScheduler, PathBuf) {
-    let dir = std::env::temp_dir().join(format!(
-        "cf-store-{name}-{}-{}",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
+/// A node scheduler on a scratch directory, which lives as long as the guard.
+fn setup(name: &str, extra: Vec<(&str, Value<'static>)>) -> (NodeScheduler, TempDir) {
+    let dir = TempDir::new(&format!("store-{name}-{}", fastrand::u64(..)));
     let mut n = reopen(&dir);
     let mut pairs = vec![(
         "start_uris",

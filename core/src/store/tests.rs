@@ -1,11 +1,10 @@
 use std::time::Instant;
 
 use super::*;
+use crate::testdir::TempDir;
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cf-store-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    dir
+fn tmp(name: &str) -> TempDir {
+    TempDir::new(&format!("store-{name}"))
 }
 
 fn rec(i: u32) -> UriRecord {
