@@ -212,14 +212,7 @@ pub fn run_with(
                 }
                 Event::Frames(batch) => {
                     let peer = batch.conn().as_u64();
-                    let mut r = Ok(());
-                    for (_, body) in batch.iter() {
-                        r = sm.handle_frame(peer, body, now);
-                        if r.is_err() {
-                            break;
-                        }
-                    }
-                    r
+                    sm.handle_frames(peer, batch.iter().map(|(_, body)| body), now)
                 }
                 Event::Closed { conn, reason, .. } => {
                     info!("{conn} closed: {reason}");

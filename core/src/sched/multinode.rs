@@ -49,6 +49,7 @@ use crate::queue::{CrawlQueue, QueueError, QueueOptions, SyncPolicy};
 use crate::routing::{routing_attribute, RoutingDb, RoutingError};
 
 mod route;
+mod sitepeers;
 
 /// The XML-RPC (host, port) a node reported in CMD_UM_INIT.
 pub type XmlRpcAddr = (Vec<u8>, i64);
@@ -197,6 +198,9 @@ pub struct Multinode {
     /// only ever get added while a collection lives, so this is emptied only when the node list
     /// changes (a node's connection comes or goes) or a collection's routes are dropped.
     peer_cache: HashMap<Vec<u8>, route::PeerCache, foldhash::fast::RandomState>,
+    /// The hasher of every `peer_cache` table: a frame's site is hashed once, before the
+    /// table is looked up.
+    site_hasher: foldhash::fast::RandomState,
     out: Outbox<PeerId>,
 }
 
@@ -277,6 +281,7 @@ impl Multinode {
             record: Vec::new(),
             chunk: Default::default(),
             peer_cache: HashMap::default(),
+            site_hasher: foldhash::fast::RandomState::default(),
             out: Outbox::new(),
         };
         for meta in m.dirs.load_all()? {

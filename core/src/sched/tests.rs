@@ -961,3 +961,112 @@ fn an_entry_goes_straight_to_its_node_only_when_nothing_waits_before_it() {
     let c = m.counters();
     assert_eq!((c.uris_received, c.uris_forwarded), (5, 5));
 }
+
+#[test]
+fn frames_read_ahead_take_effect_in_wire_order() {
+    // Multinode::handle_frames reads canonical CMD_UM_URI ahead of routing them; the result
+    // must be exactly that of handling the frames one by one: the same frames to the same
+    // nodes in the same order, the same counters.
+    let frame_of = |m: &Message<'_>| {
+        let mut bytes = Vec::new();
+        frame::encode_message(m, Priority::Normal, &mut bytes);
+        bytes[4..].to_vec()
+    };
+    let mut with_extra = entry("http://www.b.com/extra");
+    with_extra.extra = vec![(Value::bytes(b"rss"), Value::bytes(b"1"))];
+    let urgent = Message::CmdUmUriUrg(UriMsg {
+        collection: b("c"),
+        entry: entry("http://www.a.com/urgent"),
+    });
+    let mut batch: Vec<Vec<u8>> = Vec::new();
+    for i in 0..40 {
+        // Routed sites, a new one every few frames, and frames the read-ahead leaves alone.
+        let site = ["www.a.com", "www.b.com", "x.a.com"][i % 3];
+        batch.push(frame_of(&uri_msg(&format!("http://{site}/{i}"))));
+        match i % 10 {
+            // New sites late in the batch: what follows one waits in the queue behind it.
+            3 if i >= 30 => batch.push(frame_of(&uri_msg(&format!("http://new{i}.org/")))),
+            5 => batch.push(frame_of(&Message::CmdUmKeepalive)),
+            6 => batch.push(frame_of(&Message::CmdUmUri(UriMsg {
+                collection: b("c"),
+                entry: with_extra.clone(),
+            }))),
+            7 => batch.push(frame_of(&uri_msg("mailto:someone@a.com"))),
+            8 => batch.push(frame_of(&uri("unknown", "http://www.a.com/"))),
+            9 => batch.push(frame_of(&urgent)),
+            _ => {}
+        }
+    }
+    // A node that connects within the batch: its frames are handled as they come.
+    let init = frame_of(&Message::CmdUmInit(Init {
+        node_id: b("n3"),
+        xmlrpc_host: b("h"),
+        xmlrpc_port: 1,
+    }));
+    let late = [
+        init,
+        frame_of(&Message::CmdUmLastRoute(CollectionOnly {
+            collection: b("c"),
+        })),
+        frame_of(&uri_msg("http://www.a.com/late")),
+    ];
+    let run = |name: &str, read_ahead: bool| {
+        let dir = tmp(name);
+        let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+        m.add_collection(b"c", config(&[], None)).unwrap();
+        register_two_nodes(&mut m);
+        for u in [
+            "http://www.a.com/0",
+            "http://www.b.com/0",
+            "http://x.a.com/0",
+        ] {
+            handle_as_frame(&mut m, 1, &uri_msg(u));
+        }
+        m.pump(0).unwrap();
+        m.take_output();
+        m.peer_connected(3);
+        if read_ahead {
+            m.handle_frames(1, batch.iter().map(Vec::as_slice), 0)
+                .unwrap();
+            m.handle_frames(3, late.iter().map(Vec::as_slice), 0)
+                .unwrap();
+        } else {
+            for f in &batch {
+                m.handle_frame(1, f, 0).unwrap();
+            }
+            for f in &late {
+                m.handle_frame(3, f, 0).unwrap();
+            }
+        }
+        let before_pump = decoded(m.take_output());
+        while m.pump(0).unwrap() > 0 {}
+        let after_pump = decoded(m.take_output());
+        let c = m.counters();
+        (
+            before_pump,
+            after_pump,
+            (
+                c.uris_received,
+                c.uris_forwarded,
+                c.uris_unroutable,
+                c.bad_frames,
+            ),
+        )
+    };
+    let one_by_one = run("mn-ahead-1", false);
+    let read_ahead = run("mn-ahead-2", true);
+    // Routed sites went straight to their nodes as the frames were handled.
+    assert!(
+        forwarded(&one_by_one.0) >= 20,
+        "{}",
+        forwarded(&one_by_one.0)
+    );
+    assert!(one_by_one.2 .2 >= 4, "the mailto URIs are unroutable");
+    assert_eq!(read_ahead, one_by_one);
+}
+
+fn forwarded(out: &[(u64, Priority, Message<'static>)]) -> usize {
+    out.iter()
+        .filter(|(_, _, m)| matches!(m, Message::CmdUmUri(_) | Message::CmdUmUriUrg(_)))
+        .count()
+}

@@ -4,12 +4,13 @@
 //! frame as it came. The hot path allocates nothing per entry.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::VecDeque;
 
 use log::warn;
 
 use super::{owned, show, Multinode, PeerId, SchedError};
 use crate::frame::{self, Priority};
+use crate::marshal::Limits;
 use crate::msg::{AddRoute, CrawlQueueEntry, Message, UriMsg};
 use crate::routing::{crawl_site_ref, routing_attribute, site_host};
 
@@ -22,12 +23,20 @@ const PUMP_CHUNK: u64 = 1024;
 /// Crawl site -> the connection of its node, for one collection (see `Multinode::peer_cache`):
 /// the pump's lookup for a queued entry, and the whole routing of an entry that arrives while
 /// the queue is empty (see `Multinode::on_uri`).
-/// Keyed by the site held inline when it is short (most host names are), so that a lookup
-/// compares within the table instead of following a pointer per entry.
-pub(super) type PeerCache = HashMap<SiteKey, PeerId, foldhash::fast::RandomState>;
+pub(super) type PeerCache = super::sitepeers::SitePeers;
 
-/// A crawl site as a key of [`PeerCache`]: up to 24 bytes inline.
-pub(super) type SiteKey = smallvec::SmallVec<[u8; 24]>;
+/// CMD_UM_URI frames read ahead of their routing in [`Multinode::handle_frames`].
+const LOOKAHEAD: usize = 8;
+
+/// A CMD_UM_URI read ahead: its parts, its crawl site and the site's hash.
+struct Ahead<'a> {
+    body: &'a [u8],
+    collection: &'a [u8],
+    uri: &'a [u8],
+    urgent: bool,
+    site: Option<Cow<'a, str>>,
+    hash: u64,
+}
 
 /// A record of the multinode scheduler's crawl queues: `[urgent u8][attr len u16][attr]
 /// [site len u16][site][frame body]`, so that routing reads no marshal and forwarding copies the
@@ -88,12 +97,97 @@ fn uri_body(collection: &[u8], entry: &CrawlQueueEntry<'_>, urgent: bool) -> Vec
 
 impl Multinode {
     /// 3.2.5.5 step 1 and 3.2.5.7. `body` is the frame the entry came in, forwarded as it is.
+    /// Frames from `peer`, in order. For a registered node, CMD_UM_URI in the canonical layout
+    /// are read a few frames ahead of their routing: the places of their sites in the routing
+    /// map are fetched from memory while the frames before them are forwarded. Reading ahead
+    /// changes nothing; every frame takes effect in wire order.
+    pub fn handle_frames<'a>(
+        &mut self,
+        peer: PeerId,
+        frames: impl IntoIterator<Item = &'a [u8]>,
+        now: i64,
+    ) -> Result<(), SchedError> {
+        let registered = self.peers.get(&peer).is_some_and(|p| p.node.is_some());
+        if !registered {
+            for body in frames {
+                self.handle_frame(peer, body, now)?;
+            }
+            return Ok(());
+        }
+        let mut ahead: VecDeque<Ahead<'a>> = VecDeque::with_capacity(LOOKAHEAD);
+        for body in frames {
+            match self.read_ahead(body) {
+                Some(a) => {
+                    if ahead.len() == LOOKAHEAD {
+                        let first = ahead.pop_front().expect("full");
+                        self.route_ahead(first)?;
+                    }
+                    ahead.push_back(a);
+                }
+                None => {
+                    while let Some(a) = ahead.pop_front() {
+                        self.route_ahead(a)?;
+                    }
+                    self.handle_frame(peer, body, now)?;
+                }
+            }
+        }
+        while let Some(a) = ahead.pop_front() {
+            self.route_ahead(a)?;
+        }
+        Ok(())
+    }
+
+    /// A canonical CMD_UM_URI's parts, crawl site and site hash, with its place in the routing
+    /// map prefetched; `None` for any other frame.
+    fn read_ahead<'a>(&self, body: &'a [u8]) -> Option<Ahead<'a>> {
+        let u = crate::msg::peek_uri(body, &Limits::default())?;
+        let site = crawl_site_ref(u.uri);
+        let mut hash = 0;
+        if let Some(site) = &site {
+            hash = PeerCache::hash(&self.site_hasher, site.as_bytes());
+            if let Some(t) = self.peer_cache.get(u.collection) {
+                t.prefetch(hash);
+            }
+        }
+        Some(Ahead {
+            body,
+            collection: u.collection,
+            uri: u.uri,
+            urgent: u.urgent,
+            site,
+            hash,
+        })
+    }
+
+    fn route_ahead(&mut self, a: Ahead<'_>) -> Result<(), SchedError> {
+        self.on_uri_site(a.collection, a.uri, a.site, a.hash, a.urgent, a.body)
+    }
+
     /// A CMD_UM_URI / CMD_UM_URI_URG of a registered node (3.2.5.5): `body` is its frame body,
     /// queued and forwarded as it came.
     pub(super) fn on_uri(
         &mut self,
         collection: &[u8],
         uri: &[u8],
+        urgent: bool,
+        body: &[u8],
+    ) -> Result<(), SchedError> {
+        let site = crawl_site_ref(uri);
+        let hash = site
+            .as_ref()
+            .map_or(0, |s| PeerCache::hash(&self.site_hasher, s.as_bytes()));
+        self.on_uri_site(collection, uri, site, hash, urgent, body)
+    }
+
+    /// [`Multinode::on_uri`] with the URI's crawl site (`None`: it has none) and the site's
+    /// hash worked out.
+    fn on_uri_site(
+        &mut self,
+        collection: &[u8],
+        uri: &[u8],
+        site: Option<Cow<'_, str>>,
+        hash: u64,
         urgent: bool,
         body: &[u8],
     ) -> Result<(), SchedError> {
@@ -107,7 +201,7 @@ impl Multinode {
             }
             Some(c) if c.removing.is_some() => Ok(()),
             Some(c) => {
-                let Some(site) = crawl_site_ref(uri) else {
+                let Some(site) = site else {
                     self.unroutable(collection, uri);
                     return Ok(());
                 };
@@ -121,7 +215,7 @@ impl Multinode {
                     let known = self
                         .peer_cache
                         .get(collection)
-                        .and_then(|pc| pc.get(site.as_bytes()).copied());
+                        .and_then(|pc| pc.get(site.as_bytes(), hash));
                     if let Some(peer) = known {
                         frame::encode_raw_body(body, self.out.bulk(peer));
                         self.counters.uris_received += 1;
@@ -288,7 +382,8 @@ impl Multinode {
             warn!("collection {}: unreadable queue record dropped", show(name));
             return Ok(());
         };
-        if let Some(&peer) = cache.get(r.site) {
+        let hash = PeerCache::hash(&self.site_hasher, r.site);
+        if let Some(peer) = cache.get(r.site, hash) {
             frame::encode_raw_body(r.body, self.out.bulk(peer));
             self.counters.uris_forwarded += 1;
             return Ok(());
@@ -339,7 +434,7 @@ impl Multinode {
             Some(peer) => {
                 frame::encode_raw_body(r.body, self.out.bulk(peer));
                 self.counters.uris_forwarded += 1;
-                cache.insert(SiteKey::from_slice(r.site), peer);
+                cache.insert(r.site, hash, peer);
             }
             None => {
                 let c = self.collections.get_mut(name).expect("routing a known one");
