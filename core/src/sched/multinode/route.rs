@@ -96,7 +96,6 @@ fn uri_body(collection: &[u8], entry: &CrawlQueueEntry<'_>, urgent: bool) -> Vec
 }
 
 impl Multinode {
-    /// 3.2.5.5 step 1 and 3.2.5.7. `body` is the frame the entry came in, forwarded as it is.
     /// Frames from `peer`, in order. For a registered node, CMD_UM_URI in the canonical layout
     /// are read a few frames ahead of their routing: the places of their sites in the routing
     /// map are fetched from memory while the frames before them are forwarded. Reading ahead
