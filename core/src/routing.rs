@@ -349,10 +349,10 @@ pub fn crawl_site_ref(uri: &[u8]) -> Option<Cow<'_, str>> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum HostByte {
     Other,
-    Lower,
+    /// A lower-case letter, a digit or `-`.
+    Label,
+    /// An upper-case letter (the site is written in lower case).
     Upper,
-    Digit,
-    Dash,
     Dot,
     /// `:`, `/`, `?` or `#`: the host ends.
     End,
@@ -363,10 +363,8 @@ const HOST_BYTES: [HostByte; 256] = {
     let mut b = 0;
     while b < 256 {
         t[b] = match b as u8 {
-            b'a'..=b'z' => HostByte::Lower,
+            b'a'..=b'z' | b'0'..=b'9' | b'-' => HostByte::Label,
             b'A'..=b'Z' => HostByte::Upper,
-            b'0'..=b'9' => HostByte::Digit,
-            b'-' => HostByte::Dash,
             b'.' => HostByte::Dot,
             b':' | b'/' | b'?' | b'#' => HostByte::End,
             _ => HostByte::Other,
@@ -387,25 +385,18 @@ fn simple_site(uri: &[u8]) -> Option<Cow<'_, str>> {
         return None;
     };
     // The host: letters, digits, `-` and `.`, with no empty label (so no `.` first, last or
-    // twice in a row); all digits and dots only as a dotted quad.
+    // twice in a row).
     let mut upper = false;
-    let mut numeric = true;
-    let mut dots = 0;
     let mut after_dot = true;
     let mut i = 0;
     while let Some(&b) = rest.get(i) {
         match HOST_BYTES[b as usize] {
-            HostByte::Lower | HostByte::Dash => numeric = false,
-            HostByte::Upper => {
-                upper = true;
-                numeric = false;
-            }
-            HostByte::Digit => {}
+            HostByte::Label => {}
+            HostByte::Upper => upper = true,
             HostByte::Dot => {
                 if after_dot {
                     return None;
                 }
-                dots += 1;
             }
             HostByte::End => break,
             HostByte::Other => return None,
@@ -418,7 +409,8 @@ fn simple_site(uri: &[u8]) -> Option<Cow<'_, str>> {
         return None;
     }
     // A host whose last label is a number is an IPv4 address to the URL parser (WHATWG URL
-    // "ends in a number"), which rewrites or refuses anything but a plain dotted quad.
+    // "ends in a number"), which rewrites or refuses anything but a plain dotted quad: four
+    // decimal octets without leading zeros.
     let last = &host[host.iter().rposition(|&b| b == b'.').map_or(0, |d| d + 1)..];
     let ends_in_number = last.iter().all(u8::is_ascii_digit)
         || last.len() >= 2 && last[..2].eq_ignore_ascii_case(b"0x");
@@ -430,7 +422,8 @@ fn simple_site(uri: &[u8]) -> Option<Cow<'_, str>> {
                 .and_then(|p| p.parse::<u8>().ok())
                 .is_some()
     };
-    if ends_in_number && !(numeric && dots == 3 && host.split(|&b| b == b'.').all(octet)) {
+    let labels = || host.split(|&b| b == b'.');
+    if ends_in_number && !(labels().count() == 4 && labels().all(octet)) {
         return None;
     }
     // The site is `host` or `host:port`, both a prefix of `rest`; it is borrowed unless the
