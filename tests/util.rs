@@ -1,4 +1,4 @@
-//! Helpers shared by the integration tests: where `shared/` is, hex, the golden wire vectors, and a
+//! Helpers shared by the integration tests: where the test data is, hex, the golden wire vectors, and a
 //! python3 runner that shows the command and its output when a check fails, role processes and
 //! an FSCMT peer over a socket.
 
@@ -15,9 +15,10 @@ use crawlfleet_core::msg::Message;
 /// The terminator that follows a marshal dict on the link store socket (MS-FSWASDR 2.2.1).
 pub const WASDR_TERMINATOR: &[u8] = b"\x2e\x2e\x2e\x00\x00\x00\x00";
 
-/// `shared/`, which sits next to the checkout (specs, golden vectors).
-pub fn shared_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared"))
+/// `tests/data/`: the golden vectors, byte-identical copies of `shared/vectors/` kept in the
+/// repository so a fresh clone tests on its own.
+pub fn data_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data"))
 }
 
 /// A directory of the checkout, such as `fuzz/corpus/frame`.
@@ -84,9 +85,9 @@ impl Vector {
     }
 }
 
-/// Every vector of `shared/vectors/wire-vectors.tsv`, `#` comment lines skipped.
+/// Every vector of `tests/data/wire-vectors.tsv`, `#` comment lines skipped.
 pub fn vectors() -> Vec<Vector> {
-    let path = shared_dir().join("vectors/wire-vectors.tsv");
+    let path = data_dir().join("wire-vectors.tsv");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let mut out = Vec::new();

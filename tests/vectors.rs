@@ -1,4 +1,4 @@
-//! The golden wire vectors (`shared/vectors/wire-vectors.tsv`): each decodes to the value its
+//! The golden wire vectors (`tests/data/wire-vectors.tsv`, a byte-identical copy of `shared/vectors/`): each decodes to the value its
 //! third column prints, re-encodes byte for byte, passes `scan` / `scan_body`, and survives the
 //! JSON form unchanged.
 

@@ -1,4 +1,4 @@
-//! The golden wire vectors (../shared/vectors/wire-vectors.tsv) through the typed message model:
+//! The golden wire vectors (tests/data/wire-vectors.tsv, a copy of shared/vectors) through the typed message model:
 //! each FSCMT frame decodes to a typed message, and the typed message encodes back to the exact
 //! frame (MS-FSCMT 2.2.1; key order as in the vectors).
 
@@ -9,9 +9,9 @@ use crawlfleet_core::msg::{Command, Message};
 fn vectors() -> Vec<(String, Vec<u8>)> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/vectors/wire-vectors.tsv"
+        "/../tests/data/wire-vectors.tsv"
     );
-    let text = std::fs::read_to_string(path).expect("the golden vectors sit in ../shared");
+    let text = std::fs::read_to_string(path).expect("the golden vectors sit in tests/data");
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| {

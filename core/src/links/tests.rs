@@ -22,13 +22,13 @@ const ASPX: &[u8] = b"http://www.fourthcoffee.com/index.aspx";
 const HTML: &[u8] = b"http://www.fourthcoffee.com/index.html";
 const DOC2: &[u8] = b"http://www.fourthcoffee.com/example1.html";
 
-fn shared(rel: &str) -> std::path::PathBuf {
-    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared")).join(rel)
+fn test_data(rel: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data")).join(rel)
 }
 
 #[test]
 fn every_cidhash_vector_matches() {
-    let text = std::fs::read_to_string(shared("vectors/cidhash.tsv")).unwrap();
+    let text = std::fs::read_to_string(test_data("cidhash.tsv")).unwrap();
     let mut rows = 0;
     for line in text
         .lines()
@@ -194,7 +194,7 @@ fn duplicate_column_rule_of_2_2_1_3_2_1() {
 }
 
 fn golden(name: &str) -> Vec<u8> {
-    let text = std::fs::read_to_string(shared("vectors/wire-vectors.tsv")).unwrap();
+    let text = std::fs::read_to_string(test_data("wire-vectors.tsv")).unwrap();
     let line = text
         .lines()
         .find(|l| l.split('\t').next() == Some(name))
