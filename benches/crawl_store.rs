@@ -7,6 +7,8 @@
 //! (no persistence), and the other layout considered for the store: a table keyed by the
 //! xxh3-128 of the URI (compared inline, no URI dereferenced) with the URIs in an arena.
 //!
+//! Last, reopening the store: its log of a million records read back (counted in records).
+//!
 //! `cargo bench --bench crawl_store`
 
 use std::collections::HashMap;
@@ -160,6 +162,21 @@ fn crawl_store(c: &mut Criterion) {
     }
     g.finish();
     drop(store);
+
+    // Reopening: the log of a million records (and the updates above) read back into the table,
+    // as a node scheduler does at start.
+    let mut g = c.benchmark_group("crawl_store_1M_reopen");
+    g.throughput(Throughput::Elements(RECORDS as u64))
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
+    g.bench_function("open", |b| {
+        b.iter(|| {
+            let s = CrawlStore::open(black_box(&dir)).expect("store reopens");
+            assert_eq!(s.len(), RECORDS);
+            s
+        })
+    });
+    g.finish();
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,5 +1,3 @@
-use std::time::Instant;
-
 use super::*;
 use crate::testdir::TempDir;
 
@@ -316,42 +314,6 @@ fn what_was_synced_survives_a_kill_and_nothing_half_written_is_read() {
     for i in 0..1000 {
         assert_eq!(s.get(&uri(i)), Some(&rec(i)), "uri {i}");
     }
-    drop(s);
-    fs::remove_dir_all(&dir).unwrap();
-}
-
-/// A million records of realistic URIs: how long reopening takes (printed, not asserted).
-#[test]
-fn a_million_records_reopen() {
-    let dir = tmp("million");
-    let n = 1_000_000u32;
-    let mut s = CrawlStore::open(&dir).unwrap();
-    let t = Instant::now();
-    for i in 0..n {
-        let u = format!(
-            "https://www.site{}.example.com/articles/{}/{}-some-title-words.html?ref=home",
-            i % 5000,
-            i / 5000,
-            i
-        );
-        s.put(u.as_bytes(), rec(i)).unwrap();
-    }
-    s.sync().unwrap();
-    let put_time = t.elapsed();
-    let bytes = s.log_bytes();
-    drop(s);
-    let t = Instant::now();
-    let s = CrawlStore::open(&dir).unwrap();
-    let reopen = t.elapsed();
-    assert_eq!(s.len(), n as usize);
-    assert_eq!(
-        s.get(b"https://www.site7.example.com/articles/0/7-some-title-words.html?ref=home"),
-        Some(&rec(7))
-    );
-    println!(
-        "crawl store: {n} records ({} MiB log) written+synced in {put_time:?}, reopened in {reopen:?}",
-        bytes >> 20
-    );
     drop(s);
     fs::remove_dir_all(&dir).unwrap();
 }
