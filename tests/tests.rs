@@ -10,6 +10,7 @@ mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;
 mod linkstore;
+mod port_limits;
 mod queue_bench;
 mod queue_crash;
 mod sched;

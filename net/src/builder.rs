@@ -18,6 +18,7 @@ use crate::event::Event;
 use crate::event_loop::{listener_token, Config, EventLoop, Listener, WAKER};
 use crate::framing::{Framing, FscmtFraming};
 use crate::handle::{Handle, Shared, WakeOnDrop};
+use crate::limits::{PartialBudget, PortLimits};
 
 /// The event channel's default capacity, in events (a `Frames` event holds up to 256 KiB).
 pub const DEFAULT_EVENT_CAPACITY: usize = 1024;
@@ -52,6 +53,7 @@ impl EventLoop<FscmtFraming> {
                 backoff: BackoffPolicy::default(),
                 connect_timeout: Duration::from_secs(10),
                 linger: Duration::from_secs(5),
+                limits: PortLimits::default(),
             },
             thread_name: "crawlfleet-net".to_owned(),
         }
@@ -115,6 +117,37 @@ impl<F: Framing> Builder<F> {
     /// Sets how long a graceful close may take to write what is queued and see the peer close.
     pub fn linger(mut self, linger: Duration) -> Self {
         self.config.linger = linger;
+        self
+    }
+
+    /// Sets the per-connection cap on queued output (default
+    /// [`DEFAULT_MAX_QUEUED_OUTPUT`](crate::DEFAULT_MAX_QUEUED_OUTPUT)): past it the loop stops
+    /// reading the connection until its queue is down to half.
+    pub fn max_queued_output(mut self, bytes: usize) -> Self {
+        self.config.limits.max_queued_output = bytes;
+        self
+    }
+
+    /// Sets how many bytes of one connection's messages the role may hold (handed over, not yet
+    /// dropped) before the loop stops reading that connection (default
+    /// [`DEFAULT_MAX_IN_ROLE`](crate::DEFAULT_MAX_IN_ROLE)).
+    pub fn max_in_role(mut self, bytes: usize) -> Self {
+        self.config.limits.max_in_role = bytes;
+        self
+    }
+
+    /// Counts partial messages against `budget` instead of the process's
+    /// ([`PartialBudget::process`]).
+    pub fn partial_budget(mut self, budget: PartialBudget) -> Self {
+        self.config.limits.partial = budget;
+        self
+    }
+
+    /// Sets how long a partial message, an unfinished handshake or unread output may wait for
+    /// a message to complete (default [`DEFAULT_IDLE_TIMEOUT`](crate::DEFAULT_IDLE_TIMEOUT);
+    /// `None`: forever).
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.limits.idle_timeout = timeout;
         self
     }
 

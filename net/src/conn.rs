@@ -5,6 +5,8 @@
 
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
 
 use crawlfleet_core::frame::Priority;
 use mio::net::TcpStream;
@@ -13,6 +15,7 @@ use crate::event::{CloseReason, FrameBatch};
 use crate::framing::{Framing, FramingError, Next};
 use crate::ids::{ConnId, LinkId};
 use crate::io_util::{interrupted, would_block};
+use crate::limits::InRole;
 use crate::sendq::{Flushed, SendQueue};
 
 /// Read buffer size when no message needs more.
@@ -72,6 +75,19 @@ pub(crate) struct Conn<F> {
     pub(crate) dirty: bool,
     /// Queued in the loop's list of connections to read again next turn.
     pub(crate) read_ready: bool,
+    /// Not read because its queued output is over the cap (see `limits`); the loop reads it
+    /// again once a flush brings the queue down to half.
+    pub(crate) throttled: bool,
+    /// Bytes this connection counts against the partial-message budget (see [`Conn::held`]).
+    pub(crate) held: usize,
+    /// Messages cut so far (for the idle sweep: a count that moved means progress).
+    pub(crate) messages: u64,
+    /// The message count and time the idle sweep last saw progress (or no partial message).
+    pub(crate) mark: (u64, Instant),
+    /// This connection's messages the role holds (see `limits`).
+    pub(crate) in_role: Arc<InRole>,
+    /// In the loop's list of connections not read until the role works through their messages.
+    pub(crate) held_back: bool,
     framing: F,
     /// `buf[..filled]` holds received bytes: complete messages in `buf[..framed]`, then the
     /// start of the next one. `buf.len()` is the room readable into without growing.
@@ -93,6 +109,7 @@ impl<F: Framing> Conn<F> {
         state: State,
         link: Option<LinkId>,
         framing: F,
+        in_role: Arc<InRole>,
     ) -> Self {
         Conn {
             id,
@@ -103,6 +120,12 @@ impl<F: Framing> Conn<F> {
             sendq: SendQueue::default(),
             dirty: false,
             read_ready: false,
+            throttled: false,
+            held: 0,
+            messages: 0,
+            mark: (0, Instant::now()),
+            in_role,
+            held_back: false,
             framing,
             buf: Vec::new(),
             filled: 0,
@@ -120,6 +143,27 @@ impl<F: Framing> Conn<F> {
                 true
             }
             State::Closing | State::Draining => false,
+        }
+    }
+
+    /// Bytes of output queued and not yet written.
+    pub(crate) fn queued(&self) -> usize {
+        self.sendq.unsent().bytes
+    }
+
+    /// True when the read buffer holds the start of a message that has not arrived whole.
+    pub(crate) fn has_partial(&self) -> bool {
+        self.filled > self.framed
+    }
+
+    /// What the connection holds for a partial message, to count against the budget: its read
+    /// buffer, when a partial message has grown it past the normal size (every connection keeps
+    /// a normal-sized buffer; that is not counted).
+    pub(crate) fn held_now(&self) -> usize {
+        if self.has_partial() && self.buf.len() > READ_BUF {
+            self.buf.len()
+        } else {
+            0
         }
     }
 
@@ -229,6 +273,7 @@ impl<F: Framing> Conn<F> {
                     }
                     self.batch.push(self.framed, m.len, m.body, m.priority)?;
                     self.framed += m.len;
+                    self.messages += 1;
                 }
                 Next::Incomplete { needed } => {
                     if needed <= pending.len() {
@@ -303,6 +348,7 @@ impl<F: Framing> Conn<F> {
         }
         self.filled -= framed;
         self.framed = 0;
+        batch.hand_to_role(&self.in_role);
         Some(batch)
     }
 

@@ -4,12 +4,14 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crawlfleet_core::frame::Priority;
 
 use crate::framing::FramingError;
 use crate::ids::{ConnId, LinkId, ListenerId, TimerId};
+use crate::limits::{InRole, InRoleGuard};
 
 /// One thing that happened in the loop. For a given connection the order is: `Accepted` or
 /// `Connected` first, then `Frames` in wire order, then exactly one `Closed`, last.
@@ -85,6 +87,21 @@ pub enum CloseReason {
     LocalClose,
     /// A graceful close did not finish within the linger time.
     LingerExpired,
+    /// A partial message, an unfinished handshake (an accepted connection that has sent no
+    /// whole message) or output the peer does not read waited longer than the idle timeout.
+    IdleTimeout {
+        /// The timeout.
+        after: Duration,
+    },
+    /// Partial messages held more than the budget; this connection held the most.
+    MemoryCap {
+        /// Bytes this connection held.
+        held: usize,
+        /// Bytes held in all (before this close).
+        total: usize,
+        /// The budget.
+        cap: usize,
+    },
     /// The loop is shutting down.
     Shutdown,
 }
@@ -119,6 +136,14 @@ impl fmt::Display for CloseReason {
             CloseReason::BadFrame(e) => e.fmt(f),
             CloseReason::LocalClose => f.write_str("closed locally"),
             CloseReason::LingerExpired => f.write_str("closed locally; linger time expired"),
+            CloseReason::IdleTimeout { after } => {
+                write!(f, "idle timeout: no message completed in {after:?}")
+            }
+            CloseReason::MemoryCap { held, total, cap } => write!(
+                f,
+                "partial messages hold {total} bytes, over the budget of {cap}; this \
+                 connection held the most ({held})"
+            ),
             CloseReason::Shutdown => f.write_str("event loop shut down"),
         }
     }
@@ -184,7 +209,29 @@ pub struct FrameBatch {
     conn: ConnId,
     data: Vec<u8>,
     frames: Vec<FrameRef>,
+    /// Counts the batch against its connection's messages waiting for the role until the last
+    /// clone is dropped (see `limits`).
+    held: Held,
 }
+
+/// The accounting of a batch the role holds; not part of what a batch is (equality ignores it).
+/// A clone counts its bytes again, until it is dropped too.
+#[derive(Debug, Default)]
+struct Held(Option<InRoleGuard>);
+
+impl Clone for Held {
+    fn clone(&self) -> Self {
+        Held(self.0.as_ref().map(InRoleGuard::again))
+    }
+}
+
+impl PartialEq for Held {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Held {}
 
 impl FrameBatch {
     /// An empty batch that will hold messages copied out of `conn`'s read buffer.
@@ -193,6 +240,7 @@ impl FrameBatch {
             conn,
             data: Vec::new(),
             frames: Vec::new(),
+            held: Held::default(),
         }
     }
 
@@ -227,6 +275,11 @@ impl FrameBatch {
     pub(crate) fn set_data(&mut self, data: Vec<u8>) {
         debug_assert_eq!(data.len(), self.span());
         self.data = data;
+    }
+
+    /// Counts the batch's bytes against `in_role` while the role holds it.
+    pub(crate) fn hand_to_role(&mut self, in_role: &Arc<InRole>) {
+        self.held = Held(Some(in_role.hand(self.data.len())));
     }
 
     /// The connection the messages came from.

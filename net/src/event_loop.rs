@@ -27,6 +27,7 @@ use crate::framing::Framing;
 use crate::handle::Command;
 use crate::ids::{ConnId, LinkId, ListenerId};
 use crate::io_util::{interrupted, would_block};
+use crate::limits::{InRole, PortLimits};
 use crate::sendq::Flushed;
 use crate::timer::{TimerKey, Timers};
 
@@ -51,6 +52,7 @@ pub(crate) struct Config {
     pub(crate) backoff: BackoffPolicy,
     pub(crate) connect_timeout: Duration,
     pub(crate) linger: Duration,
+    pub(crate) limits: PortLimits,
 }
 
 /// A listening socket.
@@ -93,6 +95,8 @@ pub struct EventLoop<F> {
     read_ready: Vec<ConnId>,
     /// Connections that commands gave data to this turn.
     dirty: Vec<ConnId>,
+    /// Connections not read until the role works through their messages (see `limits`).
+    held_back: Vec<ConnId>,
     framing: F,
     config: Config,
     serial: u32,
@@ -114,12 +118,16 @@ impl<F: Framing> EventLoop<F> {
         framing: F,
         config: Config,
     ) -> Self {
+        let mut timers = Timers::default();
+        if let Some(period) = config.limits.sweep_period() {
+            timers.set(TimerKey::IdleSweep, Instant::now() + period, Some(period));
+        }
         EventLoop {
             poll,
             listeners,
             conns: Slab::new(),
             links: HashMap::new(),
-            timers: Timers::default(),
+            timers,
             commands,
             _waker: waker,
             wake_pending,
@@ -127,6 +135,7 @@ impl<F: Framing> EventLoop<F> {
             outbox: VecDeque::new(),
             read_ready: Vec::new(),
             dirty: Vec::new(),
+            held_back: Vec::new(),
             framing,
             config,
             serial: 0,
@@ -245,6 +254,7 @@ impl<F: Framing> EventLoop<F> {
             Token(key),
             Interest::READABLE | Interest::WRITABLE,
         )?;
+        let in_role = InRole::new(self.config.limits.max_in_role, Arc::clone(&self._waker));
         entry.insert(Conn::new(
             id,
             stream,
@@ -252,12 +262,14 @@ impl<F: Framing> EventLoop<F> {
             state,
             link,
             self.framing.clone(),
+            in_role,
         ));
         Ok(id)
     }
 
     fn read_conn(&mut self, id: ConnId) {
         let paused = self.paused();
+        let max_out = self.config.limits.max_queued_output;
         let Some(conn) = self.conn_mut(id) else {
             return;
         };
@@ -269,7 +281,39 @@ impl<F: Framing> EventLoop<F> {
             }
             return;
         }
+        if conn.link.is_none() && conn.state == State::Open && conn.queued() > max_out {
+            // The peer is not reading what we send: leave its input in the socket until its
+            // output drains (`write_conn` resumes it), so it costs no more memory. Only accepted
+            // connections are held back: on our own outgoing links we always read, so two
+            // roles that both stop reading each other can never wait on each other forever.
+            if !conn.throttled {
+                conn.throttled = true;
+                log::debug!(
+                    "{id} ({}): {} bytes queued unread; not reading it until they drain",
+                    conn.peer,
+                    conn.queued()
+                );
+            }
+            return;
+        }
+        if conn.state == State::Open && conn.in_role.over_cap() {
+            // The role has not worked through what this peer sent: read the others meanwhile.
+            // Dropping the batches wakes the loop (see `limits::InRoleGuard`).
+            if !conn.held_back {
+                conn.held_back = true;
+                self.held_back.push(id);
+            }
+            return;
+        }
         let out = conn.read();
+        let (was, now) = (conn.held, conn.held_now());
+        if was != now {
+            conn.held = now;
+            let total = self.config.limits.partial.update(was, now);
+            if total > self.config.limits.partial.cap() {
+                self.enforce_partial_budget();
+            }
+        }
         if let Some(batch) = out.batch {
             self.emit(Event::Frames(batch));
         }
@@ -288,6 +332,7 @@ impl<F: Framing> EventLoop<F> {
     }
 
     fn write_conn(&mut self, id: ConnId) {
+        let resume_at = self.config.limits.max_queued_output / 2;
         let Some(conn) = self.conn_mut(id) else {
             return;
         };
@@ -298,7 +343,15 @@ impl<F: Framing> EventLoop<F> {
                 // so look for it now.
                 self.read_conn(id);
             }
-            Ok(_) => {}
+            Ok(_) => {
+                if conn.throttled && conn.queued() <= resume_at {
+                    conn.throttled = false;
+                    if !conn.read_ready {
+                        conn.read_ready = true;
+                        self.read_ready.push(id);
+                    }
+                }
+            }
             Err(e) => self.close_conn(id, CloseReason::Io(e.into())),
         }
     }
@@ -333,7 +386,63 @@ impl<F: Framing> EventLoop<F> {
         let mut conn = self.conns.remove(id.key());
         let _ = self.poll.registry().deregister(&mut conn.stream);
         self.timers.cancel(TimerKey::Conn(id));
+        if conn.held > 0 {
+            self.config.limits.partial.update(conn.held, 0);
+            conn.held = 0;
+        }
         Some(conn)
+    }
+
+    /// Partial messages hold more than the budget: closes this loop's connections that hold
+    /// the most until the total is within it (or this loop holds nothing more).
+    fn enforce_partial_budget(&mut self) {
+        let budget = self.config.limits.partial.clone();
+        while budget.held() > budget.cap() {
+            let Some((id, held)) = self
+                .conns
+                .iter()
+                .filter(|(_, c)| c.held > 0)
+                .max_by_key(|(_, c)| c.held)
+                .map(|(_, c)| (c.id, c.held))
+            else {
+                return;
+            };
+            let reason = CloseReason::MemoryCap {
+                held,
+                total: budget.held(),
+                cap: budget.cap(),
+            };
+            self.close_conn(id, reason);
+        }
+    }
+
+    /// Closes open connections that have waited longer than the idle timeout for a message to
+    /// complete: holding part of one, not read because their output does not drain, or accepted
+    /// and silent since (see `limits`). Progress is a message cut since the last sweep.
+    fn sweep_idle(&mut self) {
+        let Some(timeout) = self.config.limits.idle_timeout else {
+            return;
+        };
+        let now = Instant::now();
+        let mut idle = Vec::new();
+        for (_, c) in self.conns.iter_mut() {
+            if c.state != State::Open {
+                continue; // Connecting and closing connections have deadlines of their own.
+            }
+            if c.messages != c.mark.0 {
+                c.mark = (c.messages, now);
+                continue;
+            }
+            let waiting = c.has_partial() || c.throttled || (c.link.is_none() && c.messages == 0);
+            if !waiting {
+                c.mark.1 = now;
+            } else if now.duration_since(c.mark.1) >= timeout {
+                idle.push(c.id);
+            }
+        }
+        for id in idle {
+            self.close_conn(id, CloseReason::IdleTimeout { after: timeout });
+        }
     }
 
     fn on_conn_deadline(&mut self, id: ConnId) {
@@ -591,6 +700,7 @@ impl<F: Framing> EventLoop<F> {
                 TimerKey::Reconnect(link) => self.start_attempt(link),
                 TimerKey::Conn(id) => self.on_conn_deadline(id),
                 TimerKey::AcceptRetry(i) => self.accept(i),
+                TimerKey::IdleSweep => self.sweep_idle(),
             }
         }
         self.expired = expired;
@@ -640,6 +750,25 @@ impl<F: Framing> EventLoop<F> {
             if std::mem::take(&mut self.listeners[i].pending) {
                 self.accept(i);
             }
+        }
+        if !self.held_back.is_empty() {
+            let mut held = std::mem::take(&mut self.held_back);
+            held.retain(
+                |&id| match self.conns.get_mut(id.key()).filter(|c| c.id == id) {
+                    Some(conn) if conn.in_role.over_cap() => true,
+                    Some(conn) => {
+                        conn.held_back = false;
+                        if !conn.read_ready {
+                            conn.read_ready = true;
+                            self.read_ready.push(id);
+                        }
+                        false
+                    }
+                    None => false,
+                },
+            );
+            held.append(&mut self.held_back);
+            self.held_back = held;
         }
         let ready = std::mem::take(&mut self.read_ready);
         for &id in &ready {

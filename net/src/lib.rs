@@ -50,6 +50,10 @@
 //! queued for it is discarded and its [`Event::Closed`] says how much ([`Unsent`]); the role
 //! resends on the next connection if the protocol needs it.
 //!
+//! Every connection keeps the limits of [`PortLimits`]: a cap on its queued output (past it, it is
+//! not read until the queue drains), a budget for bytes held in partial messages, and an idle
+//! timeout for a partial message or an unfinished handshake.
+//!
 //! The [`fetch`] module is the crawl engine's HTTP/1.1 and HTTPS client; it runs a poll thread
 //! of its own rather than this loop.
 #![deny(missing_docs)]
@@ -64,6 +68,7 @@ mod framing;
 mod handle;
 mod ids;
 mod io_util;
+mod limits;
 mod sendq;
 mod timer;
 
@@ -75,3 +80,7 @@ pub use event_loop::EventLoop;
 pub use framing::{Framing, FramingError, FscmtFraming, FscmtLengthFraming, MessageMeta, Next};
 pub use handle::{Handle, LoopStopped};
 pub use ids::{ConnId, LinkId, ListenerId, TimerId};
+pub use limits::{
+    PartialBudget, PortLimits, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_QUEUED_OUTPUT,
+    DEFAULT_PARTIAL_BUDGET,
+};

@@ -26,6 +26,8 @@ pub(crate) enum TimerKey {
     Conn(ConnId),
     /// Retry accepting on a listener after an accept error (out of file descriptors, say).
     AcceptRetry(usize),
+    /// The periodic look for idle connections (see `limits`).
+    IdleSweep,
 }
 
 #[derive(Debug)]

@@ -6,6 +6,7 @@ mod bad_peers;
 mod coalescing;
 mod large;
 mod lifecycle;
+mod limits;
 mod many;
 mod priority;
 mod reconnect;
