@@ -2,6 +2,7 @@
 
 mod admin;
 mod crawl;
+mod data_dir_lock;
 mod decode_errors;
 mod differential;
 mod docs_cli;

@@ -18,6 +18,7 @@
 pub mod checksum;
 pub mod config;
 pub mod crawl;
+pub mod datadir;
 pub mod dupserver;
 pub mod feed;
 pub mod frame;

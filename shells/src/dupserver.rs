@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crawlfleet_core::checksum::durable::DupStores;
 use crawlfleet_core::checksum::wal::SyncPoint;
+use crawlfleet_core::datadir::DirLock;
 use crawlfleet_core::dupserver::{DupServer, Mode, PeerId};
 use crawlfleet_net::{ConnId, Event, EventLoop, Handle, LinkId, Priority, TimerId};
 use crossbeam_channel::{Receiver, Sender};
@@ -120,11 +121,10 @@ fn send_now(
     Ok(())
 }
 
-/// Checks the data directory is usable before anything listens.
-fn open_stores(dir: &Path) -> Result<DupStores, String> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(format!("data dir {} is not a directory", dir.display()));
-    }
+/// Takes the data directory (locked against other processes while the guard lives) and opens
+/// its stores before anything listens.
+fn open_stores(dir: &Path) -> Result<(DirLock, DupStores), String> {
+    let lock = DirLock::acquire(dir).map_err(|e| e.to_string())?;
     let (stores, rec) = DupStores::open(dir, SHARDS)
         .map_err(|e| format!("data dir {} is unusable: {e}", dir.display()))?;
     info!(
@@ -135,12 +135,12 @@ fn open_stores(dir: &Path) -> Result<DupStores, String> {
         rec.elapsed.as_secs_f64(),
         rec.records_replayed
     );
-    Ok(stores)
+    Ok((lock, stores))
 }
 
 /// Runs a duplicate server (`replica` given: forwarding to it) or a replica until killed.
 pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<(), String> {
-    let stores = open_stores(&args.data_dir)?;
+    let (_lock, stores) = open_stores(&args.data_dir)?;
     let node_id = args
         .node_id
         .clone()

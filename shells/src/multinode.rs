@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crawlfleet_core::datadir::DirLock;
 use crawlfleet_core::marshal::Value;
 use crawlfleet_core::sched::multinode::{Multinode, MultinodeOptions};
 use crawlfleet_core::sched::{Outbox, PeerId};
@@ -46,17 +47,15 @@ pub fn read_configs(files: &[std::path::PathBuf]) -> Result<Vec<(String, Value<'
     Ok(out)
 }
 
-/// Checks a data directory can be created and written.
-pub fn check_data_dir(dir: &Path) -> Result<(), String> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(format!("data dir {} is not a directory", dir.display()));
-    }
-    std::fs::create_dir_all(dir)
-        .map_err(|e| format!("data dir {} is unusable: {e}", dir.display()))?;
+/// Takes a role's data directory: creates it, locks it against other processes (the lock lives
+/// as long as the returned guard) and checks it can be written.
+pub fn check_data_dir(dir: &Path) -> Result<DirLock, String> {
+    let lock = DirLock::acquire(dir).map_err(|e| e.to_string())?;
     let probe = dir.join(".probe");
     std::fs::write(&probe, b"ok")
         .and_then(|()| std::fs::remove_file(&probe))
-        .map_err(|e| format!("data dir {} is unusable: {e}", dir.display()))
+        .map_err(|e| format!("data dir {} is unusable: {e}", dir.display()))?;
+    Ok(lock)
 }
 
 /// Sends frames grouped per destination and priority, high-priority groups first so they
@@ -130,7 +129,7 @@ pub fn run_with(
     args: &MultinodeArgs,
     queued: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 ) -> Result<(), String> {
-    check_data_dir(&args.data_dir)?;
+    let _lock = check_data_dir(&args.data_dir)?;
     let configs = read_configs(&args.config)?;
     let mut sm = Multinode::open(&args.data_dir, MultinodeOptions::default())
         .map_err(|e| format!("data dir {} is unusable: {e}", args.data_dir.display()))?;

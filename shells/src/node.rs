@@ -44,7 +44,7 @@ pub fn run(args: &NodeArgs) -> Result<(), String> {
 /// Runs a node scheduler until killed, publishing its crawl status into `status` (used by
 /// `crawlfleet up`).
 pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), String> {
-    check_data_dir(&args.data_dir)?;
+    let _lock = check_data_dir(&args.data_dir)?;
     let node_id = match (&args.node_id, args.standalone) {
         (Some(id), _) => id.clone(),
         (None, true) => "standalone".to_string(),

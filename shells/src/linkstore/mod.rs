@@ -20,6 +20,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
+use crawlfleet_core::datadir::DirLock;
 use crawlfleet_core::links::{
     log_path, parse_message, stored_logs, Application, LinkLog, LogError, ACK, FAILED,
 };
@@ -163,6 +164,7 @@ pub struct Running {
 
 /// Opens the store under `opts.data_dir` and serves it on `listen`.
 pub fn start(listen: SocketAddr, opts: &StoreOptions) -> Result<Running, String> {
+    let lock = DirLock::acquire(&opts.data_dir).map_err(|e| e.to_string())?;
     let store = Store::open(&opts.data_dir)?;
     let spawned = EventLoop::builder()
         .listen(listen)
@@ -175,7 +177,11 @@ pub fn start(listen: SocketAddr, opts: &StoreOptions) -> Result<Running, String>
     let loop_handle = spawned.handle;
     let join = std::thread::Builder::new()
         .name("linkstore-store".into())
-        .spawn(move || serve(events, loop_handle, store))
+        .spawn(move || {
+            // The data directory stays locked as long as the store is served.
+            let _lock = lock;
+            serve(events, loop_handle, store)
+        })
         .map_err(|e| format!("cannot start the store thread: {e}"))?;
     Ok(Running {
         addr: spawned.local_addrs[0],
