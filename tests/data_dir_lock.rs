@@ -15,7 +15,10 @@ fn refused(role: &[&str], dir: &str, first: &Role) {
         .output()
         .expect("crawlfleet runs");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} started on a held directory");
+    assert!(
+        !out.status.success(),
+        "{args:?} started on a held directory"
+    );
     let pid = first.child.id().to_string();
     assert!(
         err.contains(&format!("in use by process {pid}")),
@@ -32,7 +35,11 @@ fn a_second_process_on_a_held_data_dir_is_refused_with_the_holders_pid() {
     refused(&["dupreplica", "--listen", "127.0.0.1:0"], d, &first);
     refused(&["multinode", "--listen", "127.0.0.1:0"], d, &first);
     refused(&["linkstore", "--listen", "127.0.0.1:0"], d, &first);
-    refused(&["node", "--standalone", "--admin", "127.0.0.1:0"], d, &first);
+    refused(
+        &["node", "--standalone", "--admin", "127.0.0.1:0"],
+        d,
+        &first,
+    );
     // Killed, the holder lets go: the directory is usable again.
     first.kill();
     let again = Role::start(&["dupserver", "--listen", "127.0.0.1:0", "--data-dir", d]);

@@ -151,3 +151,86 @@ fn partial_60_mib_frames_on_32_connections_cost_bounded_memory() {
     good.send(&add("good", 1));
     assert!(matches!(good.recv_reply(), Message::PpdupAddOk(_)));
 }
+
+/// DESIGN.md "Limits every port keeps": four connections flooding the link store with messages
+/// it must refuse (MS-FSWASDR 3.2.5: answered `failed`) cost a log line a second, not a line a
+/// message, and a valid message right after is acknowledged.
+#[test]
+fn a_flood_of_refused_link_store_messages_logs_a_line_a_second() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let dir = temp_dir("limits-logflood");
+    let log_path = dir.join("stderr.log");
+    std::fs::create_dir_all(&*dir).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+        .args(["linkstore", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.join("data"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+
+    // An empty marshal dict: well framed, but no link store message (no application key).
+    let mut refused = b"{0".to_vec();
+    refused.extend_from_slice(crate::util::WASDR_TERMINATOR);
+    let window: Vec<u8> = refused.repeat(200);
+    let flooders: Vec<_> = (0..4)
+        .map(|_| {
+            let window = window.clone();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let mut answers = BufReader::new(s.try_clone().unwrap());
+                let (until, mut n) = (Instant::now() + Duration::from_secs(3), 0u64);
+                while Instant::now() < until {
+                    s.write_all(&window).unwrap();
+                    for _ in 0..200 {
+                        let mut a = String::new();
+                        answers.read_line(&mut a).unwrap();
+                        assert_eq!(a, "failed\n");
+                        n += 1;
+                    }
+                }
+                n
+            })
+        })
+        .collect();
+    let total: u64 = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+
+    // A valid (minimal) message right after is stored and acknowledged.
+    let mut wire = Vec::new();
+    {
+        use crawlfleet_core::links::{Message, WebAnalyzerBatch};
+        let mut b = WebAnalyzerBatch::default();
+        b.no_links(b"http://www.fourthcoffee.com/", 1244208852)
+            .unwrap();
+        wire.extend_from_slice(&Message::webanalyzer(b"sp", &b).to_wire());
+    }
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(&wire).unwrap();
+    let mut a = String::new();
+    BufReader::new(&s).read_line(&mut a).unwrap();
+    assert_eq!(a, "ack\n");
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("refusing a message"))
+        .count();
+    eprintln!("{total} refused messages, {lines} log lines about them");
+    assert!(total >= 1000, "the flood was too small to tell ({total})");
+    assert!(
+        lines <= 8,
+        "{lines} log lines for {total} refused messages in about 3 s:\n{log}"
+    );
+}

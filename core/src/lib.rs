@@ -26,6 +26,7 @@ pub mod links;
 pub mod marshal;
 pub mod msg;
 pub mod queue;
+pub mod ratelog;
 pub mod routing;
 pub mod sched;
 pub mod stats;

@@ -286,7 +286,7 @@ impl DupServer {
                             .map(<[u8]>::to_vec)
                     })
                     .unwrap_or_default();
-                warn!("peer {peer}: refusing a message: {e}");
+                crate::warn_limited!("dupserver-refused", "peer {peer}: refusing a message: {e}");
                 self.error(peer, &collection, &e.to_string());
             }
         }

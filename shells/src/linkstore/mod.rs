@@ -26,7 +26,7 @@ use crawlfleet_core::links::{
 };
 use crawlfleet_net::{ConnId, Event, EventLoop, Handle, Priority};
 use crossbeam_channel::Receiver;
-use log::{debug, error, info, warn};
+use log::{debug, error, info};
 
 use crate::cli::LinkstoreArgs;
 use framing::{is_refusal, WasdrFraming};
@@ -119,7 +119,11 @@ impl Store {
         let msg = match parse_message(body) {
             Ok(m) => m,
             Err(e) => {
-                warn!("{conn}: refusing a message of {} bytes: {e}", body.len());
+                crawlfleet_core::warn_limited!(
+                    "linkstore-refused",
+                    "{conn}: refusing a message of {} bytes: {e}",
+                    body.len()
+                );
                 return Answer::Failed;
             }
         };
@@ -210,7 +214,8 @@ fn serve(events: Receiver<Event>, handle: Handle, mut store: Store) -> Result<()
                             continue;
                         }
                         if is_refusal(priority, body) {
-                            warn!(
+                            crawlfleet_core::warn_limited!(
+                                "linkstore-oversized",
                                 "{conn}: message over the size limit; answering failed and closing"
                             );
                             refused.insert(conn);
