@@ -234,3 +234,40 @@ fn a_flood_of_refused_link_store_messages_logs_a_line_a_second() {
         "{lines} log lines for {total} refused messages in about 3 s:\n{log}"
     );
 }
+
+/// DESIGN.md "Limits every port keeps": requests received before the peer's FIN are answered.
+/// A link store batch followed by a half-close gets its `ack` (MS-FSWASDR 3.2.5), and a
+/// PPDUP_ADD followed by a half-close its PPDUP_ADD_OK (MS-FSCMT 3.3.5.3), both after the data
+/// is durable; then the server closes.
+#[test]
+fn requests_sent_before_a_half_close_are_answered() {
+    use std::io::Read;
+    use std::net::Shutdown;
+
+    let dir = temp_dir("limits-halfclose");
+    let store = Role::start(&[
+        "linkstore",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.join("links").to_str().unwrap(),
+    ]);
+    let mut b = crawlfleet_core::links::WebAnalyzerBatch::default();
+    b.no_links(b"http://www.fourthcoffee.com/", 1244208852)
+        .unwrap();
+    let wire = crawlfleet_core::links::Message::webanalyzer(b"sp", &b).to_wire();
+    let mut s = TcpStream::connect(store.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(&wire).unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).unwrap();
+    assert_eq!(answer, b"ack\n");
+
+    let server = dupserver(&dir.join("dup"));
+    let mut c = configured_client(server.addr());
+    c.send(&add("half", 1));
+    c.stream.shutdown(Shutdown::Write).unwrap();
+    assert!(matches!(c.recv_reply(), Message::PpdupAddOk(_)));
+    assert!(c.recv().is_none(), "the server closes once it has answered");
+}

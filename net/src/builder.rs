@@ -54,6 +54,7 @@ impl EventLoop<FscmtFraming> {
                 connect_timeout: Duration::from_secs(10),
                 linger: Duration::from_secs(5),
                 limits: PortLimits::default(),
+                answer_half_closed: false,
             },
             thread_name: "crawlfleet-net".to_owned(),
         }
@@ -148,6 +149,17 @@ impl<F: Framing> Builder<F> {
     /// `None`: forever).
     pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.config.limits.idle_timeout = timeout;
+        self
+    }
+
+    /// When a peer finishes sending (shuts its write side), keeps the connection open for the
+    /// role's answers to what it sent, and closes it once the role holds none of its messages,
+    /// everything queued is written and nothing more was queued for half a second (at the
+    /// latest after the idle timeout). For request/answer ports (the duplicate server, the link
+    /// store, HTTP). Off, the connection closes at the peer's end of stream, as a long-lived
+    /// link between two roles wants (the role learns at once that its peer is gone).
+    pub fn answer_half_closed(mut self, yes: bool) -> Self {
+        self.config.answer_half_closed = yes;
         self
     }
 

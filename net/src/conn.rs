@@ -37,6 +37,10 @@ pub(crate) enum State {
     Connecting,
     /// Reading and writing.
     Open,
+    /// The peer has finished sending (read end of stream): no more reading, but the answers
+    /// to what it sent are still written before the loop closes it (DESIGN.md: requests
+    /// received before the peer's FIN are answered).
+    Finishing,
     /// The role closed it: writing what is queued, no longer reading.
     Closing,
     /// Queue written and write side shut: discarding input until the peer closes.
@@ -50,6 +54,8 @@ pub(crate) enum ReadStatus {
     Drained,
     /// The socket may have more (budget or batch size reached); read again next turn.
     More,
+    /// The peer finished sending (after the batch, if any, is delivered); answers may follow.
+    Finished,
     /// The connection must close (after the batch, if any, is delivered).
     Close(CloseReason),
 }
@@ -84,6 +90,8 @@ pub(crate) struct Conn<F> {
     pub(crate) messages: u64,
     /// The message count and time the idle sweep last saw progress (or no partial message).
     pub(crate) mark: (u64, Instant),
+    /// When the peer finished sending, and when the last send was queued after that.
+    pub(crate) finished: Option<(Instant, Option<Instant>)>,
     /// This connection's messages the role holds (see `limits`).
     pub(crate) in_role: Arc<InRole>,
     /// In the loop's list of connections not read until the role works through their messages.
@@ -124,6 +132,7 @@ impl<F: Framing> Conn<F> {
             held: 0,
             messages: 0,
             mark: (0, Instant::now()),
+            finished: None,
             in_role,
             held_back: false,
             framing,
@@ -140,6 +149,13 @@ impl<F: Framing> Conn<F> {
         match self.state {
             State::Open | State::Connecting => {
                 self.sendq.push(priority, bytes);
+                true
+            }
+            State::Finishing => {
+                self.sendq.push(priority, bytes);
+                if let Some((_, last_send)) = &mut self.finished {
+                    *last_send = Some(Instant::now());
+                }
                 true
             }
             State::Closing | State::Draining => false,
@@ -201,7 +217,7 @@ impl<F: Framing> Conn<F> {
 
     /// Starts a graceful close: no more reading or queueing; [`Conn::flush`] finishes it.
     pub(crate) fn begin_close(&mut self) {
-        if self.state == State::Open {
+        if matches!(self.state, State::Open | State::Finishing) {
             self.state = State::Closing;
         }
     }
@@ -212,7 +228,7 @@ impl<F: Framing> Conn<F> {
         let status = match self.state {
             State::Open => self.read_messages(),
             State::Draining => self.discard(),
-            State::Connecting | State::Closing => ReadStatus::Drained,
+            State::Connecting | State::Finishing | State::Closing => ReadStatus::Drained,
         };
         ReadOutcome {
             batch: self.take_batch(),
@@ -248,7 +264,11 @@ impl<F: Framing> Conn<F> {
                             self.filled - self.framed
                         );
                     }
-                    return ReadStatus::Close(CloseReason::PeerClosed);
+                    if self.state == State::Open {
+                        self.state = State::Finishing;
+                        self.finished = Some((Instant::now(), None));
+                    }
+                    return ReadStatus::Finished;
                 }
                 Ok(n) => {
                     self.filled += n;

@@ -38,6 +38,9 @@ pub(crate) const WAKER: Token = Token(usize::MAX);
 const MAX_COMMANDS: usize = 16 << 10;
 /// How often the loop checks whether a full event channel has drained.
 const PAUSE_POLL: Duration = Duration::from_millis(2);
+/// After a peer finished sending: how long the role must have been silent on the connection
+/// (holding none of its messages, nothing queued) before it is closed.
+const FINISH_QUIET: Duration = Duration::from_millis(500);
 /// Wait before accepting again after an accept error (out of file descriptors, say).
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
@@ -53,6 +56,8 @@ pub(crate) struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) linger: Duration,
     pub(crate) limits: PortLimits,
+    /// Answer what a peer sent before it finished sending (see `Builder::answer_half_closed`).
+    pub(crate) answer_half_closed: bool,
 }
 
 /// A listening socket.
@@ -269,6 +274,7 @@ impl<F: Framing> EventLoop<F> {
 
     fn read_conn(&mut self, id: ConnId) {
         let paused = self.paused();
+        let answer_half_closed = self.config.answer_half_closed;
         let max_out = self.config.limits.max_queued_output;
         let Some(conn) = self.conn_mut(id) else {
             return;
@@ -306,6 +312,10 @@ impl<F: Framing> EventLoop<F> {
             return;
         }
         let out = conn.read();
+        if matches!(out.status, ReadStatus::Finished) && !answer_half_closed {
+            conn.state = State::Open;
+            conn.finished = None;
+        }
         let (was, now) = (conn.held, conn.held_now());
         if was != now {
             conn.held = now;
@@ -327,7 +337,42 @@ impl<F: Framing> EventLoop<F> {
                     }
                 }
             }
+            ReadStatus::Finished if !answer_half_closed => {
+                self.close_conn(id, CloseReason::PeerClosed)
+            }
+            ReadStatus::Finished => {
+                log::debug!("{id}: the peer finished sending; answering what it sent");
+                let at = Instant::now() + FINISH_QUIET;
+                self.timers.set(TimerKey::Conn(id), at, None);
+            }
             ReadStatus::Close(reason) => self.close_conn(id, reason),
+        }
+    }
+
+    /// A connection whose peer finished sending closes once the role has answered: it holds
+    /// none of its messages, everything queued is written and nothing was queued for
+    /// `FINISH_QUIET`; or, at the latest, once the idle timeout (or linger) has passed.
+    fn try_finish(&mut self, id: ConnId) {
+        let limit = self
+            .config
+            .limits
+            .idle_timeout
+            .unwrap_or(self.config.linger)
+            .max(self.config.linger);
+        let Some(conn) = self.conn_mut(id) else {
+            return;
+        };
+        let Some((since, last_send)) = conn.finished else {
+            return;
+        };
+        let now = Instant::now();
+        let quiet = last_send.is_none_or(|t| now.duration_since(t) >= FINISH_QUIET);
+        let answered = quiet && conn.sendq.is_empty() && !conn.in_role.holds_any();
+        if answered || now.duration_since(since) >= limit {
+            self.close_conn(id, CloseReason::PeerClosed);
+        } else {
+            self.timers
+                .set(TimerKey::Conn(id), now + FINISH_QUIET, None);
         }
     }
 
@@ -351,6 +396,11 @@ impl<F: Framing> EventLoop<F> {
                         self.read_ready.push(id);
                     }
                 }
+            }
+            Err(e) if conn.state == State::Finishing => {
+                // The peer closed both ways: nothing more can reach it.
+                log::debug!("{id}: answers after the peer closed not delivered: {e}");
+                self.close_conn(id, CloseReason::PeerClosed)
             }
             Err(e) => self.close_conn(id, CloseReason::Io(e.into())),
         }
@@ -466,6 +516,7 @@ impl<F: Framing> EventLoop<F> {
                 io::Error::new(io::ErrorKind::TimedOut, "connect timed out"),
             ),
             State::Closing | State::Draining => self.close_conn(id, CloseReason::LingerExpired),
+            State::Finishing => self.try_finish(id),
             State::Open => {}
         }
     }
@@ -476,7 +527,7 @@ impl<F: Framing> EventLoop<F> {
             log::debug!("close: {id} is already gone");
             return;
         };
-        if conn.state != State::Open {
+        if !matches!(conn.state, State::Open | State::Finishing) {
             return;
         }
         conn.begin_close();

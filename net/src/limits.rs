@@ -165,6 +165,11 @@ impl InRole {
         })
     }
 
+    /// True when the role holds any of this connection's messages.
+    pub(crate) fn holds_any(&self) -> bool {
+        self.bytes.load(Ordering::Acquire) > 0
+    }
+
     /// True when the role holds more than the cap of this connection's messages.
     pub(crate) fn over_cap(&self) -> bool {
         self.bytes.load(Ordering::Acquire) > self.cap

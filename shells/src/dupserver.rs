@@ -148,6 +148,7 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
     let mut sm = DupServer::new(mode, node_id.as_bytes(), stores, replica.is_some());
     let spawned = EventLoop::builder()
         .listen(args.listen)
+        .answer_half_closed(true)
         .thread_name(match mode {
             Mode::Server => "dupserver-loop",
             Mode::Replica => "dupreplica-loop",

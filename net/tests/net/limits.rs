@@ -279,3 +279,45 @@ fn a_peer_whose_messages_the_role_still_holds_waits_while_others_are_read() {
     drop(writer.join().unwrap());
     util::stop(lp);
 }
+
+#[test]
+fn what_a_peer_sent_before_it_finished_sending_is_answered() {
+    util::init_logs();
+    let lp = EventLoop::builder()
+        .listen(util::loopback0())
+        .answer_half_closed(true)
+        .spawn()
+        .unwrap();
+    let (h, ev) = (&lp.handle, &lp.events);
+    let mut peer = util::connect(lp.local_addrs[0]);
+    let conn = util::accepted_from(h, ev, peer.local_addr().unwrap());
+    let frames: Vec<Vec<u8>> = (0..3)
+        .map(|seq| util::frame(1, seq, 100, Priority::Normal))
+        .collect();
+    peer.write_all(&frames.concat()).unwrap();
+    peer.shutdown(std::net::Shutdown::Write).unwrap();
+    // The role takes its time (as a duplicate server syncing its log would) and then answers.
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        if let Event::Frames(b) = util::next_event(ev) {
+            assert_eq!(b.conn(), conn);
+            got.extend(b.iter().map(|(_, body)| body.to_vec()));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    for f in &frames {
+        h.send(conn, Priority::Normal, f.clone()).unwrap();
+    }
+    for f in &frames {
+        assert_eq!(&util::read_frame(&mut peer).unwrap(), f);
+    }
+    // Then the loop closes it: the peer reads the end of the stream.
+    let mut rest = Vec::new();
+    peer.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    assert!(matches!(
+        util::next_event(ev),
+        Event::Closed { conn: c, reason: CloseReason::PeerClosed, .. } if c == conn
+    ));
+    util::stop(lp);
+}

@@ -172,6 +172,7 @@ pub fn start(listen: SocketAddr, opts: &StoreOptions) -> Result<Running, String>
     let store = Store::open(&opts.data_dir)?;
     let spawned = EventLoop::builder()
         .listen(listen)
+        .answer_half_closed(true)
         .framing(WasdrFraming::new(opts.max_message))
         .thread_name("linkstore-loop")
         .spawn()
