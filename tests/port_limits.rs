@@ -271,3 +271,38 @@ fn requests_sent_before_a_half_close_are_answered() {
     assert!(matches!(c.recv_reply(), Message::PpdupAddOk(_)));
     assert!(c.recv().is_none(), "the server closes once it has answered");
 }
+
+/// MS-FSWASDR 3.2.5: a message ends at its terminator. Bytes that are no marshal data, data
+/// breaking off at the terminator and a string declaring more than the size limit are each
+/// answered `failed` at once (not after 64 MiB more input), and the connection goes on.
+#[test]
+fn garbage_before_a_terminator_is_answered_failed_at_once() {
+    use std::io::{BufRead, BufReader};
+
+    let dir = temp_dir("limits-garbage");
+    let store = Role::start(&[
+        "linkstore",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.to_str().unwrap(),
+    ]);
+    let mut huge = b"s".to_vec();
+    huge.extend_from_slice(&(200u32 << 20).to_le_bytes());
+    huge.extend_from_slice(b"abc");
+    let s = TcpStream::connect(store.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut answers = BufReader::new(s.try_clone().unwrap());
+    let mut s = s;
+    for garbage in [
+        b"this is not marshal data".to_vec(),
+        b"{garbage".to_vec(),
+        huge,
+    ] {
+        s.write_all(&garbage).unwrap();
+        s.write_all(crate::util::WASDR_TERMINATOR).unwrap();
+        let mut a = String::new();
+        answers.read_line(&mut a).unwrap();
+        assert_eq!(a, "failed\n", "{:?}", String::from_utf8_lossy(&garbage));
+    }
+}

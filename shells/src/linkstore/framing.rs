@@ -3,10 +3,13 @@
 //!
 //! The server "reads the message until it encounters the message terminator". The terminator's
 //! bytes may also occur inside a string of the dict (an `eqrepr` URL ending in `...` before
-//! NUL bytes, say), so an occurrence ends the message only when the bytes before it are one
-//! complete marshal value; when they stop inside a string, the search goes on. Bytes before a
-//! terminator that are not marshal data at all (an unknown type code, say) are a message too:
-//! the store answers `failed\n` to it and reads on.
+//! NUL bytes, say), so the rule is: an occurrence of the terminator ends the message unless the
+//! marshal data before it stops inside a value that goes on through the terminator's bytes, and
+//! that value's declared length keeps the message within the size limit. So a string whose
+//! declared length covers the terminator is read on (the declared length decides), while
+//! bytes that are no marshal data (`this is not marshal data`), data that breaks off at the
+//! terminator (`{garbage`), or a string declaring more than the limit end at the first
+//! terminator as a message the store answers `failed\n` to, and it reads on.
 //!
 //! A message that grows past the size limit without a terminator is refused: the framing
 //! reports one *refusal* (an empty body with [`Priority::High`], which a WASDR message never
@@ -37,6 +40,36 @@ impl WasdrFraming {
             scanned: 0,
             refused: false,
         }
+    }
+}
+
+fn is_cut_short(kind: &DecodeErrorKind) -> bool {
+    matches!(
+        kind,
+        DecodeErrorKind::Truncated { .. } | DecodeErrorKind::LengthExceedsInput { .. }
+    )
+}
+
+/// Whether `with_terminator` (the message's bytes and the terminator's) is the start of a
+/// longer marshal value within `max_message` bytes: the terminator's bytes then belong to a
+/// value (a string, say) and do not end the message.
+fn continues_through(with_terminator: &[u8], max_message: usize) -> bool {
+    let limits = Limits {
+        max_size: usize::MAX,
+        ..Limits::default()
+    };
+    match marshal::scan(with_terminator, &limits) {
+        Err(e) => match e.kind {
+            DecodeErrorKind::Truncated { needed } => {
+                with_terminator.len().saturating_add(needed) <= max_message
+            }
+            // The declared length decides, bounded by the limit.
+            DecodeErrorKind::LengthExceedsInput { declared, .. } => {
+                (e.offset as u64).saturating_add(4).saturating_add(declared) <= max_message as u64
+            }
+            _ => false,
+        },
+        Ok(()) => false,
     }
 }
 
@@ -73,20 +106,18 @@ impl Framing for WasdrFraming {
             if end > self.max_message {
                 break;
             }
-            match marshal::scan(&buf[..end], &limits) {
-                Err(e)
-                    if matches!(
-                        e.kind,
-                        DecodeErrorKind::Truncated { .. }
-                            | DecodeErrorKind::LengthExceedsInput { .. }
-                    ) =>
-                {
-                    // The terminator's bytes are inside a string: search on.
-                    pos = end + 1;
+            let inside = match marshal::scan(&buf[..end], &limits) {
+                Err(e) if is_cut_short(&e.kind) => {
+                    continues_through(&buf[..end + TERMINATOR.len()], self.max_message)
                 }
                 // A whole value, or bytes that are no marshal value at all (answered with
                 // `failed\n` by the store, which unmarshals them again).
-                _ => {
+                _ => false,
+            };
+            match inside {
+                // The terminator's bytes are inside a value: search on.
+                true => pos = end + 1,
+                false => {
                     self.scanned = 0;
                     return Ok(Next::Message(MessageMeta {
                         len: end + TERMINATOR.len(),
@@ -170,6 +201,48 @@ mod tests {
                 (plain.len(), 0..plain.len() - 7, false),
             ]
         );
+    }
+
+    #[test]
+    fn bytes_that_break_off_at_the_terminator_end_there() {
+        // Each of these used to be read on past its terminator, waiting for up to the size
+        // limit of further input: text whose first byte reads as a string type with a length
+        // beyond the limit, a dict whose float breaks off in the terminator, a string declaring
+        // more than the limit.
+        let mut huge = b"s".to_vec();
+        huge.extend_from_slice(&(200u32 << 20).to_le_bytes());
+        huge.extend_from_slice(b"abc");
+        let next = message(b"http://a/");
+        for garbage in [
+            b"this is not marshal data".to_vec(),
+            b"{garbage".to_vec(),
+            huge,
+        ] {
+            let mut stream = garbage.clone();
+            stream.extend_from_slice(TERMINATOR);
+            stream.extend_from_slice(&next);
+            let got = cut_all(&mut WasdrFraming::new(64 << 20), &stream);
+            let n = garbage.len();
+            assert_eq!(
+                got,
+                vec![(n + 7, 0..n, false), (next.len(), 0..next.len() - 7, false)],
+                "{:?}",
+                String::from_utf8_lossy(&garbage)
+            );
+        }
+    }
+
+    #[test]
+    fn a_string_whose_declared_length_covers_the_terminator_is_read_on() {
+        // `s`, length 20, then 20 bytes holding the terminator: one string, one message.
+        let mut body = b"s".to_vec();
+        body.extend_from_slice(&20u32.to_le_bytes());
+        body.extend_from_slice(b"ab...\0\0\0\0cdefghijklm");
+        assert_eq!(body.len(), 25);
+        let mut stream = body.clone();
+        stream.extend_from_slice(TERMINATOR);
+        let got = cut_all(&mut WasdrFraming::new(1 << 20), &stream);
+        assert_eq!(got, vec![(body.len() + 7, 0..body.len(), false)]);
     }
 
     #[test]
