@@ -41,6 +41,8 @@ mod conns;
 mod docs;
 #[path = "node_frames.rs"]
 mod frames;
+#[path = "node_ops.rs"]
+mod ops;
 #[path = "node_refresh.rs"]
 mod refresh;
 #[path = "node_sites.rs"]

@@ -17,7 +17,6 @@ use crate::msg::{
 use crate::routing::routing_attribute;
 
 impl Multinode {
-
     /// Adds a collection, or updates it when it exists (CollectionAdd). New collections go to
     /// every node as CMD_ADM_CONF_ADD and their start URIs are queued; existing ones are updated
     /// (CMD_ADM_CONF_UPDATE).
@@ -199,5 +198,4 @@ impl Multinode {
         self.queue_entry(name, entry, urgent)?;
         Ok(true)
     }
-
 }
