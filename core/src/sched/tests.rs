@@ -512,7 +512,6 @@ fn refresh_duplicate_server_messages_and_statistics() {
     );
 }
 
-/// Connects node `id` on connection `peer` with its CMD_UM_INIT; its routes are not in yet.
 #[test]
 fn queue_records_keep_the_urgent_mark() {
     let e = entry("http://a.com/");
@@ -664,8 +663,6 @@ fn questions_lost_with_the_multinode_are_asked_again_when_it_is_back() {
     // The active site's lock is claimed again too (a restarted multinode has none).
     assert_eq!(asked, ["dns www.a.com", "start 10.0.0.1", "start 10.0.0.2"]);
 }
-
-/// The URIs forwarded in `out` as CMD_UM_URI, with the peer each went to.
 
 #[path = "tests_multinode.rs"]
 mod multinode;

@@ -5,6 +5,7 @@
 
 use super::*;
 
+/// Connects node `id` on connection `peer` with its CMD_UM_INIT; its routes are not in yet.
 fn connect_node(m: &mut Multinode, peer: u64, id: &str) {
     m.peer_connected(peer);
     let init = Message::CmdUmInit(Init {
@@ -182,6 +183,7 @@ fn one_lookup_per_host_when_routing_and_a_node_ask_at_once() {
     assert_eq!(replies, [1]);
 }
 
+/// The URIs forwarded in `out` as CMD_UM_URI, with the peer each went to.
 fn forwarded_uris(out: Outbox<u64>) -> Vec<(u64, Vec<u8>)> {
     decoded(out)
         .into_iter()
