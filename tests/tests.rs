@@ -1,6 +1,7 @@
 //! The one integration-test binary: each module below is one area.
 
 mod admin;
+mod architecture;
 mod crawl;
 mod data_dir_lock;
 mod decode_errors;

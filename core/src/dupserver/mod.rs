@@ -32,8 +32,8 @@ use crate::checksum::AddOutcome;
 use crate::frame::{self, Priority};
 use crate::marshal::{self, dict_get, Value};
 use crate::msg::{
-    Bytes, Checksum, Message, PpdupAddOk, PpdupChecksum, PpdupConfRemove, PpdupConfigAck,
-    PpdupError, PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
+    Bytes, Checksum, CollectionOnly, Message, PpdupAddOk, PpdupChecksum, PpdupConfRemove,
+    PpdupConfigAck, PpdupError, PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
 };
 
 mod inflight;
@@ -310,31 +310,22 @@ impl DupServer {
         }
     }
 
-    /// Handles one typed message from `peer`.
+    /// Handles one typed message from `peer` (3.3.5 / 3.4.5): each to its `on_<message>`
+    /// handler.
     pub fn handle_message(&mut self, peer: PeerId, m: Message<'_>) {
         match m {
-            Message::PpdupKeepalive => self.send(peer, &Message::PpdupKeepaliveAck),
-            Message::PpdupKeepaliveAck => {
-                if let Some(p) = self.peers.get_mut(&peer) {
-                    p.keepalive_pending = false;
-                }
-                if let Some(r) = self.replica.as_mut().filter(|r| r.peer == Some(peer)) {
-                    r.keepalive_pending = false;
-                }
-            }
+            Message::PpdupKeepalive => self.on_ppdup_keepalive(peer),
+            Message::PpdupKeepaliveAck => self.on_ppdup_keepalive_ack(peer),
             Message::PpdupSetConfig(sc) => self.on_ppdup_set_config(peer, sc),
             Message::PpdupConfigAck(ack) => self.on_ppdup_config_ack(peer, ack),
             Message::PpdupConfRemove(cr) => self.on_ppdup_conf_remove(peer, cr),
-            Message::PpdupConfRemove2(c) => {
-                // 3.3.5.3: the removal is complete; the name may be configured again.
-                self.removing.remove(&c.collection[..]);
-            }
+            Message::PpdupConfRemove2(c) => self.on_ppdup_conf_remove2(&c),
             Message::PpdupAdd(add) => self.on_ppdup_add(peer, add),
             Message::PpdupRemove(rm) => self.on_ppdup_remove(peer, rm),
-            Message::PpdupAddOk(_) | Message::PpdupRemoveOk(_)
-                if Some(peer) == self.replica_peer() =>
-            {
-                self.on_replica_ok()
+            // Only the replica answers with _OK (3.3.5.7, 3.3.5.9).
+            Message::PpdupAddOk(_) if Some(peer) == self.replica_peer() => self.on_ppdup_add_ok(),
+            Message::PpdupRemoveOk(_) if Some(peer) == self.replica_peer() => {
+                self.on_ppdup_remove_ok()
             }
             other => {
                 warn!(
@@ -348,8 +339,28 @@ impl DupServer {
         }
     }
 
+    /// PPDUP_KEEPALIVE, following MS-FSCMT 3.3.5.6 "Receiving a PPDUP_KEEPALIVE Message":
+    /// answered with PPDUP_KEEPALIVE_ACK.
+    fn on_ppdup_keepalive(&mut self, peer: PeerId) {
+        self.send(peer, &Message::PpdupKeepaliveAck);
+    }
+
+    /// PPDUP_KEEPALIVE_ACK, following MS-FSCMT 3.3.5.10 "Receiving a PPDUP_KEEPALIVE_ACK
+    /// Message" (and 3.4.5.5 on the replica): the peer's pending keep-alive is cleared.
+    fn on_ppdup_keepalive_ack(&mut self, peer: PeerId) {
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.keepalive_pending = false;
+        }
+        if let Some(r) = self.replica.as_mut().filter(|r| r.peer == Some(peer)) {
+            r.keepalive_pending = false;
+        }
+    }
+
+    /// PPDUP_SET_CONFIG, following MS-FSCMT 3.3.5.1 "Receiving a PPDUP_SET_CONFIG Message" (and
+    /// 3.4.5.1 on the replica): every configuration is added and acknowledged at once
+    /// (PPDUP_CONFIG_ACK); the server sends it on to its replica before the next checksum
+    /// message.
     fn on_ppdup_set_config(&mut self, peer: PeerId, sc: PpdupSetConfig<'_>) {
-        // 3.3.5.1 / 3.4.5.1: add every configuration, acknowledge at once.
         // PKT_DATA maps collection names to their configurations (2.2.2.3); with PKT_DSPECNAME
         // only that collection is meant.
         let mut added = Vec::new();
@@ -379,6 +390,9 @@ impl DupServer {
         }
     }
 
+    /// PPDUP_CONFIG_ACK from the replica, following MS-FSCMT 3.3.5.8 "Receiving a
+    /// PPDUP_CONFIG_ACK Message": only the acknowledgement of the newest forwarded SET_CONFIG
+    /// counts.
     fn on_ppdup_config_ack(&mut self, peer: PeerId, ack: PpdupConfigAck) {
         let Some(r) = self.replica.as_mut().filter(|r| r.peer == Some(peer)) else {
             debug!("peer {peer}: PPDUP_CONFIG_ACK from a peer that is not the replica");
@@ -395,8 +409,11 @@ impl DupServer {
         }
     }
 
+    /// PPDUP_CONF_REMOVE, following MS-FSCMT 3.3.5.2 "Receiving a PPDUP_CONF_REMOVE Message"
+    /// (and 3.4.5.2 on the replica): the collection's store is deleted, and the server discards
+    /// the collection's messages until PPDUP_CONF_REMOVE2 and forwards the removal to its
+    /// replica.
     fn on_ppdup_conf_remove(&mut self, peer: PeerId, cr: PpdupConfRemove<'_>) {
-        // 3.3.5.2 / 3.4.5.2: delete the store; discard the collection's messages until REMOVE2.
         self.stores.drop_collection(&cr.collection);
         if self.mode == Mode::Server {
             self.removing.insert(cr.collection.to_vec());
@@ -413,6 +430,12 @@ impl DupServer {
             self.send(rp, &fwd);
         }
         debug!("peer {peer}: collection removed");
+    }
+
+    /// PPDUP_CONF_REMOVE2, following MS-FSCMT 3.3.5.3 "Receiving a PPDUP_CONF_REMOVE2
+    /// Message": the removal is complete; the name may be configured again.
+    fn on_ppdup_conf_remove2(&mut self, c: &CollectionOnly<'_>) {
+        self.removing.remove(&c.collection[..]);
     }
 
     /// 3.3.5.1 step 3.2: the first checksum message after a SET_CONFIG sends the SET_CONFIG on.
@@ -457,6 +480,10 @@ impl DupServer {
         true
     }
 
+    /// PPDUP_ADD, following MS-FSCMT 3.3.5.4 "Receiving a PPDUP_ADD Message" (a node's: the
+    /// first URI to add a checksum owns it, PPDUP_ADD_OK names the owner; with a replica a new
+    /// mapping is answered only after the replica's PPDUP_ADD_OK) and 3.4.5.3 (forwarded to the
+    /// replica: overwrite, answer with the same pairs).
     fn on_ppdup_add(&mut self, peer: PeerId, add: PpdupChecksum<'_>) {
         let forwarded = add.ppdup_id.is_some();
         if !self.check_collection(peer, &add.collection) {
@@ -518,6 +545,10 @@ impl DupServer {
         }
     }
 
+    /// PPDUP_REMOVE, following MS-FSCMT 3.3.5.5 "Receiving a PPDUP_REMOVE Message" (the owner
+    /// URI's mapping is removed, every node of the collection asked to re-crawl the checksum
+    /// with PPDUP_PROMOTE_REQ; with a replica after its PPDUP_REMOVE_OK) and 3.4.5.4 (forwarded
+    /// to the replica: delete if present, answer with the same pairs).
     fn on_ppdup_remove(&mut self, peer: PeerId, rm: PpdupChecksum<'_>) {
         let forwarded = rm.ppdup_id.is_some();
         if !self.check_collection(peer, &rm.collection) {
@@ -656,8 +687,21 @@ impl DupServer {
         }
     }
 
+    /// PPDUP_ADD_OK from the replica, following MS-FSCMT 3.3.5.7 "Receiving a PPDUP_ADD_OK
+    /// Message": the node's held answer goes out, then what waited behind it.
+    fn on_ppdup_add_ok(&mut self) {
+        self.replica_answered();
+    }
+
+    /// PPDUP_REMOVE_OK from the replica, following MS-FSCMT 3.3.5.9 "Receiving a
+    /// PPDUP_REMOVE_OK Message": the node's held answer goes out (after PPDUP_PROMOTE_REQ,
+    /// 3.3.5.5 step 5), then what waited behind it.
+    fn on_ppdup_remove_ok(&mut self) {
+        self.replica_answered();
+    }
+
     /// The replica's PPDUP_ADD_OK or PPDUP_REMOVE_OK: answer the node, then what waited.
-    fn on_replica_ok(&mut self) {
+    fn replica_answered(&mut self) {
         match self.flight.pop() {
             Some(released) => self.release(released),
             None => debug!("an _OK from the replica with nothing forwarded"),

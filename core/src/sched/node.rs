@@ -41,12 +41,16 @@ mod conns;
 mod docs;
 #[path = "node_frames.rs"]
 mod frames;
+#[path = "node_ops.rs"]
+mod ops;
 #[path = "node_refresh.rs"]
 mod refresh;
 #[path = "node_sites.rs"]
 mod sites;
 #[path = "node_store.rs"]
 mod store;
+#[path = "node_timers.rs"]
+mod timers;
 use crate::feed::Feeder;
 use crate::frame::Priority;
 use crate::marshal::{self, Limits, Value};
@@ -657,133 +661,6 @@ impl NodeScheduler {
         });
         self.send_dups(&servers, Priority::Normal, &m);
         true
-    }
-
-    // ---- timers -----------------------------------------------------------------------------------
-
-    /// Multinode Scheduler Keep-Alive timer (3.1.6).
-    pub fn multinode_keepalive_tick(&mut self) {
-        if self.opts.standalone || !self.multinode_connected {
-            return;
-        }
-        if self.multinode_keepalive_pending {
-            warn!("the multinode scheduler did not answer the last CMD_UM_KEEPALIVE");
-        }
-        self.multinode_keepalive_pending = true;
-        self.send_multinode(Priority::Normal, &Message::CmdUmKeepalive);
-    }
-
-    /// Duplicate Server Keep-Alive timer (3.1.6).
-    pub fn dup_keepalive_tick(&mut self) {
-        let addrs: Vec<String> = self
-            .dups
-            .iter()
-            .filter(|(_, d)| d.connected)
-            .map(|(a, _)| a.clone())
-            .collect();
-        for a in addrs {
-            let d = self.dups.get_mut(&a).expect("listed above");
-            if d.keepalive_pending {
-                warn!("duplicate server {a} did not answer the last PPDUP_KEEPALIVE");
-            }
-            d.keepalive_pending = true;
-            self.out
-                .send(Dest::Dup(a), Priority::Normal, &Message::PpdupKeepalive);
-        }
-    }
-
-    /// Quarantine timer (3.1.6): ends expired quarantines and blocks; the set-aside entries of
-    /// freed sites return to the front of the crawl queue.
-    pub fn quarantine_tick(&mut self, now: i64) -> Result<(), SchedError> {
-        for (name, c) in self.collections.iter_mut() {
-            let before = c.quarantine.len() + c.blocked.len();
-            c.quarantine.retain(|_, &mut t| t > now);
-            c.blocked.retain(|_, &mut t| t > now);
-            let expired = before != c.quarantine.len() + c.blocked.len();
-            if !expired || c.quarantine_queue.is_empty() {
-                continue;
-            }
-            let n = c.quarantine_queue.len();
-            let mut free = Vec::new();
-            for _ in 0..n {
-                let Some(rec) = c.quarantine_queue.pop_front()? else {
-                    break;
-                };
-                let site = parse_record(&rec)
-                    .ok()
-                    .and_then(|(e, _)| crawl_site(&e.uri.uri))
-                    .unwrap_or_default();
-                if c.quarantine.contains_key(&site) || c.blocked.contains_key(&site) {
-                    c.quarantine_queue.push_back(&rec)?;
-                } else {
-                    free.push(rec);
-                }
-            }
-            for r in free.iter().rev() {
-                c.queue.push_front(r)?;
-            }
-            debug!(
-                "collection {}: {} entries back from quarantine",
-                show(name),
-                free.len()
-            );
-        }
-        Ok(())
-    }
-
-    /// Statistics timer (3.1.6): CMD_UM_STAT with the delta since the last one.
-    pub fn stats_tick(&mut self) {
-        let mut msgs = Vec::new();
-        for (name, c) in self.collections.iter_mut() {
-            let cur = c.counters;
-            let s = c.sent;
-            let delta = NodeCounters {
-                uris_queued: cur.uris_queued - s.uris_queued,
-                uris_forwarded: cur.uris_forwarded - s.uris_forwarded,
-                uris_quarantined: cur.uris_quarantined - s.uris_quarantined,
-                uris_dropped: cur.uris_dropped - s.uris_dropped,
-                sites_started: cur.sites_started - s.sites_started,
-                sites_blocked: cur.sites_blocked - s.sites_blocked,
-                uris_seen: cur.uris_seen - s.uris_seen,
-                uris_held_refresh_only: cur.uris_held_refresh_only - s.uris_held_refresh_only,
-            };
-            c.sent = cur;
-            let mut stats = delta.to_value();
-            let crawl = std::mem::replace(&mut c.crawl_delta, Value::Dict(Vec::new()));
-            super::multinode::merge_stats(&mut stats, &crawl);
-            msgs.push(Message::CmdUmStat(Stat {
-                collection: owned(name),
-                stats,
-            }));
-        }
-        for m in msgs {
-            self.send_multinode(Priority::Normal, &m);
-        }
-    }
-
-    /// Sends a line to one of the collection's log files at the multinode scheduler
-    /// (CMD_UM_LOG: "si", "ur", "sc" or "dk").
-    pub fn log(&mut self, name: &[u8], logfile: &[u8], message: &[u8]) {
-        let m = Message::CmdUmLog(Log {
-            collection: owned(name),
-            logfile: owned(logfile),
-            message: owned(message),
-        });
-        self.send_multinode(Priority::Normal, &m);
-    }
-
-    /// Makes queues and routes durable (the shell's sync timer).
-    pub fn sync(&mut self) -> Result<(), SchedError> {
-        self.routing.sync()?;
-        for c in self.collections.values_mut() {
-            c.queue.sync()?;
-            c.quarantine_queue.sync()?;
-            c.new_held.sync()?;
-            c.seen.sync()?;
-            Self::sync_store(c)?;
-            c.inflight.sync()?;
-        }
-        Ok(())
     }
 }
 

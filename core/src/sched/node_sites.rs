@@ -225,7 +225,7 @@ impl NodeScheduler {
                     true
                 }
             };
-            return self.on_start_crawl_ip(name, ip, site, allowed, 0);
+            return self.on_cmd_um_start_crawl_ip(name, ip, site, allowed, 0);
         }
         let m = Message::CmdUmStartCrawlIp(StartCrawlIp {
             collection: owned(name),
@@ -237,8 +237,12 @@ impl NodeScheduler {
         Ok(())
     }
 
-    /// 3.1.5.21.
-    pub(super) fn on_start_crawl_ip(
+    /// CMD_UM_START_CRAWL_IP, the multinode scheduler's answer (2.2.3.22), following MS-FSCMT
+    /// 3.1.5.21 "Receiving a CMD_UM_START_CRAWL_IP Message": a site refused, or over 10 sites on
+    /// the IP address, is blocked for 30 minutes with its entries at the front of the crawl
+    /// queue; an allowed site becomes active and its entries ready. A standalone node answers
+    /// its own request through this same handler.
+    pub(super) fn on_cmd_um_start_crawl_ip(
         &mut self,
         name: &[u8],
         ip: &str,

@@ -114,8 +114,11 @@ impl Store {
         Ok(self.logs.len() - 1)
     }
 
-    /// Checks one message and queues it in its log.
-    fn accept(&mut self, conn: ConnId, body: &[u8]) -> Answer {
+    /// A data message (MS-FSWASDR 2.2.1), following 3.2.5 "Message Processing Events and
+    /// Sequencing Rules" (server): unmarshalled to find its application and collection, then
+    /// queued in that log; [`serve`] answers it `ack\n` once the log's group is on disk, and
+    /// `failed\n` when it cannot be unmarshalled or written (2.2.2).
+    fn on_data_message(&mut self, conn: ConnId, body: &[u8]) -> Answer {
         let msg = match parse_message(body) {
             Ok(m) => m,
             Err(e) => {
@@ -224,7 +227,7 @@ fn serve(events: Receiver<Event>, handle: Handle, mut store: Store) -> Result<()
                             continue;
                         }
                         bytes += body.len();
-                        answers.push((conn, store.accept(conn, body)));
+                        answers.push((conn, store.on_data_message(conn, body)));
                     }
                 }
                 Event::Accepted { conn, peer, .. } => debug!("{conn} accepted from {peer}"),

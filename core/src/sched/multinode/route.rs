@@ -22,7 +22,7 @@ const PUMP_CHUNK: u64 = 1024;
 
 /// Crawl site -> the connection of its node, for one collection (see `Multinode::peer_cache`):
 /// the pump's lookup for a queued entry, and the whole routing of an entry that arrives while
-/// the queue is empty (see `Multinode::on_uri`).
+/// the queue is empty (see `Multinode::on_cmd_um_uri`).
 pub(super) type PeerCache = super::sitepeers::SitePeers;
 
 /// CMD_UM_URI frames read ahead of their routing in [`Multinode::handle_frames`].
@@ -84,7 +84,7 @@ impl<'a> RouteRecord<'a> {
 }
 
 /// The frame (length prefix included) of CMD_UM_URI / CMD_UM_URI_URG carrying `entry`.
-fn uri_body(collection: &[u8], entry: &CrawlQueueEntry<'_>, urgent: bool) -> Vec<u8> {
+pub(super) fn uri_body(collection: &[u8], entry: &CrawlQueueEntry<'_>, urgent: bool) -> Vec<u8> {
     let m = UriMsg {
         collection: Cow::Borrowed(collection),
         entry: entry.clone(),
@@ -159,13 +159,42 @@ impl Multinode {
         })
     }
 
+    /// A CMD_UM_URI / _URG read ahead: as [`Multinode::on_cmd_um_uri`] /
+    /// [`Multinode::on_cmd_um_uri_urg`], with its crawl site and the site's hash already known.
     fn route_ahead(&mut self, a: Ahead<'_>) -> Result<(), SchedError> {
-        self.on_uri_site(a.collection, a.uri, a.site, a.hash, a.urgent, a.body)
+        self.accept_uri_site(a.collection, a.uri, a.site, a.hash, a.urgent, a.body)
     }
 
-    /// A CMD_UM_URI / CMD_UM_URI_URG of a registered node (3.2.5.5): `body` is its frame body,
-    /// queued and forwarded as it came.
-    pub(super) fn on_uri(
+    /// CMD_UM_URI from a registered node, following MS-FSCMT 3.2.5.5 "Receiving a CMD_UM_URI
+    /// Message": the entry goes to the back of the collection's crawl queue, from which
+    /// [`Multinode::pump`] routes and forwards it (step 2). `body` is the message's frame body,
+    /// queued and forwarded as it came. (Frames read ahead by [`Multinode::handle_frames`] take
+    /// the same path through `accept_uri_site`, their crawl site worked out beforehand.)
+    #[inline]
+    pub(super) fn on_cmd_um_uri(
+        &mut self,
+        collection: &[u8],
+        uri: &[u8],
+        body: &[u8],
+    ) -> Result<(), SchedError> {
+        self.accept_uri(collection, uri, false, body)
+    }
+
+    /// CMD_UM_URI_URG from a registered node, following MS-FSCMT 3.2.5.7 "Receiving a
+    /// CMD_UM_URI_URG Message": as CMD_UM_URI, to the front of the crawl queue.
+    #[inline]
+    pub(super) fn on_cmd_um_uri_urg(
+        &mut self,
+        collection: &[u8],
+        uri: &[u8],
+        body: &[u8],
+    ) -> Result<(), SchedError> {
+        self.accept_uri(collection, uri, true, body)
+    }
+
+    /// A CMD_UM_URI (`urgent`: CMD_UM_URI_URG) whose frame body is `body`: its crawl site and
+    /// the site's hash worked out, then as `accept_uri_site`.
+    fn accept_uri(
         &mut self,
         collection: &[u8],
         uri: &[u8],
@@ -176,12 +205,12 @@ impl Multinode {
         let hash = site
             .as_ref()
             .map_or(0, |s| PeerCache::hash(&self.site_hasher, s.as_bytes()));
-        self.on_uri_site(collection, uri, site, hash, urgent, body)
+        self.accept_uri_site(collection, uri, site, hash, urgent, body)
     }
 
-    /// [`Multinode::on_uri`] with the URI's crawl site (`None`: it has none) and the site's
-    /// hash worked out.
-    fn on_uri_site(
+    /// A CMD_UM_URI / _URG with the URI's crawl site (`None`: it has none) and the site's hash
+    /// worked out: queued (3.2.5.5 step 1), or forwarded at once when that is the same sequence.
+    fn accept_uri_site(
         &mut self,
         collection: &[u8],
         uri: &[u8],
@@ -225,17 +254,6 @@ impl Multinode {
                 self.queue_site_entry(collection, &site, urgent, body)
             }
         }
-    }
-
-    /// A CMD_UM_URI / CMD_UM_URI_URG that came without its frame body: encoded, then as
-    /// [`Multinode::on_uri`].
-    pub(super) fn on_uri_message(
-        &mut self,
-        u: &UriMsg<'_>,
-        urgent: bool,
-    ) -> Result<(), SchedError> {
-        let body = uri_body(&u.collection, &u.entry, urgent);
-        self.on_uri(&u.collection, &u.entry.uri.uri, urgent, &body[4..])
     }
 
     fn unroutable(&mut self, collection: &[u8], uri: &[u8]) {

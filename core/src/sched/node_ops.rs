@@ -1,0 +1,360 @@
+//! The collection operations of the node scheduler that the messages of MS-FSCMT 3.1.5 carry
+//! (their handlers are in `node_frames.rs`) and that the shell calls directly: add, update and
+//! refresh a collection, queue an entry, stop, release, delete and quarantine sites.
+
+use super::*;
+
+impl NodeScheduler {
+    pub(super) fn set_state(&mut self, name: &[u8], state: i64) -> Result<bool, SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            warn!("state {state} for unknown collection {}", show(name));
+            return Ok(false);
+        };
+        c.state = state;
+        self.save(name)?;
+        Ok(true)
+    }
+
+    /// Queues an entry found on this node (a start URI, a forward link, a promoted URI): to the
+    /// local crawl queue when its site is routed here (or the node is standalone), else to the
+    /// multinode scheduler (3.1 "forward links").
+    pub fn add_uri(
+        &mut self,
+        name: &[u8],
+        entry: &CrawlQueueEntry<'_>,
+        urgent: bool,
+    ) -> Result<bool, SchedError> {
+        if !self.collections.contains_key(name) {
+            return Ok(false);
+        }
+        let local = self.opts.standalone
+            || crawl_site(&entry.uri.uri).is_some_and(|site| {
+                self.routing.get(name, routing_attribute(&site).as_bytes())
+                    == Some(&self.opts.node_id[..])
+            });
+        let c = self.collections.get_mut(name).expect("checked above");
+        if local {
+            queue_local(c, entry, urgent)?;
+        } else {
+            c.counters.uris_forwarded += 1;
+            let m = UriMsg {
+                collection: Cow::Borrowed(name),
+                entry: entry.clone(),
+            }
+            .into_message(urgent);
+            self.send_multinode(Priority::Normal, &m);
+            self.remember_forward();
+        }
+        Ok(true)
+    }
+
+    /// Keeps the frame just queued for the multinode scheduler for [`FORWARD_RESEND_WINDOW`].
+    pub(super) fn remember_forward(&mut self) {
+        if !self.multinode_connected {
+            return;
+        }
+        let Some((Dest::Multinode, _, frame)) = self.out.sends.last() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        while self.forwarded.front().is_some_and(|(t, _)| {
+            now.duration_since(*t) > FORWARD_RESEND_WINDOW
+                || self.forwarded.len() >= FORWARD_RESEND_MAX
+        }) {
+            self.forwarded.pop_front();
+        }
+        self.forwarded.push_back((now, frame.clone()));
+    }
+
+    /// Adds a collection locally (standalone `--config`) or from CMD_ADM_CONF_ADD (3.1.5.10).
+    pub fn conf_add(&mut self, name: &[u8], dict: Value<'static>) -> Result<(), SchedError> {
+        if self.collections.contains_key(name) {
+            return self.conf_update(name, dict);
+        }
+        let c = self.open_collection(name, dict, 0)?;
+        let servers = ppdup_servers(&c.dict);
+        self.collections.insert(name.to_vec(), c);
+        self.save(name)?;
+        for s in &servers {
+            self.dups.entry(s.clone()).or_default();
+        }
+        let connected: Vec<String> = servers
+            .into_iter()
+            .filter(|s| self.dups.get(s).is_some_and(|d| d.connected))
+            .collect();
+        self.send_set_config(name, &connected);
+        if self.opts.standalone {
+            // A standalone node is its own multinode scheduler: it queues the start URIs.
+            self.requeue_start_uris(name)?;
+        }
+        info!("collection {} added", show(name));
+        Ok(())
+    }
+
+    /// 3.1.5.11.
+    pub fn conf_update(&mut self, name: &[u8], dict: Value<'static>) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            warn!(
+                "CMD_ADM_CONF_UPDATE for unknown collection {} ignored",
+                show(name)
+            );
+            return Ok(());
+        };
+        c.policy = RefreshPolicy::of(name, &dict);
+        c.count_documents();
+        c.dict = dict;
+        let servers = ppdup_servers(&c.dict);
+        self.save(name)?;
+        for s in &servers {
+            self.dups.entry(s.clone()).or_default();
+        }
+        self.send_set_config(name, &servers);
+        self.requeue_start_uris(name)?;
+        info!("collection {} updated", show(name));
+        Ok(())
+    }
+
+    pub(super) fn requeue_start_uris(&mut self, name: &[u8]) -> Result<(), SchedError> {
+        let uris = self
+            .collections
+            .get(name)
+            .map(|c| start_uris(&c.dict))
+            .unwrap_or_default();
+        for u in uris {
+            self.add_uri(name, &start_uri_entry(&u), false)?;
+        }
+        Ok(())
+    }
+
+    /// CMD_ADM_CONF_REFRESH (2.2.3.10 bitmask).
+    pub fn refresh(
+        &mut self,
+        name: &[u8],
+        subcollection: Option<&[u8]>,
+        options: i64,
+    ) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            warn!("refresh of unknown collection {}", show(name));
+            return Ok(());
+        };
+        let scratch = c.policy.mode == crate::config::RefreshMode::Scratch;
+        if scratch || options & refresh_options::TRUNCATE_AND_RESTART != 0 {
+            c.queue.clear()?;
+            c.quarantine_queue.clear()?;
+            for r in c.ready.drain(..) {
+                c.inflight.done(r.seq)?;
+            }
+            for (_, w) in c.waiting.drain() {
+                for (seq, _) in w.records {
+                    c.inflight.done(seq)?;
+                }
+            }
+        }
+        c.refresh_cycle += 1;
+        c.seen.clear()?;
+        let cycle = c.refresh_cycle;
+        let mut uris = start_uris(&c.dict);
+        if let (Some(sub), true) = (
+            subcollection,
+            options & refresh_options::REFRESH_SUBCOLLECTION != 0,
+        ) {
+            // A subcollection's own start URIs (its dict under "subdomains").
+            uris = c
+                .dict
+                .get(b"subdomains")
+                .and_then(|s| s.get(sub))
+                .map(start_uris)
+                .unwrap_or_default();
+        }
+        info!(
+            "collection {}: refresh cycle {cycle} (options {options:#x}, {} start URIs)",
+            show(name),
+            uris.len()
+        );
+        // START_URIS_ONLY, and a subcollection's refresh, queue the start URIs alone.
+        let everything = options & refresh_options::START_URIS_ONLY == 0
+            && options & refresh_options::REFRESH_SUBCOLLECTION == 0;
+        self.start_cycle(name, cycle, uris, everything, unix_now())?;
+        self.save(name)
+    }
+
+    /// Stops the sites of `name` that `which` selects: their pending entries go back to the
+    /// front (or, `front` false, the back) of the crawl queue, their IP addresses are released.
+    pub(super) fn stop_sites(
+        &mut self,
+        name: &[u8],
+        which: impl Fn(&str) -> bool,
+        front: bool,
+    ) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(());
+        };
+        let mut records: Vec<(u64, Vec<u8>)> = Vec::new();
+        let waiting: Vec<String> = c.waiting.keys().filter(|s| which(s)).cloned().collect();
+        for s in waiting {
+            if let Some(w) = c.waiting.remove(&s) {
+                records.extend(w.records);
+            }
+        }
+        let mut kept = VecDeque::new();
+        for r in c.ready.drain(..) {
+            if which(&r.site) {
+                records.push((r.seq, r.record));
+            } else {
+                kept.push_back(r);
+            }
+        }
+        c.ready = kept;
+        let stopped: Vec<String> = c.active.keys().filter(|s| which(s)).cloned().collect();
+        if front {
+            for (_, r) in records.iter().rev() {
+                c.queue.push_front(r)?;
+            }
+        } else {
+            for (_, r) in &records {
+                c.queue.push_back(r)?;
+            }
+        }
+        for (seq, _) in &records {
+            c.inflight.done(*seq)?;
+        }
+        for s in stopped {
+            self.release_site(name, &s);
+        }
+        Ok(())
+    }
+
+    /// A site ends: out of the active list, its IP released when no other site uses it
+    /// (CMD_UM_STOP_CRAWL_IP, 2.2.4.12).
+    pub(super) fn release_site(&mut self, name: &[u8], site: &str) {
+        let Some(c) = self.collections.get_mut(name) else {
+            return;
+        };
+        let Some(ip) = c.active.remove(site) else {
+            return;
+        };
+        let last = match c.ip_sites.get_mut(&ip) {
+            Some(set) => {
+                set.remove(site);
+                set.is_empty()
+            }
+            None => true,
+        };
+        if last {
+            c.ip_sites.remove(&ip);
+            if self.opts.standalone {
+                self.local_ip_locks.remove(&ip);
+            } else {
+                let m = Message::CmdUmStopCrawlIp(StopCrawlIp {
+                    collection: owned(name),
+                    ip: owned(ip.as_bytes()),
+                    site: owned(site.as_bytes()),
+                });
+                self.send_multinode(Priority::Normal, &m);
+            }
+        }
+    }
+
+    /// The crawl engine finished `site`.
+    pub fn site_done(&mut self, name: &[u8], site: &str) {
+        self.release_site(name, site);
+    }
+
+    /// Drops queued entries (and checksums) of `name` that `hit(site, uri)` selects.
+    pub(super) fn delete_matching(
+        &mut self,
+        name: &[u8],
+        hit: impl Fn(&str, &[u8]) -> bool,
+    ) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            warn!("delete in unknown collection {}", show(name));
+            return Ok(());
+        };
+        let matches = |rec: &[u8]| {
+            parse_record(rec).is_ok_and(|(e, _)| {
+                let site = crawl_site(&e.uri.uri).unwrap_or_default();
+                hit(&site, &e.uri.uri)
+            })
+        };
+        let mut dropped = 0u64;
+        for q in [&mut c.queue, &mut c.quarantine_queue] {
+            let n = q.len();
+            for _ in 0..n {
+                let Some(rec) = q.pop_front()? else { break };
+                if matches(&rec) {
+                    dropped += 1;
+                } else {
+                    q.push_back(&rec)?;
+                }
+            }
+        }
+        let mut finished = Vec::new();
+        c.ready.retain(|r| {
+            let m = matches(&r.record);
+            dropped += u64::from(m);
+            if m {
+                finished.push(r.seq);
+            }
+            !m
+        });
+        for w in c.waiting.values_mut() {
+            w.records.retain(|(seq, r)| {
+                let m = matches(r);
+                dropped += u64::from(m);
+                if m {
+                    finished.push(*seq);
+                }
+                !m
+            });
+        }
+        for seq in finished {
+            c.inflight.done(seq)?;
+        }
+        c.counters.uris_dropped += dropped;
+        // Stored documents: a delete fed for each, their checksums released.
+        let deleted = self.delete_stored_matching(name, &|s, u| hit(s, u))?;
+        info!(
+            "collection {}: {deleted} stored documents deleted",
+            show(name)
+        );
+        info!(
+            "collection {}: {dropped} queued entries deleted",
+            show(name)
+        );
+        Ok(())
+    }
+
+    /// 3.1.5.17 / 3.1.5.18.
+    pub(super) fn quarantine(
+        &mut self,
+        name: &[u8],
+        site: &[u8],
+        seconds: i64,
+        requeue: bool,
+        now: i64,
+    ) -> Result<(), SchedError> {
+        let site = String::from_utf8_lossy(site).into_owned();
+        if !self.collections.contains_key(name) {
+            warn!("quarantine in unknown collection {}", show(name));
+            return Ok(());
+        }
+        // 1. Stop crawling it; its pending entries wait in the quarantine queue.
+        self.stop_sites(name, |s| s == site, true)?;
+        let c = self.collections.get_mut(name).expect("checked above");
+        // 2. On the quarantine list until the period ends.
+        c.quarantine
+            .insert(site.clone(), now.saturating_add(seconds.max(0)));
+        if requeue {
+            // 3.1.5.18: the site goes to the front of the crawl queue (it waits in the
+            // quarantine queue until the quarantine ends, then comes back first).
+            let mut e = start_uri_entry(format!("http://{site}/").as_bytes());
+            e.uri_flags = uri_flags::URIF_SITEURI;
+            c.queue.push_front(&record(&e, true))?;
+        }
+        info!(
+            "collection {}: site {site} quarantined for {seconds} s",
+            show(name)
+        );
+        Ok(())
+    }
+}
