@@ -6,6 +6,7 @@ mod crawl;
 mod data_dir_lock;
 mod decode_errors;
 mod differential;
+mod disk_full;
 mod docs_cli;
 mod dupserver;
 mod fleet;

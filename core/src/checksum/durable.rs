@@ -37,6 +37,15 @@ pub enum DupError {
     UnknownCollection,
     /// The store refused the entry.
     Store(StoreError),
+    /// The log has no room for the change (the disk is full, say): nothing was changed, and
+    /// the change may be asked again once there is room.
+    NoRoom(String),
+}
+
+/// Log room to ask for before a record of these fields: the fields and a generous allowance
+/// for the record's framing (type, lengths, checksum, CRC).
+fn record_room(collection: &[u8], uri: &[u8], node: &[u8]) -> u64 {
+    (collection.len() + uri.len() + node.len() + 64) as u64
 }
 
 impl fmt::Display for DupError {
@@ -44,6 +53,7 @@ impl fmt::Display for DupError {
         match self {
             DupError::UnknownCollection => f.write_str("unknown collection"),
             DupError::Store(e) => e.fmt(f),
+            DupError::NoRoom(why) => write!(f, "cannot store the change: {why}"),
         }
     }
 }
@@ -182,6 +192,14 @@ impl DupStores {
         self.collections.keys().map(Vec::as_slice)
     }
 
+    /// Makes sure the log has room for `need` more bytes of records (see [`Wal::make_room`]):
+    /// asked before a change whose record is not covered by [`DupStores::add`]'s own check.
+    pub fn make_room(&mut self, need: u64) -> Result<(), DupError> {
+        self.wal
+            .make_room(need)
+            .map_err(|e| DupError::NoRoom(e.to_string()))
+    }
+
     /// Adds a collection, or replaces its configuration keeping its entries.
     pub fn set_collection(&mut self, name: &[u8], config: Vec<u8>) {
         self.wal.append(&Record::Collection {
@@ -209,7 +227,9 @@ impl DupStores {
         existed
     }
 
-    /// Adds `cs` for `uri` on `node` unless it has an owner (MS-FSCMT 3.3.5.4).
+    /// Adds `cs` for `uri` on `node` unless it has an owner (MS-FSCMT 3.3.5.4). With no room in
+    /// the log for a new mapping, [`DupError::NoRoom`] and nothing changes (an existing owner is
+    /// still answered).
     pub fn add(
         &mut self,
         collection: &[u8],
@@ -223,6 +243,16 @@ impl DupStores {
             .collections
             .get_mut(collection)
             .ok_or(DupError::UnknownCollection)?;
+        if let Err(e) = wal.make_room(record_room(collection, uri, node)) {
+            // No room for a new record: a checksum with an owner needs none and is answered.
+            return match c.store.get(&cs) {
+                Some((owner_uri, owner_node)) => Ok(AddOutcome::Exists {
+                    owner_uri,
+                    owner_node,
+                }),
+                None => Err(DupError::NoRoom(e.to_string())),
+            };
+        }
         let outcome = c.store.add(cs, uri, node).map_err(DupError::Store)?;
         if outcome == AddOutcome::Added {
             wal.append_set(collection, &cs, uri, node);
@@ -242,6 +272,9 @@ impl DupStores {
             .collections
             .get_mut(collection)
             .ok_or(DupError::UnknownCollection)?;
+        self.wal
+            .make_room(record_room(collection, uri, node))
+            .map_err(|e| DupError::NoRoom(e.to_string()))?;
         c.store.put(cs, uri, node).map_err(DupError::Store)?;
         self.wal.append_set(collection, &cs, uri, node);
         Ok(())
@@ -253,6 +286,9 @@ impl DupStores {
             .collections
             .get_mut(collection)
             .ok_or(DupError::UnknownCollection)?;
+        self.wal
+            .make_room(record_room(collection, b"", b""))
+            .map_err(|e| DupError::NoRoom(e.to_string()))?;
         let removed = c.store.remove(cs);
         if removed {
             self.wal.append_delete(collection, cs);

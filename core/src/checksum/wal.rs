@@ -380,31 +380,55 @@ impl Wal {
         !self.pending.is_empty()
     }
 
+    /// Makes sure the file has room for `need` more bytes of records beyond those written and
+    /// queued, growing it (with zeros, a step ahead) now if not. An error (the disk is full,
+    /// say) leaves the log as it was: the caller refuses the operation instead of queueing its
+    /// record, and [`Wal::write_pending`] never has to grow the file for what was admitted. The
+    /// usual case is one comparison.
+    pub fn make_room(&mut self, need: u64) -> Result<(), WalError> {
+        let end = self.written_len + self.pending.len() as u64 + need;
+        if end <= self.allocated {
+            return Ok(());
+        }
+        self.grow_to(end)
+    }
+
+    /// Grows the file with zeros to the step past `end`. On an error the allocated size stays
+    /// what it was (zeros written past it read as the end of the log, and are overwritten).
+    fn grow_to(&mut self, end: u64) -> Result<(), WalError> {
+        let target = end.div_ceil(PREALLOC_STEP) * PREALLOC_STEP;
+        let mut at = self.allocated;
+        while at < target {
+            let n = (target - at).min(ZEROS.len() as u64) as usize;
+            self.file
+                .write_all_at(&ZEROS[..n], at)
+                .map_err(|error| WalError::Io {
+                    path: self.path.to_path_buf(),
+                    error,
+                })?;
+            at += n as u64;
+        }
+        self.allocated = target;
+        Ok(())
+    }
+
     /// Writes the queued records to the file without waiting for the disk; the returned point
     /// is what a later [`SyncPoint::sync`] makes durable. Acknowledge the records only after
     /// that sync returned.
     pub fn write_pending(&mut self) -> Result<SyncPoint, WalError> {
         if !self.pending.is_empty() {
-            let err = |error| WalError::Io {
-                path: self.path.to_path_buf(),
-                error,
-            };
             let end = self.written_len + self.pending.len() as u64;
             if end > self.allocated {
                 // Grow the file with zeros, a step past what this write needs. The size change
                 // becomes durable with the next sync, as an append's did.
-                let target = end.div_ceil(PREALLOC_STEP) * PREALLOC_STEP;
-                let mut at = self.allocated;
-                while at < target {
-                    let n = (target - at).min(ZEROS.len() as u64) as usize;
-                    self.file.write_all_at(&ZEROS[..n], at).map_err(err)?;
-                    at += n as u64;
-                }
-                self.allocated = target;
+                self.grow_to(end)?;
             }
             self.file
                 .write_all_at(&self.pending, self.written_len)
-                .map_err(err)?;
+                .map_err(|error| WalError::Io {
+                    path: self.path.to_path_buf(),
+                    error,
+                })?;
             self.written_len = end;
             self.pending.clear();
         }

@@ -376,6 +376,14 @@ impl DupServer {
                 added.push((dn.to_vec(), marshal::to_bytes(&sc.config)));
             }
         }
+        let need: usize = added.iter().map(|(n, c)| n.len() + c.len() + 64).sum();
+        if let Err(e) = self.stores.make_room(need as u64) {
+            // Nothing was changed; the node asks again (its configuration stays unacknowledged).
+            let collection = sc.collection.as_deref().unwrap_or_default().to_vec();
+            crate::warn_limited!("dupserver-no-room", "PPDUP_SET_CONFIG refused: {e}");
+            self.error(peer, &collection, &e.to_string());
+            return;
+        }
         for (name, config) in &added {
             self.removing.remove(name);
             self.stores.set_collection(name, config.clone());
@@ -414,6 +422,11 @@ impl DupServer {
     /// the collection's messages until PPDUP_CONF_REMOVE2 and forwards the removal to its
     /// replica.
     fn on_ppdup_conf_remove(&mut self, peer: PeerId, cr: PpdupConfRemove<'_>) {
+        if let Err(e) = self.stores.make_room(cr.collection.len() as u64 + 64) {
+            crate::warn_limited!("dupserver-no-room", "PPDUP_CONF_REMOVE refused: {e}");
+            self.error(peer, &cr.collection, &e.to_string());
+            return;
+        }
         self.stores.drop_collection(&cr.collection);
         if self.mode == Mode::Server {
             self.removing.insert(cr.collection.to_vec());
