@@ -411,3 +411,37 @@ fn forwarded(out: &[(u64, Priority, Message<'static>)]) -> usize {
         .filter(|(_, _, m)| matches!(m, Message::CmdUmUri(_) | Message::CmdUmUriUrg(_)))
         .count()
 }
+
+#[test]
+fn a_refused_first_frame_closes_the_connection_and_drops_the_rest_of_its_read() {
+    // 3.2.5.1: the first frame must be a CMD_UM_INIT. A connection whose first frame is not is
+    // closed, and a CMD_UM_INIT that arrived in the same read behind it registers nothing.
+    let dir = tmp("mn-refused-first");
+    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    m.peer_connected(9);
+    let frames: Vec<Vec<u8>> = [
+        Message::CmdUmKeepalive,
+        Message::CmdUmInit(Init {
+            node_id: b("sneaky"),
+            xmlrpc_host: b("h"),
+            xmlrpc_port: 1,
+        }),
+    ]
+    .iter()
+    .map(|msg| {
+        let mut bytes = Vec::new();
+        frame::encode_message(msg, Priority::Normal, &mut bytes);
+        bytes[4..].to_vec()
+    })
+    .collect();
+    m.handle_frames(9, frames.iter().map(Vec::as_slice), 0)
+        .unwrap();
+    let out = m.take_output();
+    assert_eq!(out.closes, vec![9]);
+    assert!(m.nodes().is_empty(), "registered {:?}", m.nodes());
+    // A later read of the same connection (before its close takes effect) is dropped too.
+    m.handle_frames(9, frames.iter().map(Vec::as_slice), 0)
+        .unwrap();
+    assert!(m.take_output().closes.is_empty());
+    assert!(m.nodes().is_empty());
+}

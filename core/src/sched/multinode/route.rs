@@ -109,7 +109,16 @@ impl Multinode {
         let registered = self.peers.get(&peer).is_some_and(|p| p.node.is_some());
         if !registered {
             for body in frames {
+                if !self.peers.contains_key(&peer) {
+                    break; // Refused (below) or closed: what else it sent is dropped.
+                }
                 self.handle_frame(peer, body, now)?;
+                if self.out.closes.contains(&peer) {
+                    // 3.2.5.1: a connection whose first frame is not a CMD_UM_INIT is closed,
+                    // and nothing it sent after that frame is handled.
+                    self.peers.remove(&peer);
+                    break;
+                }
             }
             return Ok(());
         }
