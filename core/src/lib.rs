@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod checksum;
+pub mod clock;
 pub mod config;
 pub mod crawl;
 pub mod datadir;

@@ -393,7 +393,7 @@ impl Crawler {
 }
 
 fn unix_now() -> u64 {
-    crate::multinode::now_secs().max(0) as u64
+    crawlfleet_core::clock::Clock::System.now_u64()
 }
 
 /// Which applications receive a collection's link data: the `linkstore` section's

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crawlfleet_core::datadir::DirLock;
 use crawlfleet_core::marshal::Value;
@@ -27,12 +27,8 @@ const SYNC_TIMER: TimerId = TimerId(2);
 /// lengthen the crawl queue, and every sync writes out what the queue holds.
 const MAX_BATCH_EVENTS: usize = 8;
 
-/// Unix seconds now.
-pub fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
+/// Unix seconds now: the project's one wall clock.
+pub use crawlfleet_core::clock::unix_now as now_secs;
 
 /// Reads collection configuration files: (name, dict) of every DomainSpecification.
 pub fn read_configs(files: &[std::path::PathBuf]) -> Result<Vec<(String, Value<'static>)>, String> {

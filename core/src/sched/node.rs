@@ -28,6 +28,8 @@ use std::path::{Path, PathBuf};
 
 use log::{debug, error, info, warn};
 
+use crate::clock::Clock;
+
 use super::collections::{meta, CollectionDirs, StoreError};
 use super::dns::{DnsCache, DnsEntry};
 use super::inflight::Inflight;
@@ -94,6 +96,9 @@ pub struct NodeOptions {
     pub dns_ttl: i64,
     /// Segment size of the crawl queues.
     pub queue_segment_bytes: u64,
+    /// Where the node reads the time of crawls, deletes and refresh cycles (a test's manual
+    /// clock, or the system's).
+    pub clock: Clock,
 }
 
 impl NodeOptions {
@@ -107,6 +112,7 @@ impl NodeOptions {
             max_sites_per_ip: 10,
             dns_ttl: 3600,
             queue_segment_bytes: 64 << 20,
+            clock: Clock::System,
         }
     }
 }
@@ -242,6 +248,8 @@ struct Collection {
     crawl_delta: Value<'static>,
     counters: NodeCounters,
     sent: NodeCounters,
+    /// The node's clock (see [`NodeOptions::clock`]).
+    clock: Clock,
 }
 
 /// A duplicate server as the node sees it (3.1.1 duplicate server status structure).
@@ -291,17 +299,6 @@ fn conditional(c: &Collection, rec: &[u8]) -> Vec<(String, String)> {
         return Vec::new();
     }
     store::conditional_headers(&c.store, &e.uri.uri)
-}
-
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
-/// [`unix_now`] as the crawl store and the feed count time.
-fn unix_now_u64() -> u64 {
-    u64::try_from(unix_now()).unwrap_or(0)
 }
 
 fn owned(b: &[u8]) -> Bytes<'static> {
@@ -459,7 +456,8 @@ impl NodeScheduler {
             feeding_all_suspended: false,
             feeding_suspended: BTreeSet::new(),
             refresh_cycle,
-            cycle_started: unix_now(),
+            cycle_started: self.opts.clock.now(),
+            clock: self.opts.clock.clone(),
             policy,
             queue,
             quarantine_queue: CrawlQueue::open(&dir.join("quarantine"), qo())?,

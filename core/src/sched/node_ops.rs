@@ -174,7 +174,7 @@ impl NodeScheduler {
         // START_URIS_ONLY, and a subcollection's refresh, queue the start URIs alone.
         let everything = options & refresh_options::START_URIS_ONLY == 0
             && options & refresh_options::REFRESH_SUBCOLLECTION == 0;
-        self.start_cycle(name, cycle, uris, everything, unix_now())?;
+        self.start_cycle(name, cycle, uris, everything, self.opts.clock.now())?;
         self.save(name)
     }
 

@@ -26,7 +26,7 @@ use std::path::Path;
 
 use log::{info, warn};
 
-use super::{unix_now_u64, Collection, NodeScheduler, Verdict};
+use super::{Collection, NodeScheduler, Verdict};
 use crate::crawl::{header, Document};
 use crate::feed::{DocLogReader, FeedDoc, FeedError, FeedOp, FeedSink, DOCS_DIR, HELD_DIR};
 use crate::msg::{Checksum, Message, PpdupChecksum};
@@ -229,7 +229,7 @@ impl Collection {
         if keep_record {
             let mut rec = prev.clone();
             rec.state = UriState::Deleted;
-            rec.last_crawl = unix_now_u64();
+            rec.last_crawl = self.clock.now_u64();
             rec.cycle = self.cycle();
             self.store.put(uri, rec)?;
         } else {
@@ -242,7 +242,7 @@ impl Collection {
             op: FeedOp::Delete,
             uri: uri.to_vec(),
             checksum: prev.checksum,
-            time: unix_now_u64(),
+            time: self.clock.now_u64(),
             status: prev.status,
             headers: Vec::new(),
             body: Vec::new(),
@@ -292,7 +292,7 @@ impl NodeScheduler {
         if let Some(prev) = c.store.get(&doc.uri) {
             if prev.state == UriState::Stored && prev.checksum == doc.checksum.0 && !refeed {
                 let mut rec = prev.clone();
-                rec.last_crawl = unix_now_u64();
+                rec.last_crawl = self.opts.clock.now_u64();
                 rec.cycle = c.cycle();
                 rec.status = doc.status;
                 c.store.put(&doc.uri, rec)?;
@@ -342,7 +342,7 @@ impl NodeScheduler {
         if c.pending_docs.get(uri).is_some_and(VecDeque::is_empty) {
             c.pending_docs.remove(uri);
         }
-        let now = unix_now_u64();
+        let now = self.opts.clock.now_u64();
         let prev = c.store.get(uri).cloned();
         let was_stored = prev.as_ref().is_some_and(|p| p.state == UriState::Stored);
         let mut removed = None;
@@ -423,7 +423,7 @@ impl NodeScheduler {
         let Some(mut rec) = c.store.get(uri).cloned() else {
             return Ok(None);
         };
-        rec.last_crawl = unix_now_u64();
+        rec.last_crawl = self.opts.clock.now_u64();
         rec.cycle = c.cycle();
         let checksum = Checksum(rec.checksum);
         c.store.put(uri, rec)?;
@@ -535,7 +535,7 @@ impl NodeScheduler {
         docs.sort_by(|a, b| a.uri.cmp(&b.uri));
         for mut d in docs {
             d.op = FeedOp::Update;
-            d.time = unix_now_u64();
+            d.time = self.opts.clock.now_u64();
             c.feed(&d)?;
             fed += 1;
         }

@@ -406,3 +406,51 @@ fn too_little_free_disk_switches_the_collection_to_refreshing_only() {
     );
     assert!(ready_uris(&mut n).is_empty(), "not even the start URI");
 }
+
+#[test]
+fn fed_documents_carry_the_time_of_the_nodes_clock() {
+    // The node reads the time through the clock it was given: a test moves it a day ahead
+    // instead of sleeping, and the delete fed then is dated a day after the add.
+    let dir = TempDir::new(&format!("store-clock-{}", fastrand::u64(..)));
+    let clock = crate::clock::Clock::manual(1_700_000_000);
+    let mut opts = NodeOptions::new(b"n1");
+    opts.standalone = true;
+    opts.clock = clock.clone();
+    let mut n = NodeScheduler::open(&dir, opts).unwrap();
+    n.conf_add(
+        C,
+        meta(vec![(
+            "start_uris",
+            Value::list(vec![Value::owned_bytes(b"http://127.0.0.9/".to_vec())]),
+        )]),
+    )
+    .unwrap();
+    n.take_output();
+    fate(&mut n, doc("http://a.example/1", "a1", 1));
+    clock.advance(86_400);
+    n.handle_message(
+        &Dest::Multinode,
+        Message::CmdUmDeleteSite(DeleteSite {
+            collection: Cow::Borrowed(C),
+            site: Cow::Borrowed(b"a.example"),
+        }),
+        0,
+    )
+    .unwrap();
+    n.sync().unwrap();
+    let docs = collection_dir(&dir, C).join(DOCS_DIR);
+    let times: Vec<(FeedOp, u64)> = DocLogReader::open(&docs)
+        .unwrap()
+        .map(|r| {
+            let (_, d) = r.unwrap();
+            (d.op, d.time)
+        })
+        .collect();
+    assert_eq!(
+        times,
+        [
+            (FeedOp::Add, 1_700_000_000),
+            (FeedOp::Delete, 1_700_086_400)
+        ]
+    );
+}
