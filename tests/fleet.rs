@@ -108,6 +108,16 @@ fn access_lines(path: &Path) -> Vec<String> {
 }
 
 /// Every fed document of the collection on one node: (op, URI).
+/// The URIs of the documents a running node has fed so far (its log read up to the first
+/// record not yet whole).
+fn fed_so_far(node_dir: &Path) -> Vec<Vec<u8>> {
+    let docs = collection_dir(node_dir, COLLECTION.as_bytes()).join(DOCS_DIR);
+    let Ok(reader) = DocLogReader::open(&docs) else {
+        return Vec::new();
+    };
+    reader.map_while(Result::ok).map(|(_, d)| d.uri).collect()
+}
+
 fn fed(node_dir: &Path) -> Vec<(FeedOp, String)> {
     let docs = collection_dir(node_dir, COLLECTION.as_bytes()).join(DOCS_DIR);
     if !docs.exists() {
@@ -278,7 +288,13 @@ fn crash_and_resume(name: &str, base: Ipv4Addr, victim: Victim) {
         &format!("{victim:?} killed at {at_kill}"),
     );
     // Let the last documents reach the logs (the nodes sync every 100 ms), then stop.
-    std::thread::sleep(Duration::from_millis(500));
+    let expected_feeds = exp.stored.len() + exp.duplicate_groups.len();
+    crate::util::wait_until("every document fed", || {
+        let fed_uris: BTreeSet<Vec<u8>> = (1..=2)
+            .flat_map(|i| fed_so_far(&fleet.node_dir(i)))
+            .collect();
+        fed_uris.len() >= expected_feeds
+    });
     for n in fleet.nodes.iter_mut() {
         if let Some(r) = n.take() {
             r.kill();
@@ -316,7 +332,6 @@ fn crash_and_resume(name: &str, base: Ipv4Addr, victim: Victim) {
             "{victim:?} killed: identical documents {g:?} fed {n} times"
         );
     }
-    let expected_feeds = exp.stored.len() + exp.duplicate_groups.len();
     assert_eq!(adds.len(), expected_feeds, "{victim:?} killed");
 
     // Fetched: each page once, except what the killed node had in flight (robots.txt is

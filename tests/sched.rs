@@ -441,9 +441,10 @@ fn dns_crawl_ip_locks_conf_state_and_logs() {
     n2.send(&ask("10.0.0.2", "d.com"));
     assert!(answer(&mut n2));
     drop(n2);
-    std::thread::sleep(Duration::from_millis(300));
-    n1.send(&ask("10.0.0.2", "d.com"));
-    assert!(answer(&mut n1));
+    crate::util::wait_until("n2's IP address released when it disconnected", || {
+        n1.send(&ask("10.0.0.2", "d.com"));
+        answer(&mut n1)
+    });
     // 3.2.5.13: the collection's state.
     n1.send(&Message::CmdUmConfStateRequest(CollectionOnly {
         collection: b("web"),
@@ -485,8 +486,10 @@ fn dns_crawl_ip_locks_conf_state_and_logs() {
     wait_for(&mut n1, "KEEPALIVE_ACK", |m| {
         *m == Message::CmdUmKeepaliveAck
     });
-    std::thread::sleep(Duration::from_millis(500));
     let logs = data.join("logs").join("web");
+    crate::util::wait_until("the log lines written at the next sync", || {
+        std::fs::read_to_string(logs.join("fetch.log")).is_ok_and(|t| t == "fetch line\n")
+    });
     assert_eq!(
         std::fs::read_to_string(logs.join("site.log")).unwrap(),
         "site line\n"

@@ -299,3 +299,16 @@ impl Client {
         }
     }
 }
+
+/// Polls `cond` until it holds, failing the test with `what` after 30 s: what a test waits for
+/// instead of sleeping a fixed time.
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
