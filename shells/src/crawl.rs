@@ -8,7 +8,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crawlfleet_core::config::CollectionConfig;
 use crawlfleet_core::crawl::counters::doc_skip;
 use crawlfleet_core::crawl::{
     Action, CrawlCounters, CrawlEngine, EngineOptions, Failure, Fetched, Outcome, Request,
@@ -117,16 +116,9 @@ impl Crawler {
             if self.dicts.get(name) == Some(dict) {
                 continue;
             }
-            let label = String::from_utf8_lossy(name).into_owned();
-            match CollectionConfig::from_dict(&label, dict) {
-                Ok(cfg) => {
-                    self.engine.set_config(name, Arc::new(cfg));
-                }
-                Err(e) => {
-                    warn!("collection {label}: configuration not usable by the crawler: {e}");
-                    self.engine
-                        .set_config(name, Arc::new(CollectionConfig::defaults(&label)));
-                }
+            // The scheduler's parse of the configuration, shared (not parsed again here).
+            if let Some(settings) = sm.collection_settings(name) {
+                self.engine.set_config(name, settings);
             }
             if let Some(b) = &self.links {
                 b.set_applications(name, link_applications(dict));

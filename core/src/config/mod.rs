@@ -46,6 +46,18 @@ pub use parts::{Login, SubDomain, VariableDelay};
 pub use rules::{RuleError, RuleKind, RuleSet, RuleTarget};
 pub use xml::{parse_xml, to_xml};
 
+/// A collection's configuration parsed once, to be shared (behind an `Arc`) by everything that
+/// reads it: the scheduler's refresh policy, the crawler, the administrative status. A dict
+/// that does not parse gives the defaults, with a warning naming the error.
+pub fn parsed(name: &[u8], dict: &Value<'_>) -> std::sync::Arc<CollectionConfig> {
+    let label = String::from_utf8_lossy(name);
+    let config = CollectionConfig::from_dict(&label, dict).unwrap_or_else(|e| {
+        log::warn!("collection {label}: configuration not usable, defaults apply: {e}");
+        CollectionConfig::defaults(&label)
+    });
+    std::sync::Arc::new(config)
+}
+
 /// The `link_extraction` attrib names and their dictionary keys (FSCMT 2.2.2.3.3), as bits of
 /// [`CollectionConfig::link_extraction`].
 pub const LINK_EXTRACTION: [(&str, u32); 17] = [

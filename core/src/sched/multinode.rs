@@ -33,12 +33,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use log::{info, warn};
 
 use super::collections::{meta, CollectionDirs, StoreError};
 use super::dns::{DnsCache, DnsEntry};
 use super::{file_name, show, start_uri_entry, start_uris, Outbox, PeerId};
+use crate::config::CollectionConfig;
 use crate::frame::{self, Priority};
 use crate::marshal::Value;
 use crate::msg::types::conf_state;
@@ -126,6 +128,8 @@ impl From<StoreError> for SchedError {
 /// A collection as the multinode scheduler keeps it.
 struct Collection {
     dict: Value<'static>,
+    /// `dict` parsed once ([`Multinode::collection_settings`]).
+    settings: Arc<CollectionConfig>,
     state: i64,
     queue: CrawlQueue,
     /// Entries whose node is not connected.
@@ -322,6 +326,7 @@ impl Multinode {
         let dir = self.dirs.dir(name)?;
         let seg = self.opts.queue_segment_bytes;
         Ok(Collection {
+            settings: crate::config::parsed(name, &dict),
             dict,
             state,
             queue: CrawlQueue::open(&dir.join("queue"), queue_opts(seg))?,
@@ -379,6 +384,12 @@ impl Multinode {
     /// A collection's configuration dict.
     pub fn collection_config(&self, name: &[u8]) -> Option<&Value<'static>> {
         self.collections.get(name).map(|c| &c.dict)
+    }
+
+    /// A collection's configuration as parsed once when it was added or updated (defaults
+    /// where its dict does not parse).
+    pub fn collection_settings(&self, name: &[u8]) -> Option<Arc<CollectionConfig>> {
+        self.collections.get(name).map(|c| Arc::clone(&c.settings))
     }
 
     /// Entries waiting in a collection's crawl queue and deferred queue.

@@ -25,10 +25,12 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use log::{debug, error, info, warn};
 
 use crate::clock::Clock;
+use crate::config::CollectionConfig;
 
 use super::collections::{meta, CollectionDirs, StoreError};
 use super::dns::{DnsCache, DnsEntry};
@@ -192,6 +194,8 @@ const FORWARD_RESEND_MAX: usize = 1 << 16;
 
 struct Collection {
     dict: Value<'static>,
+    /// `dict` parsed, shared with the crawler ([`NodeScheduler::collection_settings`]).
+    settings: Arc<CollectionConfig>,
     state: i64,
     feeding_all_suspended: bool,
     feeding_suspended: BTreeSet<Vec<u8>>,
@@ -449,9 +453,11 @@ impl NodeScheduler {
             }
         }
         let feeder = Feeder::open(&dir)?;
-        let policy = RefreshPolicy::of(name, &dict);
+        let settings = crate::config::parsed(name, &dict);
+        let policy = RefreshPolicy::of(&settings);
         let mut c = Collection {
             dict,
+            settings,
             state: conf_state::ACTIVE,
             feeding_all_suspended: false,
             feeding_suspended: BTreeSet::new(),
@@ -544,6 +550,12 @@ impl NodeScheduler {
     /// A collection's configuration dict.
     pub fn collection_config(&self, name: &[u8]) -> Option<&Value<'static>> {
         self.collections.get(name).map(|c| &c.dict)
+    }
+
+    /// A collection's configuration as parsed once when it was added or updated (defaults
+    /// where its dict does not parse): what the crawler crawls it with.
+    pub fn collection_settings(&self, name: &[u8]) -> Option<Arc<CollectionConfig>> {
+        self.collections.get(name).map(|c| Arc::clone(&c.settings))
     }
 
     /// Entries in a collection's crawl queue and quarantine queue.

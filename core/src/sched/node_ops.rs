@@ -100,7 +100,8 @@ impl NodeScheduler {
             );
             return Ok(());
         };
-        c.policy = RefreshPolicy::of(name, &dict);
+        c.settings = crate::config::parsed(name, &dict);
+        c.policy = RefreshPolicy::of(&c.settings);
         c.count_documents();
         c.dict = dict;
         let servers = ppdup_servers(&c.dict);

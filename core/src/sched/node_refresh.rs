@@ -28,11 +28,8 @@ pub struct RefreshPolicy {
 }
 
 impl RefreshPolicy {
-    /// The policy of a collection dict (defaults when the dict does not parse).
-    pub fn of(name: &[u8], dict: &crate::marshal::Value<'_>) -> RefreshPolicy {
-        let name = String::from_utf8_lossy(name);
-        let c = CollectionConfig::from_dict(&name, dict)
-            .unwrap_or_else(|_| CollectionConfig::defaults(&name));
+    /// The policy of a collection's parsed configuration.
+    pub fn of(c: &CollectionConfig) -> RefreshPolicy {
         RefreshPolicy {
             interval: c.refresh * 60.0,
             mode: c.refresh_mode,

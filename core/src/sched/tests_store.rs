@@ -454,3 +454,23 @@ fn fed_documents_carry_the_time_of_the_nodes_clock() {
         ]
     );
 }
+
+#[test]
+fn a_collection_is_parsed_once_per_configuration_and_shared() {
+    // The scheduler parses a collection's configuration when it is added or updated; the
+    // crawler and the refresh policy share that parse instead of parsing the dict again.
+    let (mut n, _dir) = setup("settings", vec![("refresh", Value::Float(30.0))]);
+    let a = n.collection_settings(C).unwrap();
+    let b = n.collection_settings(C).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a, &b), "parsed once");
+    assert_eq!(a.refresh, 30.0);
+    let mut dict = n.collection_config(C).unwrap().clone();
+    if let Value::Dict(pairs) = &mut dict {
+        pairs.retain(|(k, _)| k.as_bytes() != Some(b"refresh".as_slice()));
+        pairs.push((Value::owned_bytes(b"refresh".to_vec()), Value::Float(5.0)));
+    }
+    n.conf_update(C, dict).unwrap();
+    let c = n.collection_settings(C).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&a, &c), "parsed again on update");
+    assert_eq!(c.refresh, 5.0);
+}

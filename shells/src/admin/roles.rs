@@ -274,10 +274,9 @@ impl Role for Multinode {
 
     fn crawl_mode(&self, name: &[u8]) -> String {
         // `limits.max_doc` is counted by each node; the user's switch is the collection's.
-        let on = self.collection_config(name).is_some_and(|d| {
-            crawlfleet_core::config::CollectionConfig::from_dict(&String::from_utf8_lossy(name), d)
-                .is_ok_and(|c| c.refresh_only)
-        });
+        let on = self
+            .collection_settings(name)
+            .is_some_and(|c| c.refresh_only);
         if on {
             RefreshOnly::User.crawl_mode()
         } else {

@@ -56,6 +56,7 @@ impl Multinode {
             warn!("update of unknown collection {} ignored", show(name));
             return Ok(());
         };
+        c.settings = crate::config::parsed(name, &dict);
         c.dict = dict;
         self.save(name)?;
         let m = Message::CmdAdmConfUpdate(ConfSpec {
