@@ -197,22 +197,57 @@ struct Collection {
     /// `dict` parsed, shared with the crawler ([`NodeScheduler::collection_settings`]).
     settings: Arc<CollectionConfig>,
     state: i64,
-    feeding_all_suspended: bool,
-    feeding_suspended: BTreeSet<Vec<u8>>,
-    refresh_cycle: i64,
+    /// Refresh cycles and what decides the crawl mode (MS-FSCMT 3.1.5.10; FSCADM CrawlMode).
+    refresh: RefreshState,
+    /// The crawl queues, and what was taken from them (3.1.1).
+    queue: CrawlQueue,
+    quarantine_queue: CrawlQueue,
+    /// URIs queued in this refresh cycle.
+    seen: SeenSet,
+    /// Entries taken from the queues and not finished.
+    inflight: Inflight,
+    /// Entries finished since the last sync; marked done in `inflight` once the feed and the
+    /// crawl store are durable.
+    finished: Vec<u64>,
+    /// Politeness and site control: quarantine, START_CRAWL_IP, active sites (3.1.1).
+    sites: SiteControl,
+    /// Duplicate detection: the checksum database and the duplicate server's answers awaited
+    /// (3.1.5.23-3.1.5.26).
+    dedup: Dedup,
+    /// The crawl store: what became of every URI crawled.
+    store: CrawlStore,
+    /// The document feed and its suspension (3.1.5.5, 3.1.5.6).
+    feeding: Feeding,
+    /// The collection's directory.
+    dir: PathBuf,
+    /// Statistics the crawl engine counted since the last CMD_UM_STAT (FSCADM names).
+    crawl_delta: Value<'static>,
+    counters: NodeCounters,
+    sent: NodeCounters,
+    /// The node's clock (see [`NodeOptions::clock`]).
+    clock: Clock,
+}
+
+/// A collection's refresh cycles and crawl mode.
+struct RefreshState {
+    /// The current refresh cycle.
+    cycle: i64,
     /// When the current refresh cycle began (Unix seconds).
     cycle_started: i64,
     policy: RefreshPolicy,
-    queue: CrawlQueue,
-    quarantine_queue: CrawlQueue,
     /// New URIs (not in the crawl store) met while the collection only refreshes; back to
-    /// `queue` when it may crawl new content again.
+    /// the crawl queue when it may crawl new content again.
     new_held: CrawlQueue,
     /// Stored documents, as last counted (`limits.max_doc`).
     doc_count: u64,
     /// Free space of the data directory's file system, percent, as last read
     /// (`limits.disk_free`).
     disk_free_pct: Option<f64>,
+}
+
+/// Which sites a collection may crawl now.
+#[derive(Default)]
+struct SiteControl {
     /// Quarantine list (3.1.1): site -> until (Unix seconds).
     quarantine: HashMap<String, i64>,
     /// Sites blocked after a refused START_CRAWL_IP: site -> until.
@@ -223,6 +258,11 @@ struct Collection {
     ip_sites: HashMap<String, BTreeSet<String>>,
     waiting: HashMap<String, Waiting>,
     ready: VecDeque<Ready>,
+}
+
+/// A collection's duplicate detection.
+#[derive(Default)]
+struct Dedup {
     /// The checksum database (3.1.5.23): checksum -> URIs this node owns it for.
     checksums: HashMap<Checksum, BTreeSet<Vec<u8>>>,
     /// PPDUP_ADDs sent and not answered: URI -> checksum.
@@ -230,30 +270,21 @@ struct Collection {
     /// PPDUP_REMOVEs sent and not answered: URI -> their checksums, oldest first
     /// (PPDUP_REMOVE_OK names only the URI).
     pending_removes: HashMap<Vec<u8>, VecDeque<Checksum>>,
-    /// URIs queued in this refresh cycle.
-    seen: SeenSet,
-    /// Entries taken from the queues and not finished.
-    inflight: Inflight,
-    /// Entries finished since the last sync; marked done in `inflight` once the feed and the
-    /// crawl store are durable.
-    finished: Vec<u64>,
-    /// The crawl store: what became of every URI crawled.
-    store: CrawlStore,
+    /// Fetched documents waiting for their duplicate check: URI -> documents, oldest first.
+    pending_docs: HashMap<Vec<u8>, VecDeque<Box<crate::crawl::Document>>>,
+}
+
+/// A collection's document feed.
+struct Feeding {
+    /// Feeding suspended for every destination (CMD_UM_FEEDING_SUSPEND without one).
+    all_suspended: bool,
+    /// Destinations whose feeding is suspended.
+    suspended: BTreeSet<Vec<u8>>,
     /// The document feed (the document log, held while feeding is suspended).
     feeder: Feeder,
-    /// The collection's directory.
-    dir: PathBuf,
     /// The document-log sequence number from which the crawl store may lack what was fed
     /// (saved in [`store::FED_MARK`] after each store sync).
     fed_mark: u64,
-    /// Fetched documents waiting for their duplicate check: URI -> documents, oldest first.
-    pending_docs: HashMap<Vec<u8>, VecDeque<Box<crate::crawl::Document>>>,
-    /// Statistics the crawl engine counted since the last CMD_UM_STAT (FSCADM names).
-    crawl_delta: Value<'static>,
-    counters: NodeCounters,
-    sent: NodeCounters,
-    /// The node's clock (see [`NodeOptions::clock`]).
-    clock: Clock,
 }
 
 /// A duplicate server as the node sees it (3.1.1 duplicate server status structure).
@@ -387,11 +418,11 @@ impl NodeScheduler {
                 .and_then(Value::as_i64)
                 .unwrap_or(conf_state::ACTIVE);
             if let Some(t) = m.get(b"cycle_ts").and_then(Value::as_i64) {
-                c.cycle_started = t;
+                c.refresh.cycle_started = t;
             }
-            c.feeding_all_suspended = m.get(b"feeding_all").and_then(Value::as_i64) == Some(1);
+            c.feeding.all_suspended = m.get(b"feeding_all").and_then(Value::as_i64) == Some(1);
             if let Some(l) = m.get(b"feeding").and_then(Value::as_list) {
-                c.feeding_suspended = l
+                c.feeding.suspended = l
                     .iter()
                     .filter_map(|v| v.as_bytes())
                     .map(<[u8]>::to_vec)
@@ -459,37 +490,36 @@ impl NodeScheduler {
             dict,
             settings,
             state: conf_state::ACTIVE,
-            feeding_all_suspended: false,
-            feeding_suspended: BTreeSet::new(),
-            refresh_cycle,
-            cycle_started: self.opts.clock.now(),
-            clock: self.opts.clock.clone(),
-            policy,
+            refresh: RefreshState {
+                cycle: refresh_cycle,
+                cycle_started: self.opts.clock.now(),
+                policy,
+                new_held: CrawlQueue::open(&dir.join("refresh-only"), qo())?,
+                doc_count: 0,
+                disk_free_pct: None,
+            },
             queue,
             quarantine_queue: CrawlQueue::open(&dir.join("quarantine"), qo())?,
-            new_held: CrawlQueue::open(&dir.join("refresh-only"), qo())?,
-            doc_count: 0,
-            disk_free_pct: None,
-            quarantine: HashMap::new(),
-            blocked: HashMap::new(),
-            active: HashMap::new(),
-            ip_sites: HashMap::new(),
-            waiting: HashMap::new(),
-            ready: VecDeque::new(),
-            checksums,
-            pending_adds: HashMap::new(),
-            pending_removes: HashMap::new(),
             seen: SeenSet::open(&dir.join("seen"))?,
             inflight,
             finished: Vec::new(),
+            sites: SiteControl::default(),
+            dedup: Dedup {
+                checksums,
+                ..Dedup::default()
+            },
             store,
-            feeder,
+            feeding: Feeding {
+                all_suspended: false,
+                suspended: BTreeSet::new(),
+                feeder,
+                fed_mark,
+            },
             dir,
-            fed_mark,
-            pending_docs: HashMap::new(),
             crawl_delta: Value::Dict(Vec::new()),
             counters: NodeCounters::default(),
             sent: NodeCounters::default(),
+            clock: self.opts.clock.clone(),
         };
         c.count_documents();
         Ok(c)
@@ -500,7 +530,8 @@ impl NodeScheduler {
             return Ok(());
         };
         let feeding = c
-            .feeding_suspended
+            .feeding
+            .suspended
             .iter()
             .map(|d| Value::owned_bytes(d.clone()))
             .collect();
@@ -508,11 +539,11 @@ impl NodeScheduler {
             ("name", Value::owned_bytes(name.to_vec())),
             ("dspec", c.dict.clone()),
             ("state", Value::int(c.state)),
-            ("cycle", Value::int(c.refresh_cycle)),
-            ("cycle_ts", Value::int(c.cycle_started)),
+            ("cycle", Value::int(c.refresh.cycle)),
+            ("cycle_ts", Value::int(c.refresh.cycle_started)),
             (
                 "feeding_all",
-                Value::int(i64::from(c.feeding_all_suspended)),
+                Value::int(i64::from(c.feeding.all_suspended)),
             ),
             ("feeding", Value::list(feeding)),
         ]);
@@ -569,15 +600,15 @@ impl NodeScheduler {
     pub fn feeding(&self, name: &[u8]) -> Option<(bool, Vec<Vec<u8>>)> {
         self.collections.get(name).map(|c| {
             (
-                c.feeding_all_suspended,
-                c.feeding_suspended.iter().cloned().collect(),
+                c.feeding.all_suspended,
+                c.feeding.suspended.iter().cloned().collect(),
             )
         })
     }
 
     /// The refresh cycle of a collection.
     pub fn refresh_cycle(&self, name: &[u8]) -> Option<i64> {
-        self.collections.get(name).map(|c| c.refresh_cycle)
+        self.collections.get(name).map(|c| c.refresh.cycle)
     }
 
     /// The routing database.
@@ -593,8 +624,8 @@ impl NodeScheduler {
     /// Whether `site` is quarantined or blocked in `collection` at `now`.
     pub fn is_held(&self, collection: &[u8], site: &str, now: i64) -> bool {
         self.collections.get(collection).is_some_and(|c| {
-            c.quarantine.get(site).is_some_and(|&t| t > now)
-                || c.blocked.get(site).is_some_and(|&t| t > now)
+            c.sites.quarantine.get(site).is_some_and(|&t| t > now)
+                || c.sites.blocked.get(site).is_some_and(|&t| t > now)
         })
     }
 
@@ -604,7 +635,8 @@ impl NodeScheduler {
             .collections
             .get(collection)
             .map(|c| {
-                c.active
+                c.sites
+                    .active
                     .iter()
                     .map(|(s, i)| (s.clone(), i.clone()))
                     .collect()
@@ -618,7 +650,7 @@ impl NodeScheduler {
     pub fn checksum_owners(&self, collection: &[u8], checksum: &Checksum) -> Vec<Vec<u8>> {
         self.collections
             .get(collection)
-            .and_then(|c| c.checksums.get(checksum))
+            .and_then(|c| c.dedup.checksums.get(checksum))
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
     }
@@ -660,7 +692,7 @@ impl NodeScheduler {
         if servers.is_empty() {
             return false;
         }
-        c.pending_adds.insert(uri.to_vec(), checksum);
+        c.dedup.pending_adds.insert(uri.to_vec(), checksum);
         let m = Message::PpdupAdd(PpdupChecksum {
             collection: owned(name),
             node_id: owned(&self.opts.node_id),

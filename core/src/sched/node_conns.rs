@@ -46,10 +46,10 @@ impl NodeScheduler {
                     store_id: 0,
                 })
             };
-            for (site, ip) in &c.active {
+            for (site, ip) in &c.sites.active {
                 asks.push(start(site, ip));
             }
-            for (site, w) in &c.waiting {
+            for (site, w) in &c.sites.waiting {
                 match &w.ip {
                     Some(ip) => asks.push(start(site, ip)),
                     None if self.dns_pending.contains(&w.host) && hosts.insert(w.host.clone()) => {

@@ -61,10 +61,10 @@ impl NodeScheduler {
     pub fn is_drained(&self, name: &[u8]) -> bool {
         self.collections.get(name).is_none_or(|c| {
             c.queue.is_empty()
-                && c.ready.is_empty()
-                && c.waiting.values().all(|w| w.records.is_empty())
-                && c.pending_adds.is_empty()
-                && c.pending_docs.is_empty()
+                && c.sites.ready.is_empty()
+                && c.sites.waiting.values().all(|w| w.records.is_empty())
+                && c.dedup.pending_adds.is_empty()
+                && c.dedup.pending_docs.is_empty()
                 && c.inflight.len() <= c.finished.len()
         })
     }

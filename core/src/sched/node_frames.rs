@@ -153,23 +153,23 @@ impl NodeScheduler {
         if let Some(c) = self.collections.get_mut(f.collection.as_ref()) {
             match &f.destinations {
                 None => {
-                    c.feeding_all_suspended = f.suspend;
+                    c.feeding.all_suspended = f.suspend;
                     if !f.suspend {
-                        c.feeding_suspended.clear();
+                        c.feeding.suspended.clear();
                     }
                 }
                 Some(ds) => {
                     for d in ds {
                         if f.suspend {
-                            c.feeding_suspended.insert(d.to_vec());
+                            c.feeding.suspended.insert(d.to_vec());
                         } else {
-                            c.feeding_suspended.remove(d.as_ref());
+                            c.feeding.suspended.remove(d.as_ref());
                         }
                     }
                 }
             }
             // The document log is the default destination.
-            let held = c.feeding_all_suspended || c.feeding_suspended.contains(&b"default"[..]);
+            let held = c.feeding.all_suspended || c.feeding.suspended.contains(&b"default"[..]);
             self.save(&f.collection)?;
             self.set_feeding(&f.collection, held)?;
         }
@@ -294,7 +294,9 @@ impl NodeScheduler {
         let active = self
             .collections
             .get(p.collection.as_ref())
-            .is_some_and(|c| c.active.contains_key(&site) || c.waiting.contains_key(&site));
+            .is_some_and(|c| {
+                c.sites.active.contains_key(&site) || c.sites.waiting.contains_key(&site)
+            });
         // 3.1.5.13: ignored unless the site is being crawled.
         if active {
             self.stop_sites(&p.collection, |s| s == site, p.requeue)?;
@@ -398,7 +400,7 @@ impl NodeScheduler {
         let pending = self
             .collections
             .get_mut(ok.collection.as_ref())
-            .and_then(|c| c.pending_adds.remove(ok.uri.as_ref()));
+            .and_then(|c| c.dedup.pending_adds.remove(ok.uri.as_ref()));
         if pending.is_some() {
             let owner = ok.owner_uri.as_deref().unwrap_or(&ok.uri).to_vec();
             if let Some(v) = self.resolve_document(&ok.collection, &ok.uri, &owner)? {
@@ -416,9 +418,17 @@ impl NodeScheduler {
         // that checksum again since, as its stored copy says).
         if let Some(c) = self.collections.get_mut(ok.collection.as_ref()) {
             let uri = ok.uri.as_ref();
-            let cs = c.pending_removes.get_mut(uri).and_then(VecDeque::pop_front);
-            if c.pending_removes.get(uri).is_some_and(VecDeque::is_empty) {
-                c.pending_removes.remove(uri);
+            let cs = c
+                .dedup
+                .pending_removes
+                .get_mut(uri)
+                .and_then(VecDeque::pop_front);
+            if c.dedup
+                .pending_removes
+                .get(uri)
+                .is_some_and(VecDeque::is_empty)
+            {
+                c.dedup.pending_removes.remove(uri);
             }
             let holds = |cs: &Checksum| {
                 c.store
@@ -426,10 +436,10 @@ impl NodeScheduler {
                     .is_some_and(|r| r.state == UriState::Stored && r.checksum == cs.0)
             };
             if let Some(cs) = cs.filter(|cs| !holds(cs)) {
-                if let Some(owners) = c.checksums.get_mut(&cs) {
+                if let Some(owners) = c.dedup.checksums.get_mut(&cs) {
                     owners.remove(uri);
                     if owners.is_empty() {
-                        c.checksums.remove(&cs);
+                        c.dedup.checksums.remove(&cs);
                     }
                 }
             }

@@ -101,7 +101,7 @@ impl NodeScheduler {
             return Ok(());
         };
         c.settings = crate::config::parsed(name, &dict);
-        c.policy = RefreshPolicy::of(&c.settings);
+        c.refresh.policy = RefreshPolicy::of(&c.settings);
         c.count_documents();
         c.dict = dict;
         let servers = ppdup_servers(&c.dict);
@@ -138,22 +138,22 @@ impl NodeScheduler {
             warn!("refresh of unknown collection {}", show(name));
             return Ok(());
         };
-        let scratch = c.policy.mode == crate::config::RefreshMode::Scratch;
+        let scratch = c.refresh.policy.mode == crate::config::RefreshMode::Scratch;
         if scratch || options & refresh_options::TRUNCATE_AND_RESTART != 0 {
             c.queue.clear()?;
             c.quarantine_queue.clear()?;
-            for r in c.ready.drain(..) {
+            for r in c.sites.ready.drain(..) {
                 c.inflight.done(r.seq)?;
             }
-            for (_, w) in c.waiting.drain() {
+            for (_, w) in c.sites.waiting.drain() {
                 for (seq, _) in w.records {
                     c.inflight.done(seq)?;
                 }
             }
         }
-        c.refresh_cycle += 1;
+        c.refresh.cycle += 1;
         c.seen.clear()?;
-        let cycle = c.refresh_cycle;
+        let cycle = c.refresh.cycle;
         let mut uris = start_uris(&c.dict);
         if let (Some(sub), true) = (
             subcollection,
@@ -191,22 +191,34 @@ impl NodeScheduler {
             return Ok(());
         };
         let mut records: Vec<(u64, Vec<u8>)> = Vec::new();
-        let waiting: Vec<String> = c.waiting.keys().filter(|s| which(s)).cloned().collect();
+        let waiting: Vec<String> = c
+            .sites
+            .waiting
+            .keys()
+            .filter(|s| which(s))
+            .cloned()
+            .collect();
         for s in waiting {
-            if let Some(w) = c.waiting.remove(&s) {
+            if let Some(w) = c.sites.waiting.remove(&s) {
                 records.extend(w.records);
             }
         }
         let mut kept = VecDeque::new();
-        for r in c.ready.drain(..) {
+        for r in c.sites.ready.drain(..) {
             if which(&r.site) {
                 records.push((r.seq, r.record));
             } else {
                 kept.push_back(r);
             }
         }
-        c.ready = kept;
-        let stopped: Vec<String> = c.active.keys().filter(|s| which(s)).cloned().collect();
+        c.sites.ready = kept;
+        let stopped: Vec<String> = c
+            .sites
+            .active
+            .keys()
+            .filter(|s| which(s))
+            .cloned()
+            .collect();
         if front {
             for (_, r) in records.iter().rev() {
                 c.queue.push_front(r)?;
@@ -231,10 +243,10 @@ impl NodeScheduler {
         let Some(c) = self.collections.get_mut(name) else {
             return;
         };
-        let Some(ip) = c.active.remove(site) else {
+        let Some(ip) = c.sites.active.remove(site) else {
             return;
         };
-        let last = match c.ip_sites.get_mut(&ip) {
+        let last = match c.sites.ip_sites.get_mut(&ip) {
             Some(set) => {
                 set.remove(site);
                 set.is_empty()
@@ -242,7 +254,7 @@ impl NodeScheduler {
             None => true,
         };
         if last {
-            c.ip_sites.remove(&ip);
+            c.sites.ip_sites.remove(&ip);
             if self.opts.standalone {
                 self.local_ip_locks.remove(&ip);
             } else {
@@ -290,7 +302,7 @@ impl NodeScheduler {
             }
         }
         let mut finished = Vec::new();
-        c.ready.retain(|r| {
+        c.sites.ready.retain(|r| {
             let m = matches(&r.record);
             dropped += u64::from(m);
             if m {
@@ -298,7 +310,7 @@ impl NodeScheduler {
             }
             !m
         });
-        for w in c.waiting.values_mut() {
+        for w in c.sites.waiting.values_mut() {
             w.records.retain(|(seq, r)| {
                 let m = matches(r);
                 dropped += u64::from(m);
@@ -343,7 +355,8 @@ impl NodeScheduler {
         self.stop_sites(name, |s| s == site, true)?;
         let c = self.collections.get_mut(name).expect("checked above");
         // 2. On the quarantine list until the period ends.
-        c.quarantine
+        c.sites
+            .quarantine
             .insert(site.clone(), now.saturating_add(seconds.max(0)));
         if requeue {
             // 3.1.5.18: the site goes to the front of the crawl queue (it waits in the

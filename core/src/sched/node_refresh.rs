@@ -92,27 +92,33 @@ impl super::Collection {
     /// collection's file system (for `limits.disk_free`).
     /// Neither is read when its limit is off (the count is a scan of the store).
     pub(super) fn count_documents(&mut self) {
-        if self.policy.max_doc.is_some() {
-            self.doc_count = self
+        if self.refresh.policy.max_doc.is_some() {
+            self.refresh.doc_count = self
                 .store
                 .iter()
                 .filter(|(_, r)| r.state == UriState::Stored)
                 .count() as u64;
         }
-        if self.policy.disk_free > 0 {
-            self.disk_free_pct = free_percent(&self.dir);
+        if self.refresh.policy.disk_free > 0 {
+            self.refresh.disk_free_pct = free_percent(&self.dir);
         }
     }
 
     /// Whether, and why, only URIs already in the crawl store may be fetched.
     pub(super) fn refresh_only(&self) -> Option<RefreshOnly> {
-        if self.policy.refresh_only {
+        if self.refresh.policy.refresh_only {
             Some(RefreshOnly::User)
-        } else if self.policy.max_doc.is_some_and(|m| self.doc_count >= m) {
+        } else if self
+            .refresh
+            .policy
+            .max_doc
+            .is_some_and(|m| self.refresh.doc_count >= m)
+        {
             Some(RefreshOnly::MaxDoc)
         } else if self
+            .refresh
             .disk_free_pct
-            .is_some_and(|p| p < f64::from(self.policy.disk_free))
+            .is_some_and(|p| p < f64::from(self.refresh.policy.disk_free))
         {
             Some(RefreshOnly::DiskFree)
         } else {
@@ -137,12 +143,13 @@ impl NodeScheduler {
             .collections
             .iter()
             .filter(|(_, c)| {
-                c.policy.interval > 0.0 && (now - c.cycle_started) as f64 >= c.policy.interval
+                c.refresh.policy.interval > 0.0
+                    && (now - c.refresh.cycle_started) as f64 >= c.refresh.policy.interval
             })
             .map(|(n, _)| n.clone())
             .collect();
         for name in due {
-            let soft = self.collections[&name].policy.mode == RefreshMode::Soft;
+            let soft = self.collections[&name].refresh.policy.mode == RefreshMode::Soft;
             if soft && !self.is_drained(&name) {
                 continue;
             }
@@ -165,8 +172,8 @@ impl NodeScheduler {
         let Some(c) = self.collections.get_mut(name) else {
             return Ok(());
         };
-        c.cycle_started = now;
-        let policy = c.policy;
+        c.refresh.cycle_started = now;
+        let policy = c.refresh.policy;
         if policy.dbswitch > 0 {
             // Not crawled in any of the last `dbswitch` cycles before this one.
             let before = u32::try_from(cycle).unwrap_or(u32::MAX);

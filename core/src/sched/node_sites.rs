@@ -19,10 +19,10 @@ impl NodeScheduler {
         for name in names {
             let c = self.collections.get_mut(&name).expect("listed above");
             let refresh_only = c.refresh_only().is_some();
-            if !refresh_only && !c.new_held.is_empty() {
+            if !refresh_only && !c.refresh.new_held.is_empty() {
                 // New content may be crawled again: what was held goes back to the queue.
                 let mut n = 0u64;
-                while let Some(rec) = c.new_held.pop_front()? {
+                while let Some(rec) = c.refresh.new_held.pop_front()? {
                     c.queue.push_back(&rec)?;
                     n += 1;
                 }
@@ -33,8 +33,8 @@ impl NodeScheduler {
             }
             loop {
                 let c = self.collections.get_mut(&name).expect("listed above");
-                let held: usize = c.waiting.values().map(|w| w.records.len()).sum();
-                if c.ready.len() + held >= capacity {
+                let held: usize = c.sites.waiting.values().map(|w| w.records.len()).sum();
+                if c.sites.ready.len() + held >= capacity {
                     break;
                 }
                 let Some(rec) = c.queue.pop_front()? else {
@@ -48,7 +48,7 @@ impl NodeScheduler {
                         .as_ref()
                         .is_some_and(|(e, _)| c.store.get(&e.uri.uri).is_none())
                 {
-                    c.new_held.push_back(&rec)?;
+                    c.refresh.new_held.push_back(&rec)?;
                     c.counters.uris_held_refresh_only += 1;
                     continue;
                 }
@@ -61,8 +61,8 @@ impl NodeScheduler {
                     );
                     continue;
                 };
-                if c.quarantine.get(&site).is_some_and(|&t| t > now)
-                    || c.blocked.get(&site).is_some_and(|&t| t > now)
+                if c.sites.quarantine.get(&site).is_some_and(|&t| t > now)
+                    || c.sites.blocked.get(&site).is_some_and(|&t| t > now)
                 {
                     c.quarantine_queue.push_back(&rec)?;
                     c.counters.uris_quarantined += 1;
@@ -70,9 +70,9 @@ impl NodeScheduler {
                 }
                 // From here the entry lives in memory: journaled until it is finished.
                 let seq = c.inflight.add(&rec)?;
-                if let Some(ip) = c.active.get(&site) {
+                if let Some(ip) = c.sites.active.get(&site) {
                     let ip = ip.clone();
-                    c.ready.push_back(Ready {
+                    c.sites.ready.push_back(Ready {
                         collection: name.clone(),
                         site,
                         ip,
@@ -82,12 +82,12 @@ impl NodeScheduler {
                     });
                     continue;
                 }
-                if let Some(w) = c.waiting.get_mut(&site) {
+                if let Some(w) = c.sites.waiting.get_mut(&site) {
                     w.records.push((seq, rec));
                     continue;
                 }
                 let host = site_host(&site).to_string();
-                c.waiting.insert(
+                c.sites.waiting.insert(
                     site.clone(),
                     Waiting {
                         host: host.clone(),
@@ -106,7 +106,7 @@ impl NodeScheduler {
         let mut out = Vec::new();
         for c in self.collections.values_mut() {
             while out.len() < max {
-                match c.ready.pop_front() {
+                match c.sites.ready.pop_front() {
                     Some(mut r) => {
                         r.conditional = conditional(c, &r.record);
                         out.push(r);
@@ -159,7 +159,7 @@ impl NodeScheduler {
 
     pub(super) fn fail_site(&mut self, name: &[u8], site: &str, why: &str) {
         if let Some(c) = self.collections.get_mut(name) {
-            if let Some(w) = c.waiting.remove(site) {
+            if let Some(w) = c.sites.waiting.remove(site) {
                 c.counters.uris_dropped += w.records.len() as u64;
                 for (seq, _) in &w.records {
                     if let Err(e) = c.inflight.done(*seq) {
@@ -189,7 +189,8 @@ impl NodeScheduler {
             .collections
             .iter()
             .flat_map(|(n, c)| {
-                c.waiting
+                c.sites
+                    .waiting
                     .iter()
                     .filter(|(_, w)| w.host == host && w.ip.is_none())
                     .map(move |(s, _)| (n.clone(), s.clone()))
@@ -213,7 +214,7 @@ impl NodeScheduler {
         if let Some(w) = self
             .collections
             .get_mut(name)
-            .and_then(|c| c.waiting.get_mut(site))
+            .and_then(|c| c.sites.waiting.get_mut(site))
         {
             w.ip = Some(ip.to_string());
         }
@@ -255,23 +256,24 @@ impl NodeScheduler {
         let Some(c) = self.collections.get_mut(name) else {
             return Ok(());
         };
-        let Some(w) = c.waiting.remove(site) else {
+        let Some(w) = c.sites.waiting.remove(site) else {
             debug!("START_CRAWL_IP answer for {site}, which is not waiting");
             return Ok(());
         };
         let over = allowed && {
-            let set = c.ip_sites.entry(ip.to_string()).or_default();
+            let set = c.sites.ip_sites.entry(ip.to_string()).or_default();
             set.insert(site.to_string());
             set.len() > max
         };
         if !allowed || over {
             if over {
-                if let Some(set) = c.ip_sites.get_mut(ip) {
+                if let Some(set) = c.sites.ip_sites.get_mut(ip) {
                     set.remove(site);
                 }
             }
             // Blocked for 30 minutes, its entries at the front of the crawl queue.
-            c.blocked
+            c.sites
+                .blocked
                 .insert(site.to_string(), now.saturating_add(block));
             c.counters.sites_blocked += 1;
             for (_, r) in w.records.iter().rev() {
@@ -291,10 +293,10 @@ impl NodeScheduler {
             );
             return Ok(());
         }
-        c.active.insert(site.to_string(), ip.to_string());
+        c.sites.active.insert(site.to_string(), ip.to_string());
         c.counters.sites_started += 1;
         for (seq, r) in w.records {
-            c.ready.push_back(Ready {
+            c.sites.ready.push_back(Ready {
                 collection: name.to_vec(),
                 site: site.to_string(),
                 ip: ip.to_string(),

@@ -201,11 +201,11 @@ impl From<FeedError> for SchedError {
 
 impl Collection {
     fn cycle(&self) -> u32 {
-        u32::try_from(self.refresh_cycle.max(0)).unwrap_or(u32::MAX)
+        u32::try_from(self.refresh.cycle.max(0)).unwrap_or(u32::MAX)
     }
 
     fn feed(&mut self, doc: &FeedDoc) -> Result<(), SchedError> {
-        match self.feeder.feed(doc) {
+        match self.feeding.feeder.feed(doc) {
             Ok(_) => Ok(()),
             // A document over the log's limits is refused alone; the crawl goes on.
             Err(e @ FeedError::TooLarge { .. }) => {
@@ -248,10 +248,10 @@ impl Collection {
             body: Vec::new(),
         })?;
         let cs = Checksum(prev.checksum);
-        if let Some(owners) = self.checksums.get_mut(&cs) {
+        if let Some(owners) = self.dedup.checksums.get_mut(&cs) {
             owners.remove(uri);
             if owners.is_empty() {
-                self.checksums.remove(&cs);
+                self.dedup.checksums.remove(&cs);
             }
         }
         Ok(Some(cs))
@@ -265,7 +265,8 @@ impl NodeScheduler {
         };
         let servers = super::ppdup_servers(&c.dict);
         if !servers.is_empty() {
-            c.pending_removes
+            c.dedup
+                .pending_removes
                 .entry(uri.to_vec())
                 .or_default()
                 .push_back(cs);
@@ -307,7 +308,8 @@ impl NodeScheduler {
             }
         }
         let (uri, checksum) = (doc.uri.clone(), doc.checksum);
-        c.pending_docs
+        c.dedup
+            .pending_docs
             .entry(uri.clone())
             .or_default()
             .push_back(doc);
@@ -316,7 +318,7 @@ impl NodeScheduler {
         }
         // No duplicate servers: the node's checksum database decides.
         let c = self.collections.get_mut(&name).expect("present above");
-        let owner = match c.checksums.get(&checksum) {
+        let owner = match c.dedup.checksums.get(&checksum) {
             Some(owners) if !owners.contains(&uri) => {
                 owners.iter().next().cloned().unwrap_or_else(|| uri.clone())
             }
@@ -336,11 +338,20 @@ impl NodeScheduler {
         let Some(c) = self.collections.get_mut(name) else {
             return Ok(None);
         };
-        let Some(doc) = c.pending_docs.get_mut(uri).and_then(VecDeque::pop_front) else {
+        let Some(doc) = c
+            .dedup
+            .pending_docs
+            .get_mut(uri)
+            .and_then(VecDeque::pop_front)
+        else {
             return Ok(None);
         };
-        if c.pending_docs.get(uri).is_some_and(VecDeque::is_empty) {
-            c.pending_docs.remove(uri);
+        if c.dedup
+            .pending_docs
+            .get(uri)
+            .is_some_and(VecDeque::is_empty)
+        {
+            c.dedup.pending_docs.remove(uri);
         }
         let now = self.opts.clock.now_u64();
         let prev = c.store.get(uri).cloned();
@@ -350,12 +361,13 @@ impl NodeScheduler {
             if let Some(p) = prev.as_ref().filter(|p| p.state == UriState::Stored) {
                 if p.checksum != doc.checksum.0 {
                     removed = Some(Checksum(p.checksum));
-                    if let Some(o) = c.checksums.get_mut(&Checksum(p.checksum)) {
+                    if let Some(o) = c.dedup.checksums.get_mut(&Checksum(p.checksum)) {
                         o.remove(uri);
                     }
                 }
             }
-            c.checksums
+            c.dedup
+                .checksums
                 .entry(doc.checksum)
                 .or_default()
                 .insert(uri.to_vec());
@@ -518,9 +530,9 @@ impl NodeScheduler {
         if wanted.is_empty() {
             return Ok(0);
         }
-        c.feeder.sync()?;
+        c.feeding.feeder.sync()?;
         let mut newest: std::collections::HashMap<Vec<u8>, FeedDoc> = Default::default();
-        for r in DocLogReader::open(c.feeder.log().dir())? {
+        for r in DocLogReader::open(c.feeding.feeder.log().dir())? {
             let (_, d) = r?;
             if wanted.contains(&d.uri) {
                 if d.op == FeedOp::Delete {
@@ -554,9 +566,9 @@ impl NodeScheduler {
             return Ok(());
         };
         if suspend {
-            c.feeder.suspend()?;
-        } else if c.feeder.is_suspended() {
-            let n = c.feeder.resume()?;
+            c.feeding.feeder.suspend()?;
+        } else if c.feeding.feeder.is_suspended() {
+            let n = c.feeding.feeder.resume()?;
             info!(
                 "collection {}: feeding resumed, {n} held documents fed",
                 show(name)
@@ -584,15 +596,15 @@ impl NodeScheduler {
     /// Makes a collection's feed and crawl store durable, then finishes the entries whose
     /// documents they hold (the order that loses nothing, see the module doc).
     pub(super) fn sync_store(c: &mut Collection) -> Result<(), SchedError> {
-        c.feeder.sync()?;
+        c.feeding.feeder.sync()?;
         c.store.sync()?;
-        let next = c.feeder.log().next_seq();
-        if next != c.fed_mark {
+        let next = c.feeding.feeder.log().next_seq();
+        if next != c.feeding.fed_mark {
             if let Err(e) = write_fed_mark(&c.dir, next) {
                 // Only a longer replay at the next start.
                 warn!("{}: {e}", c.dir.join(FED_MARK).display());
             } else {
-                c.fed_mark = next;
+                c.feeding.fed_mark = next;
             }
         }
         for seq in c.finished.drain(..) {

@@ -40,10 +40,10 @@ impl NodeScheduler {
     /// freed sites return to the front of the crawl queue.
     pub fn quarantine_tick(&mut self, now: i64) -> Result<(), SchedError> {
         for (name, c) in self.collections.iter_mut() {
-            let before = c.quarantine.len() + c.blocked.len();
-            c.quarantine.retain(|_, &mut t| t > now);
-            c.blocked.retain(|_, &mut t| t > now);
-            let expired = before != c.quarantine.len() + c.blocked.len();
+            let before = c.sites.quarantine.len() + c.sites.blocked.len();
+            c.sites.quarantine.retain(|_, &mut t| t > now);
+            c.sites.blocked.retain(|_, &mut t| t > now);
+            let expired = before != c.sites.quarantine.len() + c.sites.blocked.len();
             if !expired || c.quarantine_queue.is_empty() {
                 continue;
             }
@@ -57,7 +57,7 @@ impl NodeScheduler {
                     .ok()
                     .and_then(|(e, _)| crawl_site(&e.uri.uri))
                     .unwrap_or_default();
-                if c.quarantine.contains_key(&site) || c.blocked.contains_key(&site) {
+                if c.sites.quarantine.contains_key(&site) || c.sites.blocked.contains_key(&site) {
                     c.quarantine_queue.push_back(&rec)?;
                 } else {
                     free.push(rec);
@@ -122,7 +122,7 @@ impl NodeScheduler {
         for c in self.collections.values_mut() {
             c.queue.sync()?;
             c.quarantine_queue.sync()?;
-            c.new_held.sync()?;
+            c.refresh.new_held.sync()?;
             c.seen.sync()?;
             Self::sync_store(c)?;
             c.inflight.sync()?;
