@@ -123,8 +123,8 @@ fn entry(uri: &str) -> CrawlQueueEntry<'static> {
 #[test]
 fn the_first_frame_must_be_init_and_node_ids_are_unique() {
     let dir = temp_dir("mn-init");
-    let cfg = config_xml(&dir, "web", 3, None);
-    let mn = multinode(&dir.join("data"), &[&cfg], &[]);
+    let cfg = config_xml(dir.path(), "web", 3, None);
+    let mn = multinode(&dir.path().join("data"), &[&cfg], &[]);
     // 3.2.5.1: any other first frame closes the connection.
     let mut rogue = Client::connect(mn.addr());
     rogue.send(&Message::CmdUmKeepalive);
@@ -246,8 +246,8 @@ fn observe(c: &mut Client, seen: &mut Seen, until: impl Fn(&Seen) -> bool) {
 #[test]
 fn every_site_is_routed_to_exactly_one_node_and_routes_survive_a_restart() {
     let dir = temp_dir("mn-route");
-    let cfg = config_xml(&dir, "web", 30, None);
-    let data = dir.join("data");
+    let cfg = config_xml(dir.path(), "web", 30, None);
+    let data = dir.path().join("data");
     let mn = multinode(&data, &[&cfg], &[]);
     let mut nodes: Vec<(String, Client, Seen)> = ["n1", "n2", "n3"]
         .iter()
@@ -330,8 +330,8 @@ fn every_site_is_routed_to_exactly_one_node_and_routes_survive_a_restart() {
 #[test]
 fn routes_are_rebuilt_from_the_nodes_when_the_routing_database_is_lost() {
     let dir = temp_dir("mn-rebuild");
-    let cfg = config_xml(&dir, "web", 0, None);
-    let data = dir.join("data");
+    let cfg = config_xml(dir.path(), "web", 0, None);
+    let data = dir.path().join("data");
     let mn = multinode(&data, &[&cfg], &[]);
     let (mut n1, _) = register(mn.addr(), "n1");
     let (mut n2, _) = register(mn.addr(), "n2");
@@ -389,8 +389,8 @@ fn resolve(c: &mut Client, host: &str) -> crawlfleet_core::msg::DnsReply<'static
 #[test]
 fn dns_crawl_ip_locks_conf_state_and_logs() {
     let dir = temp_dir("mn-misc");
-    let cfg = config_xml(&dir, "web", 0, None);
-    let data = dir.join("data");
+    let cfg = config_xml(dir.path(), "web", 0, None);
+    let data = dir.path().join("data");
     let mn = multinode(&data, &[&cfg], &["--keepalive", "1"]);
     let (mut n1, _) = register(mn.addr(), "n1");
     let (mut n2, _) = register(mn.addr(), "n2");
@@ -551,7 +551,7 @@ fn conf(name: &str, dict: Value<'static>) -> Message<'static> {
 
 fn dict_with(sites: &[&str], dup: Option<SocketAddr>) -> Value<'static> {
     let xml_dir = temp_dir(&format!("cfg-{}", fastrand::u32(..)));
-    let p = config_xml(&xml_dir, "c", 0, dup);
+    let p = config_xml(xml_dir.path(), "c", 0, dup);
     let mut d = crawlfleet_core::config::parse_xml(&std::fs::read_to_string(p).unwrap())
         .unwrap()
         .remove(0)
@@ -594,7 +594,7 @@ fn queued(data: &Path, coll: &str) -> Vec<(String, bool)> {
 #[test]
 fn a_node_registers_answers_routes_and_its_queue_survives_sigkill() {
     let dir = temp_dir("node-basic");
-    let data = dir.join("data");
+    let data = dir.path().join("data");
     let fake_mn = FakePeer::new();
     let fake_dup = FakePeer::new();
     let n = node(&data, fake_mn.addr(), "n1");
@@ -784,7 +784,7 @@ fn wait_dup(c: &mut Client, want: impl Fn(&Message<'static>) -> bool) -> Message
 #[test]
 fn a_node_suspends_quarantines_and_deletes_over_the_wire() {
     let dir = temp_dir("node-admin");
-    let data = dir.join("data");
+    let data = dir.path().join("data");
     let fake_mn = FakePeer::new();
     let n = node(&data, fake_mn.addr(), "n1");
     let mut mn = fake_mn.accept();
@@ -852,8 +852,8 @@ fn routes_of(data: &Path, coll: &str) -> BTreeMap<String, String> {
     // A copy, so the running node's file is never touched.
     let copy = temp_dir(&format!("routes-copy-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&copy).unwrap();
-    let _ = std::fs::copy(data.join("routes"), copy.join("routes"));
-    let db = crawlfleet_core::routing::RoutingDb::open(&copy.join("routes")).unwrap();
+    let _ = std::fs::copy(data.join("routes"), copy.path().join("routes"));
+    let db = crawlfleet_core::routing::RoutingDb::open(&copy.path().join("routes")).unwrap();
     db.routes(coll.as_bytes())
         .map(|(a, n)| {
             (
@@ -867,10 +867,10 @@ fn routes_of(data: &Path, coll: &str) -> BTreeMap<String, String> {
 #[test]
 fn one_multinode_and_three_nodes_route_every_site_once_and_a_killed_node_comes_back() {
     let dir = temp_dir("cluster");
-    let cfg = config_xml(&dir, "web", 30, None);
-    let mn = multinode(&dir.join("mn"), &[&cfg], &[]);
+    let cfg = config_xml(dir.path(), "web", 30, None);
+    let mn = multinode(&dir.path().join("mn"), &[&cfg], &[]);
     let ids = ["n1", "n2", "n3"];
-    let data: Vec<PathBuf> = ids.iter().map(|i| dir.join(i)).collect();
+    let data: Vec<PathBuf> = ids.iter().map(|i| dir.path().join(i)).collect();
     let mut nodes: Vec<Option<Role>> = ids
         .iter()
         .zip(&data)

@@ -30,6 +30,4 @@ pub mod sched;
 pub mod stats;
 pub mod store;
 pub mod synthweb;
-#[cfg(test)]
-mod testdir;
 pub mod xmlrpc;

@@ -4,8 +4,8 @@
 //! messages (3.1.5.22-27) and statistics (3.1.6); the multinode scheduler's collection removal
 //! with DELETE_OK (3.2.5.14), relays, and statistics aggregation (3.2.5.6).
 
-use crate::testdir::TempDir;
 use std::borrow::Cow;
+use tempfile::TempDir;
 
 use super::dns::DnsEntry;
 use super::multinode::{merge_stats, Multinode, MultinodeOptions};
@@ -22,7 +22,7 @@ use crate::msg::{
 };
 
 fn tmp(name: &str) -> TempDir {
-    TempDir::new(&format!("sched-{name}-{}", fastrand::u64(..)))
+    TempDir::with_prefix(format!("crawlfleet-sched-{name}-")).unwrap()
 }
 
 fn b(s: &str) -> Cow<'static, [u8]> {
@@ -86,7 +86,7 @@ fn decoded<D: Clone>(out: Outbox<D>) -> Vec<(D, Priority, Message<'static>)> {
 /// A node scheduler on a scratch directory, which lives as long as the guard.
 fn node(name: &str) -> (NodeScheduler, TempDir) {
     let dir = tmp(name);
-    let n = NodeScheduler::open(&dir, NodeOptions::new(b"n1")).unwrap();
+    let n = NodeScheduler::open(dir.path(), NodeOptions::new(b"n1")).unwrap();
     (n, dir)
 }
 
@@ -327,7 +327,7 @@ fn quarantine_suspend_preempt_and_feeding() {
     n.handle_message(&MN, f(true, Some(vec!["x"])), 0).unwrap();
     drop(n);
     // Persisted: state and feeding survive a restart.
-    let mut n = NodeScheduler::open(&dir, NodeOptions::new(b"n1")).unwrap();
+    let mut n = NodeScheduler::open(dir.path(), NodeOptions::new(b"n1")).unwrap();
     assert_eq!(n.collections(), vec![(b"c".to_vec(), 4)]);
     assert_eq!(n.feeding(b"c"), Some((false, vec![b"x".to_vec()])));
     // Resume, then PREEMPT of an active site puts its entries back (3.1.5.13).
@@ -543,7 +543,7 @@ fn register_two_nodes(m: &mut Multinode) {
 #[test]
 fn the_multinode_scheduler_removes_a_collection_after_every_delete_ok() {
     let dir = tmp("mn-remove");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&["http://a.com/"], None))
         .unwrap();
     register_two_nodes(&mut m);
@@ -573,14 +573,14 @@ fn the_multinode_scheduler_removes_a_collection_after_every_delete_ok() {
     assert!(m.collections().is_empty());
     assert_eq!(m.routing().count(b"c"), 0);
     drop(m);
-    let m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     assert!(m.collections().is_empty(), "removal persists");
 }
 
 #[test]
 fn relays_statistics_and_suspension() {
     let dir = tmp("mn-relay");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&["http://www.a.com/"], None))
         .unwrap();
     register_two_nodes(&mut m);
@@ -779,7 +779,7 @@ fn a_modified_document_keeps_its_new_checksum_after_remove_ok() {
 #[test]
 fn one_lookup_per_host_when_routing_and_a_node_ask_at_once() {
     let dir = tmp("mn-dns-once");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&["http://www.a.com/"], None))
         .unwrap();
     register_two_nodes(&mut m);
@@ -865,7 +865,7 @@ fn a_routed_site_follows_its_node_to_a_new_connection() {
     // 3.2.5.5 step 2: an entry goes to the node its site is routed to, over that node's
     // connection as it is now (the pump remembers attribute -> connection between entries).
     let dir = tmp("mn-reconnect");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&[], None)).unwrap();
     register_two_nodes(&mut m);
     for uri in ["http://www.a.com/1", "http://www.a.com/2"] {
@@ -919,7 +919,7 @@ fn an_entry_goes_straight_to_its_node_only_when_nothing_waits_before_it() {
     // With the queue empty and its site's node known, the multinode scheduler forwards it at
     // once; a new site, or entries already waiting, keep the queue's order.
     let dir = tmp("mn-direct");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&[], None)).unwrap();
     register_node(&mut m, 1, "n1");
     m.take_output();
@@ -1012,7 +1012,7 @@ fn frames_read_ahead_take_effect_in_wire_order() {
     ];
     let run = |name: &str, read_ahead: bool| {
         let dir = tmp(name);
-        let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+        let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
         m.add_collection(b"c", config(&[], None)).unwrap();
         register_two_nodes(&mut m);
         for u in [
