@@ -242,22 +242,7 @@ fn a_client_that_resets_during_an_answer_is_still_in_the_access_log() {
         let n = s.read(&mut head).unwrap();
         assert!(n > 0 && head.starts_with(b"HTTP/1.1 200"));
         // SO_LINGER 0: the close sends a reset, as it does with unread data.
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
-        let linger = libc::linger {
-            l_onoff: 1,
-            l_linger: 0,
-        };
-        // SAFETY: a valid socket and a linger struct of the size given.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_LINGER,
-                (&linger as *const libc::linger).cast(),
-                std::mem::size_of::<libc::linger>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0);
+        rustix::net::sockopt::set_socket_linger(&s, Some(Duration::ZERO)).unwrap();
     }
     let log = log_of(&server, CLIENTS);
     assert_eq!(

@@ -583,3 +583,29 @@ fn crawl_queue_entries_round_trip_through_the_queue() {
     drop(q);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The allocation used where a file system has no fallocate (what glibc's posix_fallocate does
+/// there) allocates every block of the range and changes no byte of the file.
+#[test]
+fn blocks_allocated_by_writing_keep_the_contents() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let dir = tmp("write-blocks");
+    let path = dir.path().join("f");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    f.set_len(64 * 1024).unwrap();
+    f.write_all_at(b"kept", 5000).unwrap();
+    segment::write_blocks(&f, 4096, 40 * 1024).unwrap();
+    // st_blocks counts 512-byte units.
+    assert!(f.metadata().unwrap().blocks() * 512 >= 40 * 1024);
+    let mut want = vec![0u8; 64 * 1024];
+    want[5000..5004].copy_from_slice(b"kept");
+    assert!(fs::read(&path).unwrap() == want);
+    segment::write_blocks(&f, 0, 0).unwrap();
+    assert_eq!(fs::metadata(&path).unwrap().len(), 64 * 1024);
+}
