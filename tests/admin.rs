@@ -53,12 +53,11 @@ fn standalone(data: &Path, admin: &str) -> Role {
 #[test]
 fn standalone_node_session_with_python_xmlrpc_and_restart() {
     let dir = temp_dir("admin-node");
-    std::fs::create_dir_all(&dir).unwrap();
     let admin = format!("127.0.0.1:{}", free_port());
-    let node = standalone(&dir.join("data"), &admin);
-    session(&["node", &admin, dir.to_str().unwrap()]);
+    let node = standalone(&dir.path().join("data"), &admin);
+    session(&["node", &admin, dir.path().to_str().unwrap()]);
     node.kill();
-    let node = standalone(&dir.join("data"), &admin);
+    let node = standalone(&dir.path().join("data"), &admin);
     session(&["restart", &admin]);
     drop(node);
     let _ = std::fs::remove_dir_all(&dir);
@@ -75,7 +74,7 @@ fn multinode_session_with_python_xmlrpc() {
         "--admin",
         &admin,
         "--data-dir",
-        dir.join("mn").to_str().unwrap(),
+        dir.path().join("mn").to_str().unwrap(),
         "--sync-ms",
         "20",
     ]);
@@ -88,7 +87,7 @@ fn multinode_session_with_python_xmlrpc() {
         "--admin",
         "127.0.0.1:0",
         "--data-dir",
-        dir.join("n1").to_str().unwrap(),
+        dir.path().join("n1").to_str().unwrap(),
         "--sync-ms",
         "20",
         "--stats-interval",
@@ -149,7 +148,7 @@ const LIST: &str =
 fn protocol_errors_get_faults_or_http_errors_and_the_connection_lives_on() {
     let dir = temp_dir("admin-proto");
     let admin = format!("127.0.0.1:{}", free_port());
-    let _node = standalone(&dir.join("data"), &admin);
+    let _node = standalone(&dir.path().join("data"), &admin);
     let mut s = TcpStream::connect(&admin).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let fault =
@@ -235,10 +234,9 @@ fn admin_cli(server: &str, args: &[&str]) -> (bool, String, String) {
 #[test]
 fn crawlfleet_admin_cli() {
     let dir = temp_dir("admin-cli");
-    std::fs::create_dir_all(&dir).unwrap();
     let admin = format!("127.0.0.1:{}", free_port());
-    let _node = standalone(&dir.join("data"), &admin);
-    let conf = dir.join("web.xml");
+    let _node = standalone(&dir.path().join("data"), &admin);
+    let conf = dir.path().join("web.xml");
     std::fs::write(
         &conf,
         r#"<CrawlerConfig><DomainSpecification name="web"><attrib name="delay" type="real">1.5</attrib></DomainSpecification></CrawlerConfig>"#,

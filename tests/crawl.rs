@@ -46,17 +46,16 @@ fn crawl(
     extra: &[&str],
 ) -> (SyntheticWeb, serde_json::Value, Vec<Access>, Links, Sprel) {
     let dir = temp_dir(name);
-    std::fs::create_dir_all(&dir).unwrap();
     let port = TcpListener::bind((base, 0))
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let log = dir.join("access.log");
+    let log = dir.path().join("access.log");
     let port_s = port.to_string();
     let base_s = base.to_string();
     let log_s = log.display().to_string();
-    let data_s = dir.join("data").display().to_string();
+    let data_s = dir.path().join("data").display().to_string();
     let mut args = vec![
         "up",
         "--synthetic-web",
@@ -94,7 +93,7 @@ fn crawl(
     let web = SyntheticWeb::generate(&spec, base, port);
     let accesses = read_log(&log);
     let pages: Vec<String> = accesses.iter().map(|a| a.url.clone()).collect();
-    let (links, sprel) = stored_links(&dir.join("data").join("linkstore"), &pages);
+    let (links, sprel) = stored_links(&dir.path().join("data").join("linkstore"), &pages);
     let _ = std::fs::remove_dir_all(&dir);
     (web, summary, accesses, links, sprel)
 }
@@ -320,8 +319,7 @@ fn refused_and_timed_out_fetches_are_counted_with_their_codes() {
     let hang = TcpListener::bind("127.0.0.2:0").unwrap();
     let hang_addr = hang.local_addr().unwrap();
     let dir = temp_dir("failures");
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join("dead.xml");
+    let cfg = dir.path().join("dead.xml");
     std::fs::write(
         &cfg,
         format!(
@@ -334,7 +332,7 @@ fn refused_and_timed_out_fetches_are_counted_with_their_codes() {
         ),
     )
     .unwrap();
-    let data = dir.join("data");
+    let data = dir.path().join("data");
     let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
         .args(["up", "--config"])
         .arg(&cfg)

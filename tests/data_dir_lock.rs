@@ -29,7 +29,7 @@ fn refused(role: &[&str], dir: &str, first: &Role) {
 #[test]
 fn a_second_process_on_a_held_data_dir_is_refused_with_the_holders_pid() {
     let dir = temp_dir("lock-dup");
-    let d = dir.to_str().unwrap();
+    let d = dir.path().to_str().unwrap();
     let first = Role::start(&["dupserver", "--listen", "127.0.0.1:0", "--data-dir", d]);
     refused(&["dupserver", "--listen", "127.0.0.1:0"], d, &first);
     refused(&["dupreplica", "--listen", "127.0.0.1:0"], d, &first);

@@ -110,7 +110,7 @@ fn start(dir: &Path) -> (Role, Client) {
 #[test]
 fn a_full_disk_gets_ppdup_error_and_loses_nothing_acknowledged() {
     let scratch = temp_dir("disk-full");
-    let Some(fs) = Tmpfs::mount(&scratch.join("mnt"), 40) else {
+    let Some(fs) = Tmpfs::mount(&scratch.path().join("mnt"), 40) else {
         eprintln!("disk_full: cannot mount a tmpfs here (not root?); test skipped");
         return;
     };

@@ -73,8 +73,8 @@ fn write_collection(data: &Path, name: &str) {
 #[test]
 fn docs_lists_every_fed_document_as_lines_and_json() {
     let data = temp_dir("docs-cli");
-    write_collection(&data, "web");
-    let d = data.to_str().unwrap();
+    write_collection(data.path(), "web");
+    let d = data.path().to_str().unwrap();
     let lines = docs_ok(&["--data-dir", d, "web"]);
     let want = [
         format!(
@@ -125,7 +125,7 @@ fn docs_lists_every_fed_document_as_lines_and_json() {
 #[test]
 fn docs_lists_held_documents_and_refuses_an_unknown_collection() {
     let data = temp_dir("docs-cli-held");
-    let coll = collection_dir(&data, b"held coll");
+    let coll = collection_dir(data.path(), b"held coll");
     let mut f = Feeder::open(&coll).unwrap();
     f.feed(&docs(1)[0]).unwrap();
     f.suspend().unwrap();
@@ -134,7 +134,7 @@ fn docs_lists_held_documents_and_refuses_an_unknown_collection() {
     }
     f.sync().unwrap();
     drop(f);
-    let d = data.to_str().unwrap();
+    let d = data.path().to_str().unwrap();
     assert_eq!(docs_ok(&["--data-dir", d, "held coll"]).lines().count(), 1);
     let held = docs_ok(&["--data-dir", d, "--held", "held coll"]);
     assert_eq!(

@@ -77,7 +77,7 @@ fn owner_of(m: &Message<'_>) -> String {
 #[test]
 fn owner_rule_and_promote_over_sockets() {
     let dir = temp_dir("owner");
-    let server = dupserver(&dir, &[]);
+    let server = dupserver(dir.path(), &[]);
     let mut a = Client::connect(server.addr());
     let mut b = Client::connect(server.addr());
     a.send(&set_config("c"));
@@ -110,7 +110,7 @@ fn owner_rule_and_promote_over_sockets() {
 #[test]
 fn acknowledged_adds_survive_sigkill() {
     let dir = temp_dir("sigkill");
-    let server = dupserver(&dir, &[]);
+    let server = dupserver(dir.path(), &[]);
     let mut a = Client::connect(server.addr());
     a.send(&set_config("c"));
     a.recv_reply();
@@ -123,7 +123,7 @@ fn acknowledged_adds_survive_sigkill() {
         assert!(matches!(a.recv_reply(), Message::PpdupAddOk(_)));
     }
     server.kill();
-    let server = dupserver(&dir, &[]);
+    let server = dupserver(dir.path(), &[]);
     assert_owned_by_a(server.addr(), n);
 }
 
@@ -136,10 +136,10 @@ fn the_replica_holds_every_acknowledged_add_when_the_server_dies() {
         "--listen",
         "127.0.0.1:0",
         "--data-dir",
-        rdir.to_str().unwrap(),
+        rdir.path().to_str().unwrap(),
     ]);
     let raddr = replica.addr().to_string();
-    let server = dupserver(&sdir, &["--replica", &raddr]);
+    let server = dupserver(sdir.path(), &["--replica", &raddr]);
     let mut a = Client::connect(server.addr());
     a.send(&set_config("c"));
     a.recv_reply();
@@ -159,7 +159,7 @@ fn the_replica_holds_every_acknowledged_add_when_the_server_dies() {
 #[test]
 fn hostile_input_closes_only_its_own_connection() {
     let dir = temp_dir("hostile");
-    let server = dupserver(&dir, &[]);
+    let server = dupserver(dir.path(), &[]);
     let mut good = Client::connect(server.addr());
     good.send(&set_config("c"));
     good.recv_reply();
@@ -220,10 +220,10 @@ fn the_failover_client_loses_no_acknowledged_add_when_the_server_is_killed_under
         "--listen",
         "127.0.0.1:0",
         "--data-dir",
-        rdir.to_str().unwrap(),
+        rdir.path().to_str().unwrap(),
     ]);
     let raddr = replica.addr().to_string();
-    let server = dupserver(&sdir, &["--replica", &raddr]);
+    let server = dupserver(sdir.path(), &["--replica", &raddr]);
     let lp = EventLoop::builder().spawn().unwrap();
     let tick = Duration::from_millis(200);
     lp.handle.set_timer(TimerId(1), tick, Some(tick)).unwrap();
@@ -285,7 +285,7 @@ fn conf_remove_discards_until_conf_remove2_over_sockets() {
     use crawlfleet_core::msg::{CollectionOnly, PpdupConfRemove};
     // MS-FSCMT 3.3.5.2 and 3.3.5.3 (figure 13).
     let dir = temp_dir("confremove");
-    let server = dupserver(&dir, &[]);
+    let server = dupserver(dir.path(), &[]);
     let mut a = Client::connect(server.addr());
     a.send(&set_config("c"));
     a.recv_reply();

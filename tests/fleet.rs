@@ -47,7 +47,7 @@ struct Fleet {
 
 impl Fleet {
     fn start_multinode(&mut self) {
-        let data = self.dir.join("multinode");
+        let data = self.dir.path().join("multinode");
         let (listen, admin) = (self.multinode_addr.to_string(), self.admin.to_string());
         let (d, c) = (data.to_str().unwrap(), self.config.to_str().unwrap());
         self.multinode = Some(Role::start(&[
@@ -64,7 +64,7 @@ impl Fleet {
     }
 
     fn node_dir(&self, i: usize) -> PathBuf {
-        self.dir.join(format!("node{i}"))
+        self.dir.path().join(format!("node{i}"))
     }
 
     fn start_node(&mut self, i: usize) {
@@ -143,10 +143,9 @@ fn launch(
     extra_domains: &[&str],
 ) -> Fleet {
     let dir = temp_dir(name);
-    std::fs::create_dir_all(&dir).unwrap();
     let port = free_port(base);
-    let log = dir.join("access.log");
-    let raw = dir.join("web.xml");
+    let log = dir.path().join("access.log");
+    let raw = dir.path().join("web.xml");
     let spec: WebSpec = spec_text.parse().unwrap();
     let web_server = Role::start(&[
         "synthweb",
@@ -163,7 +162,7 @@ fn launch(
         "--collection-name",
         COLLECTION,
     ]);
-    let dup_dir = dir.join("dupserver");
+    let dup_dir = dir.path().join("dupserver");
     let dup = Role::start(&[
         "dupserver",
         "--listen",
@@ -200,7 +199,7 @@ fn launch(
         }
     }
     assert!(xml.contains(delay) && xml.contains("dupservers"), "{xml}");
-    let config = dir.join("crashweb.xml");
+    let config = dir.path().join("crashweb.xml");
     std::fs::write(&config, xml).unwrap();
     let mn_port = free_port(Ipv4Addr::LOCALHOST);
     let mut fleet = Fleet {
@@ -253,7 +252,7 @@ fn wait_until_crawled(log: &Path, exp: &BTreeSet<String>, what: &str) {
 /// and waits for the crawl to finish; checks what was fed and fetched.
 fn crash_and_resume(name: &str, base: Ipv4Addr, victim: Victim) {
     let mut fleet = launch(name, base, "6:60", "0.04", &[]);
-    let (dir, log) = (fleet.dir.to_path_buf(), fleet.log.clone());
+    let (dir, log) = (fleet.dir.path().to_path_buf(), fleet.log.clone());
     let spec: WebSpec = "6:60".parse().unwrap();
     let exp = fleet.web.expected();
     let total = exp.fetched.len();

@@ -95,7 +95,7 @@ fn spec_message() -> Vec<u8> {
 #[test]
 fn spec_messages_on_many_connections_are_acknowledged_and_read_back() {
     let dir = temp_dir("linkstore-spec");
-    let role = store(&dir, &[]);
+    let role = store(dir.path(), &[]);
     let addr = role.addr();
     let wa = vector("WASDR_WEBANALYZER").wire;
     let sp = vector("WASDR_SPREL").wire;
@@ -126,20 +126,23 @@ fn spec_messages_on_many_connections_are_acknowledged_and_read_back() {
     assert_eq!(answers, [ACK, FAILED, ACK].concat());
     drop(role);
 
-    let logs = stored_logs(&dir).unwrap();
+    let logs = stored_logs(dir.path()).unwrap();
     assert_eq!(logs.len(), 2, "{logs:?}");
-    let about = links_query(&dir, &["inlinks", "http://www.fourthcoffee.com/about.html"]);
+    let about = links_query(
+        dir.path(),
+        &["inlinks", "http://www.fourthcoffee.com/about.html"],
+    );
     let inl = about["inlinks"].as_array().unwrap();
     assert_eq!(inl.len(), 1, "resent lines count once: {about}");
     assert_eq!(inl[0]["from_url"], "http://www.fourthcoffee.com/");
     assert_eq!(inl[0]["anchor"], "about us");
     assert_eq!(about["cidhash"], "F73ZPmkvq5reFgsSEa4dA");
-    let anchors = links_query(&dir, &["anchors", "http://www.contoso.com/"]);
+    let anchors = links_query(dir.path(), &["anchors", "http://www.contoso.com/"]);
     assert_eq!(anchors["anchors"][0]["text"], "another example");
-    let out = links_query(&dir, &["outlinks", "http://www.fourthcoffee.com/"]);
+    let out = links_query(dir.path(), &["outlinks", "http://www.fourthcoffee.com/"]);
     assert_eq!(out["outlinks"].as_array().unwrap().len(), 2);
     let eq = links_query(
-        &dir,
+        dir.path(),
         &["equivalents", "http://www.fourthcoffee.com/index.aspx"],
     );
     assert_eq!(
@@ -153,7 +156,7 @@ fn spec_messages_on_many_connections_are_acknowledged_and_read_back() {
             .len(),
         2
     );
-    let sp = links_query(&dir, &["equivalents", "http://www.fourthcoffee.com/"]);
+    let sp = links_query(dir.path(), &["equivalents", "http://www.fourthcoffee.com/"]);
     assert_eq!(
         sp["equivalents"]["sprel"]["duplicates"][0],
         "http://www.fourthcoffee.com/index.aspx"
@@ -163,7 +166,7 @@ fn spec_messages_on_many_connections_are_acknowledged_and_read_back() {
 #[test]
 fn an_oversized_or_endless_message_gets_failed_and_the_connection_closes() {
     let dir = temp_dir("linkstore-oversized");
-    let role = store(&dir, &["--max-message", "1000"]);
+    let role = store(dir.path(), &["--max-message", "1000"]);
     let mut c = connect(role.addr());
     assert_eq!(exchange(&mut c, &vector("WASDR_SPREL").wire), ACK);
     c.write_all(&[b'x'; 5000]).unwrap();
@@ -178,11 +181,10 @@ fn an_oversized_or_endless_message_gets_failed_and_the_connection_closes() {
 #[test]
 fn an_unwritable_collection_gets_failed_and_others_are_stored() {
     let dir = temp_dir("linkstore-unwritable");
-    std::fs::create_dir_all(&dir).unwrap();
     // The webanalyzer logs' directory cannot be created: a regular file holds its name (a
     // permission test would not work as root).
-    std::fs::write(dir.join("webanalyzer"), b"in the way").unwrap();
-    let role = store(&dir, &[]);
+    std::fs::write(dir.path().join("webanalyzer"), b"in the way").unwrap();
+    let role = store(dir.path(), &[]);
     let mut c = connect(role.addr());
     assert_eq!(exchange(&mut c, &vector("WASDR_WEBANALYZER").wire), FAILED);
     assert_eq!(exchange(&mut c, &vector("WASDR_SPREL").wire), ACK);
@@ -228,7 +230,7 @@ fn a_full_file_system_gets_failed_and_the_log_stays_usable() {
         .arg("-c")
         .arg("ulimit -f 64 && exec \"$0\" linkstore --listen 127.0.0.1:0 --data-dir \"$1\"")
         .arg(env!("CARGO_BIN_EXE_crawlfleet"))
-        .arg(&dir)
+        .arg(dir.path())
         .env("RUST_LOG", "error")
         .stdout(Stdio::piped())
         .spawn()
@@ -248,17 +250,17 @@ fn a_full_file_system_gets_failed_and_the_log_stays_usable() {
     assert_eq!(exchange(&mut c, &numbered(3, 100)), ACK);
     limited.kill();
     // The failed message left nothing behind: the log holds 1 and 3, and takes more.
-    let role = store(&dir, &[]);
+    let role = store(dir.path(), &[]);
     let mut c = connect(role.addr());
     assert_eq!(exchange(&mut c, &numbered(4, 100)), ACK);
     drop(role);
-    assert_eq!(stored_ids(&dir), vec![1, 3, 4]);
+    assert_eq!(stored_ids(dir.path()), vec![1, 3, 4]);
 }
 
 #[test]
 fn acknowledged_messages_survive_sigkill() {
     let dir = temp_dir("linkstore-sigkill");
-    let role = store(&dir, &[]);
+    let role = store(dir.path(), &[]);
     let addr = role.addr();
     let (tx, rx) = crossbeam_channel::unbounded();
     // Two senders; each records the ids the store acknowledged, until the store dies.
@@ -292,11 +294,11 @@ fn acknowledged_messages_survive_sigkill() {
         s.join().unwrap();
     }
     acked.extend(rx.iter());
-    let stored = stored_ids(&dir);
+    let stored = stored_ids(dir.path());
     let missing: Vec<_> = acked.iter().filter(|id| !stored.contains(id)).collect();
     assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
     // The store starts again on what it left (a torn tail is cut).
-    let role = store(&dir, &[]);
+    let role = store(dir.path(), &[]);
     let mut c = connect(role.addr());
     assert_eq!(exchange(&mut c, &numbered(7, 10)), ACK);
 }
@@ -358,8 +360,8 @@ fn check_all_docs(dir: &Path, docs: std::ops::Range<u64>) {
 #[test]
 fn the_client_keeps_batches_while_the_store_restarts_and_loses_nothing() {
     let dir = temp_dir("linkclient-restart");
-    let backlog = dir.join("backlog");
-    let data = dir.join("data");
+    let backlog = dir.path().join("backlog");
+    let data = dir.path().join("data");
     let role = store(&data, &[]);
     let addr = role.addr();
     let c = client(addr, &backlog, 64 << 20);
@@ -397,8 +399,8 @@ fn the_client_keeps_batches_while_the_store_restarts_and_loses_nothing() {
 #[test]
 fn the_backlog_outlives_the_client_and_stays_within_its_bound() {
     let dir = temp_dir("linkclient-backlog");
-    let backlog = dir.join("backlog");
-    let data = dir.join("data");
+    let backlog = dir.path().join("backlog");
+    let data = dir.path().join("data");
     // Nothing listens on this address yet.
     let addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -424,7 +426,7 @@ fn the_backlog_outlives_the_client_and_stays_within_its_bound() {
     check_all_docs(&data, 0..200);
 
     // A small bound drops the oldest messages, and says so.
-    let small = dir.join("small");
+    let small = dir.path().join("small");
     let c = client("127.0.0.1:1".parse().unwrap(), &small, 20_000);
     for i in 0..300 {
         add_doc(&c, i);

@@ -63,7 +63,7 @@ fn dupserver(dir: &std::path::Path) -> Role {
 #[test]
 fn a_client_that_sends_ppdup_add_and_never_reads_costs_bounded_memory() {
     let dir = temp_dir("limits-flood");
-    let server = dupserver(&dir);
+    let server = dupserver(dir.path());
     let addr = server.addr();
     let mut good = configured_client(addr);
     let flooder = configured_client(addr);
@@ -115,7 +115,7 @@ fn a_client_that_sends_ppdup_add_and_never_reads_costs_bounded_memory() {
 #[test]
 fn partial_60_mib_frames_on_32_connections_cost_bounded_memory() {
     let dir = temp_dir("limits-partial");
-    let server = dupserver(&dir);
+    let server = dupserver(dir.path());
     let addr = server.addr();
     let announced: u32 = 60 << 20;
     let chunk = vec![0u8; 1 << 20];
@@ -161,11 +161,11 @@ fn a_flood_of_refused_link_store_messages_logs_a_line_a_second() {
     use std::process::{Command, Stdio};
 
     let dir = temp_dir("limits-logflood");
-    let log_path = dir.join("stderr.log");
-    std::fs::create_dir_all(&*dir).unwrap();
+    let log_path = dir.path().join("stderr.log");
+    std::fs::create_dir_all(dir.path()).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
         .args(["linkstore", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.join("data"))
+        .arg(dir.path().join("data"))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log_path).unwrap())
@@ -250,7 +250,7 @@ fn requests_sent_before_a_half_close_are_answered() {
         "--listen",
         "127.0.0.1:0",
         "--data-dir",
-        dir.join("links").to_str().unwrap(),
+        dir.path().join("links").to_str().unwrap(),
     ]);
     let mut b = crawlfleet_core::links::WebAnalyzerBatch::default();
     b.no_links(b"http://www.fourthcoffee.com/", 1244208852)
@@ -264,7 +264,7 @@ fn requests_sent_before_a_half_close_are_answered() {
     s.read_to_end(&mut answer).unwrap();
     assert_eq!(answer, b"ack\n");
 
-    let server = dupserver(&dir.join("dup"));
+    let server = dupserver(&dir.path().join("dup"));
     let mut c = configured_client(server.addr());
     c.send(&add("half", 1));
     c.stream.shutdown(Shutdown::Write).unwrap();
@@ -285,7 +285,7 @@ fn garbage_before_a_terminator_is_answered_failed_at_once() {
         "--listen",
         "127.0.0.1:0",
         "--data-dir",
-        dir.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
     ]);
     let mut huge = b"s".to_vec();
     huge.extend_from_slice(&(200u32 << 20).to_le_bytes());

@@ -97,8 +97,9 @@ fn check_resumed(q: &mut CrawlQueue, pushed: u64, popped: u64) -> (u64, u64) {
 
 #[test]
 fn a_queue_killed_with_sigkill_resumes_without_loss_or_repeats() {
-    let dir = std::env::temp_dir().join(format!("crawlfleet-queue-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    // Both queue directories go with the guard, whether the test passes or not.
+    let scratch = crate::util::temp_dir("queue-crash");
+    let dir = scratch.path().join("queue");
     let exe = std::env::current_exe().expect("the test binary");
     let mut child = Command::new(&exe)
         .args([
@@ -152,8 +153,7 @@ fn a_queue_killed_with_sigkill_resumes_without_loss_or_repeats() {
 
     // A copy that a restart treats as after a power loss: the boot id in its cursor no longer
     // matches, so the live cursor slots are distrusted and the queue resumes from the last sync.
-    let power = dir.with_extension("power-loss");
-    let _ = std::fs::remove_dir_all(&power);
+    let power = scratch.path().join("power-loss");
     std::fs::create_dir_all(&power).unwrap();
     for f in std::fs::read_dir(&dir).unwrap() {
         let f = f.unwrap();
@@ -177,6 +177,4 @@ fn a_queue_killed_with_sigkill_resumes_without_loss_or_repeats() {
         "{sync_from}..{sync_to} vs {from}..{to}"
     );
     drop(q);
-    std::fs::remove_dir_all(&dir).unwrap();
-    std::fs::remove_dir_all(&power).unwrap();
 }

@@ -124,8 +124,8 @@ fn entry(uri: &str) -> CrawlQueueEntry<'static> {
 #[test]
 fn the_first_frame_must_be_init_and_node_ids_are_unique() {
     let dir = temp_dir("mn-init");
-    let cfg = config_xml(&dir, "web", 3, None);
-    let mn = multinode(&dir.join("data"), &[&cfg], &[]);
+    let cfg = config_xml(dir.path(), "web", 3, None);
+    let mn = multinode(&dir.path().join("data"), &[&cfg], &[]);
     // 3.2.5.1: any other first frame closes the connection.
     let mut rogue = Client::connect(mn.addr());
     rogue.send(&Message::CmdUmKeepalive);
@@ -247,8 +247,8 @@ fn observe(c: &mut Client, seen: &mut Seen, until: impl Fn(&Seen) -> bool) {
 #[test]
 fn every_site_is_routed_to_exactly_one_node_and_routes_survive_a_restart() {
     let dir = temp_dir("mn-route");
-    let cfg = config_xml(&dir, "web", 30, None);
-    let data = dir.join("data");
+    let cfg = config_xml(dir.path(), "web", 30, None);
+    let data = dir.path().join("data");
     let mn = multinode(&data, &[&cfg], &[]);
     let mut nodes: Vec<(String, Client, Seen)> = ["n1", "n2", "n3"]
         .iter()
@@ -331,8 +331,8 @@ fn every_site_is_routed_to_exactly_one_node_and_routes_survive_a_restart() {
 #[test]
 fn routes_are_rebuilt_from_the_nodes_when_the_routing_database_is_lost() {
     let dir = temp_dir("mn-rebuild");
-    let cfg = config_xml(&dir, "web", 0, None);
-    let data = dir.join("data");
+    let cfg = config_xml(dir.path(), "web", 0, None);
+    let data = dir.path().join("data");
     let mn = multinode(&data, &[&cfg], &[]);
     let (mut n1, _) = register(mn.addr(), "n1");
     let (mut n2, _) = register(mn.addr(), "n2");
@@ -390,8 +390,8 @@ fn resolve(c: &mut Client, host: &str) -> crawlfleet_core::msg::DnsReply<'static
 #[test]
 fn dns_crawl_ip_locks_conf_state_and_logs() {
     let dir = temp_dir("mn-misc");
-    let cfg = config_xml(&dir, "web", 0, None);
-    let data = dir.join("data");
+    let cfg = config_xml(dir.path(), "web", 0, None);
+    let data = dir.path().join("data");
     let mn = multinode(&data, &[&cfg], &["--keepalive", "1"]);
     let (mut n1, _) = register(mn.addr(), "n1");
     let (mut n2, _) = register(mn.addr(), "n2");

@@ -165,8 +165,7 @@ fn pages_robots_and_redirects_over_keep_alive() {
 #[test]
 fn the_access_log_records_every_request_with_its_connection() {
     let dir = temp_dir("synthweb-log");
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("access.log");
+    let file = dir.path().join("access.log");
     let spec: WebSpec = "3:20".parse().unwrap();
     let base = Ipv4Addr::new(127, 78, 1, 1);
     let web = Arc::new(SyntheticWeb::generate(&spec, base, free_port(base)));
@@ -243,22 +242,7 @@ fn a_client_that_resets_during_an_answer_is_still_in_the_access_log() {
         let n = s.read(&mut head).unwrap();
         assert!(n > 0 && head.starts_with(b"HTTP/1.1 200"));
         // SO_LINGER 0: the close sends a reset, as it does with unread data.
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
-        let linger = libc::linger {
-            l_onoff: 1,
-            l_linger: 0,
-        };
-        // SAFETY: a valid socket and a linger struct of the size given.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_LINGER,
-                (&linger as *const libc::linger).cast(),
-                std::mem::size_of::<libc::linger>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(r, 0);
+        rustix::net::sockopt::set_socket_linger(&s, Some(Duration::ZERO)).unwrap();
     }
     let log = log_of(&server, CLIENTS);
     assert_eq!(
@@ -306,9 +290,8 @@ fn bad_requests_are_refused_and_head_has_no_body() {
 #[test]
 fn the_role_serves_until_killed() {
     let dir = temp_dir("synthweb-role");
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("access.log");
-    let collection = dir.join("collection.xml");
+    let log = dir.path().join("access.log");
+    let collection = dir.path().join("collection.xml");
     let role = Role::start(&[
         "synthweb",
         "--web",
@@ -406,8 +389,8 @@ fn the_nginx_export_serves_the_same_bytes() {
         Ipv4Addr::new(127, 78, 5, 1),
         18080,
     );
-    let conf = web.write_nginx(&dir).unwrap();
-    check_nginx_tree(&web, &dir, &conf);
+    let conf = web.write_nginx(dir.path()).unwrap();
+    check_nginx_tree(&web, dir.path(), &conf);
     // The role's --nginx-dir writes the same tree and prints the conf's path.
     let role_dir = temp_dir("synthweb-nginx-role");
     let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
@@ -421,7 +404,7 @@ fn the_nginx_export_serves_the_same_bytes() {
             "18080",
         ])
         .arg("--nginx-dir")
-        .arg(&role_dir)
+        .arg(role_dir.path())
         .output()
         .unwrap();
     assert!(
@@ -432,5 +415,5 @@ fn the_nginx_export_serves_the_same_bytes() {
     let printed = String::from_utf8(out.stdout).unwrap();
     let role_conf = Path::new(printed.trim());
     assert_eq!(role_conf.file_name().unwrap(), "nginx.conf");
-    check_nginx_tree(&web, &role_dir, role_conf);
+    check_nginx_tree(&web, role_dir.path(), role_conf);
 }

@@ -197,40 +197,13 @@ impl Drop for Role {
     }
 }
 
-/// A test's scratch directory (not created), removed with everything in it when the guard is
-/// dropped at the end of the test, whether it passed or not.
-pub struct TempDir(PathBuf);
+pub use tempfile::TempDir;
 
-impl std::ops::Deref for TempDir {
-    type Target = std::path::Path;
-
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::path::Path> for TempDir {
-    fn as_ref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::ffi::OsStr> for TempDir {
-    fn as_ref(&self) -> &std::ffi::OsStr {
-        self.0.as_os_str()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
+/// A test's scratch directory (created empty, under a unique name starting with `name`), removed
+/// with everything in it when the guard is dropped at the end of the test, whether it passed or
+/// not.
 pub fn temp_dir(name: &str) -> TempDir {
-    let d = std::env::temp_dir().join(format!("crawlfleet-it-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    TempDir(d)
+    TempDir::with_prefix(format!("crawlfleet-it-{name}-")).expect("a scratch directory")
 }
 
 /// A peer speaking FSCMT frames over one connection.

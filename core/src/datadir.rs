@@ -119,12 +119,12 @@ impl std::error::Error for LockError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdir::TempDir;
+    use tempfile::TempDir;
 
     #[test]
     fn a_second_holder_is_refused_with_the_first_ones_pid_until_it_lets_go() {
-        let dir = TempDir::new("datadir-lock");
-        let data = dir.join("role");
+        let dir = TempDir::new().unwrap();
+        let data = dir.path().join("role");
         let first = DirLock::acquire(&data).unwrap();
         assert_eq!(first.dir(), data);
         match DirLock::acquire(&data) {
@@ -139,9 +139,8 @@ mod tests {
 
     #[test]
     fn a_file_where_the_directory_should_be_is_refused() {
-        let dir = TempDir::new("datadir-file");
-        std::fs::create_dir_all(&*dir).unwrap();
-        let file = dir.join("plain");
+        let dir = TempDir::new().unwrap();
+        let file = dir.path().join("plain");
         std::fs::write(&file, b"x").unwrap();
         assert!(matches!(DirLock::acquire(&file), Err(LockError::Io { .. })));
     }

@@ -33,6 +33,4 @@ pub mod sched;
 pub mod stats;
 pub mod store;
 pub mod synthweb;
-#[cfg(test)]
-mod testdir;
 pub mod xmlrpc;

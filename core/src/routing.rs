@@ -481,13 +481,12 @@ pub fn routing_attribute(site: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdir::TempDir;
+    use tempfile::TempDir;
 
     /// A scratch directory (removed when the guard drops) and the database's path in it.
     fn tmp(name: &str) -> (TempDir, PathBuf) {
-        let d = TempDir::new(&format!("routing-{name}-{}", fastrand::u64(..)));
-        std::fs::create_dir_all(&d).unwrap();
-        let p = d.join("routes");
+        let d = TempDir::with_prefix(format!("crawlfleet-routing-{name}-")).unwrap();
+        let p = d.path().join("routes");
         (d, p)
     }
 

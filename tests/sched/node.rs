@@ -52,7 +52,7 @@ fn conf(name: &str, dict: Value<'static>) -> Message<'static> {
 
 fn dict_with(sites: &[&str], dup: Option<SocketAddr>) -> Value<'static> {
     let xml_dir = temp_dir(&format!("cfg-{}", fastrand::u32(..)));
-    let p = config_xml(&xml_dir, "c", 0, dup);
+    let p = config_xml(xml_dir.path(), "c", 0, dup);
     let mut d = crawlfleet_core::config::parse_xml(&std::fs::read_to_string(p).unwrap())
         .unwrap()
         .remove(0)
@@ -95,7 +95,7 @@ fn queued(data: &Path, coll: &str) -> Vec<(String, bool)> {
 #[test]
 fn a_node_registers_answers_routes_and_its_queue_survives_sigkill() {
     let dir = temp_dir("node-basic");
-    let data = dir.join("data");
+    let data = dir.path().join("data");
     let fake_mn = FakePeer::new();
     let fake_dup = FakePeer::new();
     let n = node(&data, fake_mn.addr(), "n1");
@@ -285,7 +285,7 @@ fn wait_dup(c: &mut Client, want: impl Fn(&Message<'static>) -> bool) -> Message
 #[test]
 fn a_node_suspends_quarantines_and_deletes_over_the_wire() {
     let dir = temp_dir("node-admin");
-    let data = dir.join("data");
+    let data = dir.path().join("data");
     let fake_mn = FakePeer::new();
     let n = node(&data, fake_mn.addr(), "n1");
     let mut mn = fake_mn.accept();
@@ -353,8 +353,8 @@ fn routes_of(data: &Path, coll: &str) -> BTreeMap<String, String> {
     // A copy, so the running node's file is never touched.
     let copy = temp_dir(&format!("routes-copy-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&copy).unwrap();
-    let _ = std::fs::copy(data.join("routes"), copy.join("routes"));
-    let db = crawlfleet_core::routing::RoutingDb::open(&copy.join("routes")).unwrap();
+    let _ = std::fs::copy(data.join("routes"), copy.path().join("routes"));
+    let db = crawlfleet_core::routing::RoutingDb::open(&copy.path().join("routes")).unwrap();
     db.routes(coll.as_bytes())
         .map(|(a, n)| {
             (
@@ -368,10 +368,10 @@ fn routes_of(data: &Path, coll: &str) -> BTreeMap<String, String> {
 #[test]
 fn one_multinode_and_three_nodes_route_every_site_once_and_a_killed_node_comes_back() {
     let dir = temp_dir("cluster");
-    let cfg = config_xml(&dir, "web", 30, None);
-    let mn = multinode(&dir.join("mn"), &[&cfg], &[]);
+    let cfg = config_xml(dir.path(), "web", 30, None);
+    let mn = multinode(&dir.path().join("mn"), &[&cfg], &[]);
     let ids = ["n1", "n2", "n3"];
-    let data: Vec<PathBuf> = ids.iter().map(|i| dir.join(i)).collect();
+    let data: Vec<PathBuf> = ids.iter().map(|i| dir.path().join(i)).collect();
     let mut nodes: Vec<Option<Role>> = ids
         .iter()
         .zip(&data)

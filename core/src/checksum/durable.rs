@@ -453,10 +453,10 @@ fn apply(collections: &mut BTreeMap<Vec<u8>, CollectionState>, shards: usize, r:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdir::TempDir;
+    use tempfile::TempDir;
 
     fn dir(name: &str) -> TempDir {
-        TempDir::new(&format!("dup-{name}"))
+        TempDir::with_prefix(format!("crawlfleet-dup-{name}-")).unwrap()
     }
 
     fn cs(i: u32) -> Checksum {
@@ -473,7 +473,7 @@ mod tests {
     #[test]
     fn committed_changes_survive_reopen_and_uncommitted_ones_do_not() {
         let d = dir("reopen");
-        let (mut s, rec) = DupStores::open(&d, 4).unwrap();
+        let (mut s, rec) = DupStores::open(d.path(), 4).unwrap();
         assert_eq!(rec.entries, 0);
         s.set_collection(b"c", b"{0".to_vec());
         for i in 0..1000 {
@@ -485,7 +485,7 @@ mod tests {
         s.commit().unwrap();
         s.add(b"c", cs(5000), b"lost", b"n1").unwrap(); // never committed
         drop(s);
-        let (s, rec) = DupStores::open(&d, 4).unwrap();
+        let (s, rec) = DupStores::open(d.path(), 4).unwrap();
         assert_eq!(rec.entries, 900);
         assert_eq!(s.collection(b"c").unwrap().store.get(&cs(5000)), None);
         assert_eq!(
@@ -497,7 +497,7 @@ mod tests {
     #[test]
     fn snapshot_with_concurrent_changes_recovers_exactly() {
         let d = dir("snapshot");
-        let (mut s, _) = DupStores::open(&d, 8).unwrap();
+        let (mut s, _) = DupStores::open(d.path(), 8).unwrap();
         s.set_collection(b"a", b"{0".to_vec());
         s.set_collection(b"b", b"{0".to_vec());
         for i in 0..5000 {
@@ -527,12 +527,12 @@ mod tests {
             .map(|(c, u, n)| (c, u.to_vec(), n.to_vec()))
             .collect();
         drop(s);
-        assert!(d.join("snapshot-1").exists());
+        assert!(d.path().join("snapshot-1").exists());
         assert!(
-            !d.join("wal-0").exists(),
+            !d.path().join("wal-0").exists(),
             "the log the snapshot covers is gone"
         );
-        let (s, rec) = DupStores::open(&d, 8).unwrap();
+        let (s, rec) = DupStores::open(d.path(), 8).unwrap();
         assert_eq!(rec.snapshot_gen, Some(1));
         assert!(s.collection(b"b").is_none());
         assert_eq!(s.collection(b"c").unwrap().store.len(), 1);
@@ -546,7 +546,7 @@ mod tests {
     #[test]
     fn unknown_collection_is_refused() {
         let d = dir("unknown");
-        let (mut s, _) = DupStores::open(&d, 1).unwrap();
+        let (mut s, _) = DupStores::open(d.path(), 1).unwrap();
         assert!(matches!(
             s.add(b"nope", cs(1), b"u", b"n"),
             Err(DupError::UnknownCollection)

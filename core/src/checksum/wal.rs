@@ -482,13 +482,12 @@ pub fn sync_parent(path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdir::TempDir;
+    use tempfile::TempDir;
 
     /// A scratch directory (removed when the guard drops) and the log's path in it.
     fn tmp(name: &str) -> (TempDir, PathBuf) {
-        let dir = TempDir::new(&format!("wal-{name}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("wal");
+        let dir = TempDir::with_prefix(format!("crawlfleet-wal-{name}-")).unwrap();
+        let path = dir.path().join("wal");
         (dir, path)
     }
 

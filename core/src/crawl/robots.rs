@@ -1,5 +1,9 @@
-//! robots.txt (RFC 9309) per crawl site, parsed by the texting_robots crate and cached with an
-//! expiry.
+//! robots.txt (RFC 9309) per crawl site, parsed by the robotxt crate and cached with an expiry.
+//!
+//! robotxt passes every RFC 9309 vector of robots/vectors.rs (texting_robots, used before, missed the
+//! decoding of percent-encoded unreserved octets, 2.2.2), reads at most the 500 KiB that RFC
+//! 9309 2.5 asks crawlers to parse, and matches the product token case-insensitively and
+//! exactly (2.2.1).
 //!
 //! The outcome of fetching `/robots.txt` decides (RFC 9309 2.3.1): a 2xx body is parsed; 4xx
 //! ("unavailable") allows everything; 5xx and network errors ("unreachable") disallow
@@ -7,7 +11,10 @@
 
 use std::collections::HashMap;
 
-use texting_robots::Robot;
+#[cfg(test)]
+mod vectors;
+
+use robotxt::Robots;
 
 /// What is known of one site's robots.txt.
 pub enum Rules {
@@ -15,19 +22,17 @@ pub enum Rules {
     AllowAll,
     /// Everything disallowed (robots.txt unreachable).
     DisallowAll,
-    /// The parsed file.
-    Parsed(Box<Robot>),
+    /// The rules of the file that apply to our product token.
+    Parsed(Box<Robots>),
 }
 
 impl Rules {
     /// Reads the outcome of a robots.txt fetch: `status` (None: network error) and the body.
     pub fn from_fetch(agent: &str, status: Option<u16>, body: &[u8]) -> Rules {
         match status {
-            Some(200..=299) => match Robot::new(agent, body) {
-                Ok(r) => Rules::Parsed(Box::new(r)),
-                // Unparsable: RFC 9309 asks for tolerance; nothing usable means no rules.
-                Err(_) => Rules::AllowAll,
-            },
+            // RFC 9309 asks for tolerance: lines that are not rules are skipped, and a file
+            // with nothing usable has no rules.
+            Some(200..=299) => Rules::Parsed(Box::new(Robots::parse(body, agent))),
             Some(400..=499) => Rules::AllowAll,
             _ => Rules::DisallowAll,
         }
@@ -38,21 +43,25 @@ impl Rules {
         match self {
             Rules::AllowAll => true,
             Rules::DisallowAll => false,
-            Rules::Parsed(r) => r.allowed(uri),
+            // The path and query are matched (RFC 9309 2.2.2); a bare path is taken as it is.
+            Rules::Parsed(r) => match url::Url::parse(uri) {
+                Ok(u) => r.is_url_allowed(&u),
+                Err(_) => r.is_allowed(uri),
+            },
         }
     }
 
     /// The Crawl-delay, in seconds.
     pub fn crawl_delay(&self) -> Option<f64> {
         match self {
-            Rules::Parsed(r) => r.delay.map(f64::from),
+            Rules::Parsed(r) => r.crawl_delay().map(|d| d.as_secs_f64()),
             _ => None,
         }
     }
 
     /// True when the file names at least one sitemap.
     pub fn has_sitemap(&self) -> bool {
-        matches!(self, Rules::Parsed(r) if !r.sitemaps.is_empty())
+        matches!(self, Rules::Parsed(r) if !r.sitemaps().is_empty())
     }
 }
 
@@ -127,6 +136,27 @@ mod tests {
         assert!(r.has_sitemap());
         let other = Rules::from_fetch("other", Some(200), TXT);
         assert!(!other.allowed("http://h/public/x"));
+    }
+
+    /// RFC 9309 and Google's robots.txt tests (robots/vectors.rs): every RFC vector holds; of
+    /// Google's own extensions robotxt follows some (12 of 25 when this was written), which is
+    /// printed, not asserted.
+    #[test]
+    fn rfc9309_vectors_hold() {
+        let failed = vectors::failures(|txt, agent, url| {
+            Rules::from_fetch(agent, Some(200), txt).allowed(url)
+        });
+        let rfc: Vec<&String> = failed
+            .iter()
+            .filter(|(s, _)| *s == vectors::Source::Rfc)
+            .map(|(_, f)| f)
+            .collect();
+        assert!(rfc.is_empty(), "RFC 9309 vectors failed: {rfc:#?}");
+        let (_, google) = vectors::counts();
+        eprintln!(
+            "Google-only robots.txt vectors: {} of {google} followed",
+            google - failed.len()
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::*;
 use crate::marshal::Limits;
 use crate::msg::{Key, MessageError};
-use crate::testdir::TempDir;
+use tempfile::TempDir;
 
 const NODE_A: PeerId = 1;
 const NODE_B: PeerId = 2;
@@ -13,8 +13,8 @@ const REPLICA: PeerId = 9;
 
 /// A server on a fresh store in a scratch directory, which lives as long as the guard.
 fn server(name: &str, mode: Mode, with_replica: bool) -> (DupServer, TempDir) {
-    let dir = TempDir::new(&format!("dupsm-{name}"));
-    let (stores, _) = DupStores::open(&dir, 4).unwrap();
+    let dir = TempDir::with_prefix(format!("crawlfleet-dupsm-{name}-")).unwrap();
+    let (stores, _) = DupStores::open(dir.path(), 4).unwrap();
     let mut s = DupServer::new(mode, b"dup-1", stores, with_replica);
     s.peer_connected(NODE_A);
     s.peer_connected(NODE_B);
@@ -397,7 +397,7 @@ fn acknowledged_adds_survive_a_restart() {
     assert_eq!(sent(&mut s).len(), 2);
     drop(s);
     // Reopen the same directory.
-    let (stores, rec) = DupStores::open(&dir, 4).unwrap();
+    let (stores, rec) = DupStores::open(dir.path(), 4).unwrap();
     assert_eq!(rec.entries, 1);
     assert_eq!(
         stores.collection(b"c").unwrap().store.get(&cs(1)),

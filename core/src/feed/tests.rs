@@ -2,10 +2,10 @@ use std::fs;
 use std::path::Path;
 
 use super::*;
-use crate::testdir::TempDir;
+use tempfile::TempDir;
 
 fn tmp(name: &str) -> TempDir {
-    TempDir::new(&format!("feed-{name}"))
+    TempDir::with_prefix(format!("crawlfleet-feed-{name}-")).unwrap()
 }
 
 fn doc(i: u64) -> FeedDoc {
@@ -57,18 +57,18 @@ fn small() -> DocLogOptions {
 #[test]
 fn every_op_round_trips_across_reopen_and_numbering_goes_on() {
     let dir = tmp("ops");
-    let mut log = DocLog::open(&dir).unwrap();
+    let mut log = DocLog::open(dir.path()).unwrap();
     assert!(log.is_empty());
     for i in 0..30 {
         assert_eq!(log.feed(&doc(i)).unwrap(), i + 1);
     }
     log.sync().unwrap();
     drop(log);
-    let mut log = DocLog::open(&dir).unwrap();
+    let mut log = DocLog::open(dir.path()).unwrap();
     assert_eq!(log.next_seq(), 31);
     assert_eq!(log.feed(&doc(30)).unwrap(), 31);
     drop(log);
-    let all = read_all(&dir, 0);
+    let all = read_all(dir.path(), 0);
     let want: Vec<_> = (0..31).map(|i| (i + 1, doc(i))).collect();
     assert_eq!(all, want);
     fs::remove_dir_all(&dir).unwrap();
@@ -77,7 +77,7 @@ fn every_op_round_trips_across_reopen_and_numbering_goes_on() {
 #[test]
 fn bad_documents_are_refused_without_changing_the_log() {
     let dir = tmp("refuse");
-    let mut log = DocLog::open(&dir).unwrap();
+    let mut log = DocLog::open(dir.path()).unwrap();
     let mut d = doc(2);
     d.body = b"x".to_vec();
     assert!(matches!(log.feed(&d), Err(FeedError::DeleteWithContent)));
@@ -90,39 +90,39 @@ fn bad_documents_are_refused_without_changing_the_log() {
     );
     assert_eq!(log.feed(&doc(0)).unwrap(), 1);
     drop(log);
-    assert_eq!(read_all(&dir, 0), vec![(1, doc(0))]);
+    assert_eq!(read_all(dir.path(), 0), vec![(1, doc(0))]);
     fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn segments_roll_over_and_a_reader_starts_at_any_seq() {
     let dir = tmp("segments");
-    let mut log = DocLog::open_with(&dir, small()).unwrap();
+    let mut log = DocLog::open_with(dir.path(), small()).unwrap();
     for i in 0..200 {
         log.feed(&doc(i)).unwrap();
     }
     drop(log);
     let segs = fs::read_dir(&dir).unwrap().count();
     assert!(segs > 5, "only {segs} segments");
-    assert!(dir.join("00000001.log").exists() && dir.join("00000002.log").exists());
+    assert!(dir.path().join("00000001.log").exists() && dir.path().join("00000002.log").exists());
     for f in fs::read_dir(&dir).unwrap() {
         let len = f.unwrap().metadata().unwrap().len();
         assert!(len <= 4096, "segment of {len} bytes");
     }
     for from in [0, 1, 2, 57, 150, 200] {
-        let got = read_all(&dir, from);
+        let got = read_all(dir.path(), from);
         let want: Vec<_> = (from.max(1)..=200).map(|s| (s, doc(s - 1))).collect();
         assert_eq!(got, want, "from {from}");
     }
-    assert!(read_all(&dir, 201).is_empty());
+    assert!(read_all(dir.path(), 201).is_empty());
     // Numbering goes on in the newest segment after a reopen.
-    let mut log = DocLog::open_with(&dir, small()).unwrap();
+    let mut log = DocLog::open_with(dir.path(), small()).unwrap();
     assert_eq!(log.feed(&doc(200)).unwrap(), 201);
     drop(log);
-    assert_eq!(read_all(&dir, 201), vec![(201, doc(200))]);
+    assert_eq!(read_all(dir.path(), 201), vec![(201, doc(200))]);
     // A missing segment in the middle is a gap, not silently skipped.
-    fs::remove_file(dir.join("00000003.log")).unwrap();
-    let r: Result<Vec<_>, _> = DocLogReader::open(&dir).unwrap().collect();
+    fs::remove_file(dir.path().join("00000003.log")).unwrap();
+    let r: Result<Vec<_>, _> = DocLogReader::open(dir.path()).unwrap().collect();
     assert!(
         matches!(r, Err(FeedError::Corrupt { ref path, .. }) if path.ends_with("00000004.log")),
         "{r:?}"
@@ -133,7 +133,7 @@ fn segments_roll_over_and_a_reader_starts_at_any_seq() {
 #[test]
 fn a_torn_tail_is_cut_and_damage_in_an_older_segment_is_an_error() {
     let dir = tmp("torn");
-    let mut log = DocLog::open_with(&dir, small()).unwrap();
+    let mut log = DocLog::open_with(dir.path(), small()).unwrap();
     for i in 0..40 {
         log.feed(&doc(i)).unwrap();
     }
@@ -147,18 +147,18 @@ fn a_torn_tail_is_cut_and_damage_in_an_older_segment_is_an_error() {
     let full = fs::read(&newest).unwrap();
     fs::write(&newest, &full[..full.len() - 5]).unwrap();
     // A reader stops before the torn record; opening the log cuts it and numbers from there.
-    assert_eq!(read_all(&dir, 0).len(), 39);
-    let mut log = DocLog::open_with(&dir, small()).unwrap();
+    assert_eq!(read_all(dir.path(), 0).len(), 39);
+    let mut log = DocLog::open_with(dir.path(), small()).unwrap();
     assert_eq!(log.next_seq(), 40);
     assert_eq!(log.feed(&doc(99)).unwrap(), 40);
     drop(log);
-    let all = read_all(&dir, 0);
+    let all = read_all(dir.path(), 0);
     assert_eq!(all.len(), 40);
     assert_eq!(all[39], (40, doc(99)));
     // A newest segment torn at its creation (header incomplete) is dropped.
-    let next = dir.join(format!("{:08}.log", segs.len() + 1));
+    let next = dir.path().join(format!("{:08}.log", segs.len() + 1));
     fs::write(&next, b"CFDOCS").unwrap();
-    let log = DocLog::open_with(&dir, small()).unwrap();
+    let log = DocLog::open_with(dir.path(), small()).unwrap();
     assert_eq!(log.next_seq(), 41);
     drop(log);
     assert!(!next.exists());
@@ -166,7 +166,7 @@ fn a_torn_tail_is_cut_and_damage_in_an_older_segment_is_an_error() {
     let mut first = fs::read(&segs[0]).unwrap();
     first[40] ^= 1;
     fs::write(&segs[0], &first).unwrap();
-    let r: Result<Vec<_>, _> = DocLogReader::open(&dir).unwrap().collect();
+    let r: Result<Vec<_>, _> = DocLogReader::open(dir.path()).unwrap().collect();
     assert!(
         matches!(r, Err(FeedError::Corrupt { offset: 16, .. })),
         "{r:?}"
@@ -177,9 +177,8 @@ fn a_torn_tail_is_cut_and_damage_in_an_older_segment_is_an_error() {
 #[test]
 fn a_file_that_is_not_a_segment_is_refused() {
     let dir = tmp("magic");
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join("00000001.log"), b"something else entirely").unwrap();
-    let e = DocLog::open(&dir).err().expect("refused");
+    fs::write(dir.path().join("00000001.log"), b"something else entirely").unwrap();
+    let e = DocLog::open(dir.path()).err().expect("refused");
     assert!(matches!(e, FeedError::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("bad magic"), "{e}");
     fs::remove_dir_all(&dir).unwrap();
@@ -188,24 +187,24 @@ fn a_file_that_is_not_a_segment_is_refused() {
 #[test]
 fn synced_documents_survive_a_kill() {
     let dir = tmp("kill");
-    let mut log = DocLog::open(&dir).unwrap();
+    let mut log = DocLog::open(dir.path()).unwrap();
     for i in 0..10 {
         log.feed(&doc(i)).unwrap();
     }
     log.sync().unwrap();
     log.feed(&doc(10)).unwrap();
     std::mem::forget(log); // killed: the unsynced document never reached the file
-    let log = DocLog::open(&dir).unwrap();
+    let log = DocLog::open(dir.path()).unwrap();
     assert_eq!(log.next_seq(), 11);
     drop(log);
-    assert_eq!(read_all(&dir, 0).len(), 10);
+    assert_eq!(read_all(dir.path(), 0).len(), 10);
     fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn suspended_feeding_holds_documents_across_reopen_and_resume_feeds_them_in_order() {
     let dir = tmp("suspend");
-    let mut f = Feeder::open_with(&dir, small()).unwrap();
+    let mut f = Feeder::open_with(dir.path(), small()).unwrap();
     assert!(!f.is_suspended());
     for i in 0..5 {
         assert_eq!(f.feed(&doc(i)).unwrap(), i + 1);
@@ -223,19 +222,19 @@ fn suspended_feeding_holds_documents_across_reopen_and_resume_feeds_them_in_orde
         "nothing reaches the log while suspended"
     );
     drop(f);
-    let mut f = Feeder::open_with(&dir, small()).unwrap();
+    let mut f = Feeder::open_with(dir.path(), small()).unwrap();
     assert!(f.is_suspended(), "suspension persists");
     assert_eq!(f.held_len(), 45);
     f.feed(&doc(50)).unwrap();
     assert_eq!(f.resume().unwrap(), 46);
     assert!(!f.is_suspended());
-    assert!(!dir.join(HELD_DIR).exists());
+    assert!(!dir.path().join(HELD_DIR).exists());
     assert_eq!(f.feed(&doc(51)).unwrap(), 52);
     assert_eq!(f.resume().unwrap(), 0);
     drop(f);
     let want: Vec<_> = (0..52).map(|i| (i + 1, doc(i))).collect();
-    assert_eq!(read_all(&dir.join(DOCS_DIR), 0), want);
-    let f = Feeder::open_with(&dir, small()).unwrap();
+    assert_eq!(read_all(&dir.path().join(DOCS_DIR), 0), want);
+    let f = Feeder::open_with(dir.path(), small()).unwrap();
     assert!(!f.is_suspended());
     drop(f);
     fs::remove_dir_all(&dir).unwrap();
@@ -246,7 +245,7 @@ fn a_crash_in_the_middle_of_resume_neither_loses_nor_duplicates() {
     // Crash points: after a step whose moves were synced, and after moves never written.
     for (steps, kill_unsynced) in [(1, false), (2, true), (3, false)] {
         let dir = tmp(&format!("resume-crash-{steps}-{kill_unsynced}"));
-        let mut f = Feeder::open_with(&dir, small()).unwrap();
+        let mut f = Feeder::open_with(dir.path(), small()).unwrap();
         f.feed(&doc(0)).unwrap();
         f.suspend().unwrap();
         for i in 1..100 {
@@ -266,7 +265,7 @@ fn a_crash_in_the_middle_of_resume_neither_loses_nor_duplicates() {
         std::mem::forget(f); // killed
         if kill_unsynced {
             // The next move was being written when the process died: a torn record.
-            let docs = dir.join(DOCS_DIR);
+            let docs = dir.path().join(DOCS_DIR);
             let mut segs: Vec<_> = fs::read_dir(&docs)
                 .unwrap()
                 .map(|e| e.unwrap().path())
@@ -277,11 +276,15 @@ fn a_crash_in_the_middle_of_resume_neither_loses_nor_duplicates() {
             bytes.extend_from_slice(&[0x60, 0, 0, 0, 1, 2, 3, 4, 5, 0, 0, 0]);
             fs::write(newest, bytes).unwrap();
         }
-        let f = Feeder::open_with(&dir, small()).unwrap();
+        let f = Feeder::open_with(dir.path(), small()).unwrap();
         assert!(!f.is_suspended(), "the interrupted resume was finished");
         drop(f);
         let want: Vec<_> = (0..100).map(|i| (i + 1, doc(i))).collect();
-        assert_eq!(read_all(&dir.join(DOCS_DIR), 0), want, "{steps} steps");
+        assert_eq!(
+            read_all(&dir.path().join(DOCS_DIR), 0),
+            want,
+            "{steps} steps"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }
@@ -289,18 +292,18 @@ fn a_crash_in_the_middle_of_resume_neither_loses_nor_duplicates() {
 #[test]
 fn a_crash_after_the_held_log_was_renamed_leaves_feeding_resumed() {
     let dir = tmp("resume-done");
-    let mut f = Feeder::open(&dir).unwrap();
+    let mut f = Feeder::open(dir.path()).unwrap();
     f.suspend().unwrap();
     f.feed(&doc(0)).unwrap();
     assert_eq!(f.resume().unwrap(), 1);
     drop(f);
     // As if the process died between the rename and the removal.
-    fs::create_dir_all(dir.join("docs-held.done")).unwrap();
-    fs::write(dir.join("docs-held.done/00000001.log"), b"CFDOCS01").unwrap();
-    let f = Feeder::open(&dir).unwrap();
+    fs::create_dir_all(dir.path().join("docs-held.done")).unwrap();
+    fs::write(dir.path().join("docs-held.done/00000001.log"), b"CFDOCS01").unwrap();
+    let f = Feeder::open(dir.path()).unwrap();
     assert!(!f.is_suspended());
-    assert!(!dir.join("docs-held.done").exists());
+    assert!(!dir.path().join("docs-held.done").exists());
     drop(f);
-    assert_eq!(read_all(&dir.join(DOCS_DIR), 0), vec![(1, doc(0))]);
+    assert_eq!(read_all(&dir.path().join(DOCS_DIR), 0), vec![(1, doc(0))]);
     fs::remove_dir_all(&dir).unwrap();
 }

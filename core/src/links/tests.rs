@@ -13,7 +13,7 @@
 
 use super::*;
 use crate::marshal::{self, Value};
-use crate::testdir::TempDir;
+use tempfile::TempDir;
 
 const DOC1: &[u8] = b"http://www.fourthcoffee.com/";
 const ABOUT: &[u8] = b"http://www.fourthcoffee.com/about.html";
@@ -343,9 +343,8 @@ fn bad_messages_and_lines_get_typed_errors() {
 
 /// A scratch directory (removed when the guard drops) and the log's path in it.
 fn tmp(name: &str) -> (TempDir, std::path::PathBuf) {
-    let d = TempDir::new(&format!("links-{name}"));
-    std::fs::create_dir_all(&d).unwrap();
-    let p = d.join("log");
+    let d = TempDir::with_prefix(format!("crawlfleet-links-{name}-")).unwrap();
+    let p = d.path().join("log");
     (d, p)
 }
 

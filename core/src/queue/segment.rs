@@ -4,11 +4,11 @@
 //! after `start` (`back-<start, 16 hex digits>` or `front-<...>`), so the range a file covers is
 //! known without reading it. It opens with a 32-byte header (magic, start, the sequence number of
 //! the first record for the back log, and an xxh3 check of those 24 bytes) that [`Segment::open`]
-//! verifies. Files are created sparse (`set_len`) and their blocks allocated (posix_fallocate)
+//! verifies. Files are created sparse (`set_len`) and their blocks allocated (fallocate)
 //! a megabyte ahead of the writes: a full disk is a typed error from a push, never a fault when
 //! a record is written into the mapping, and a nearly empty queue holds little disk.
 //!
-//! This module holds the queue's raw system calls and the `unsafe` of mapping a file. The contract is pushed to
+//! This module holds the queue's system calls and the `unsafe` of mapping a file. The contract is pushed to
 //! [`Segment::map`]: a queue directory belongs to one [`super::CrawlQueue`] at a time and nothing
 //! else truncates or writes its files (another process shrinking a mapped file would make this
 //! process fault, which no Rust code can prevent).
@@ -329,20 +329,47 @@ impl Segment {
     }
 }
 
-/// Allocates the blocks of `len` bytes at `offset` of `file` (posix_fallocate). False when the
-/// file system cannot.
+/// Allocates the blocks of `len` bytes at `offset` of `file` (fallocate(2), through rustix's
+/// safe wrapper). A file system without fallocate gets what glibc's posix_fallocate did for it:
+/// a zero byte written into each block that reads as zero, which allocates it without changing
+/// the contents. False when the file system cannot allocate at all.
 fn allocate(file: &File, offset: u64, len: u64) -> io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    let arg =
-        |v: u64| libc::off_t::try_from(v).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
-    let (offset, len) = (arg(offset)?, arg(len)?);
-    // SAFETY: posix_fallocate only reads its integer arguments; the descriptor is open for
-    // writing and stays open for the duration of the call (borrowed from `file`).
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), offset, len) };
-    match rc {
-        0 => Ok(true),
-        libc::EOPNOTSUPP | libc::EINVAL => Ok(false),
-        e => Err(io::Error::from_raw_os_error(e)),
+    use rustix::fs::FallocateFlags;
+    use rustix::io::Errno;
+    match rustix::fs::fallocate(file, FallocateFlags::empty(), offset, len) {
+        Ok(()) => Ok(true),
+        Err(Errno::OPNOTSUPP) if len > 0 => {
+            write_blocks(file, offset, len)?;
+            Ok(true)
+        }
+        Err(Errno::OPNOTSUPP | Errno::INVAL) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Allocates the blocks under `[offset, offset + len)` by writing a zero byte into each block
+/// (of the file's preferred I/O size) whose last byte in the range reads as zero: the contents
+/// stay as they were.
+pub(crate) fn write_blocks(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let block = match file.metadata()?.blksize() {
+        0 => 4096,
+        b => b,
+    };
+    let Some(last) = offset.checked_add(len).and_then(|end| end.checked_sub(1)) else {
+        return Ok(());
+    };
+    let mut at = offset - offset % block + block - 1;
+    loop {
+        let byte = at.min(last);
+        let mut b = [0u8];
+        if file.read_at(&mut b, byte)? == 0 || b[0] == 0 {
+            file.write_all_at(&[0], byte)?;
+        }
+        if at >= last {
+            return Ok(());
+        }
+        at += block;
     }
 }
 

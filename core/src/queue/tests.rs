@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::msg::{Redirect, UriStructure};
-use crate::testdir::TempDir;
+use tempfile::TempDir;
 
 fn tmp(name: &str) -> TempDir {
-    TempDir::new(&format!("queue-{name}"))
+    TempDir::with_prefix(format!("crawlfleet-queue-{name}-")).unwrap()
 }
 
 fn manual(segment_bytes: u64) -> QueueOptions {
@@ -66,7 +66,7 @@ fn patch(path: &Path, offset: u64, bytes: &[u8]) {
 #[test]
 fn back_pushes_come_out_in_order_and_front_pushes_first_newest_first() {
     let dir = tmp("order");
-    let mut q = CrawlQueue::open(&dir, QueueOptions::default()).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), QueueOptions::default()).unwrap();
     assert_eq!(q.resumed(), Resumed::Created);
     assert!(q.is_empty());
     for i in 0..1000u32 {
@@ -92,13 +92,13 @@ fn back_pushes_come_out_in_order_and_front_pushes_first_newest_first() {
 #[test]
 fn empty_records_are_records() {
     let dir = tmp("empty");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     q.push_back(b"").unwrap();
     q.push_front(b"").unwrap();
     q.push_back(b"x").unwrap();
     assert_eq!(q.len(), 3);
     drop(q);
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     assert_eq!(drain(&mut q), vec![vec![], vec![], b"x".to_vec()]);
     drop(q);
     fs::remove_dir_all(&dir).unwrap();
@@ -107,7 +107,7 @@ fn empty_records_are_records() {
 #[test]
 fn records_larger_than_a_segment_are_refused_and_the_largest_fits() {
     let dir = tmp("large");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     let max = 4096 - 48;
     let err = q.push_back(&vec![1; max + 1]).unwrap_err();
     assert!(
@@ -125,7 +125,7 @@ fn records_larger_than_a_segment_are_refused_and_the_largest_fits() {
     let got: Vec<u8> = drain(&mut q).iter().map(|r| r[0]).collect();
     assert_eq!(got, vec![12, 11, 10, 0, 1, 2]);
     assert!(matches!(
-        CrawlQueue::open(&tmp("large-opts"), manual(100)),
+        CrawlQueue::open(tmp("large-opts").path(), manual(100)),
         Err(QueueError::BadOptions(_))
     ));
     drop(q);
@@ -135,7 +135,7 @@ fn records_larger_than_a_segment_are_refused_and_the_largest_fits() {
 #[test]
 fn consumed_segments_are_deleted_and_disk_use_follows_the_queue() {
     let dir = tmp("rollover");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     let mut rng = fastrand::Rng::with_seed(7);
     let recs: Vec<Vec<u8>> = (0..2000).map(|n| rec(n, &mut rng)).collect();
     for r in &recs {
@@ -145,8 +145,8 @@ fn consumed_segments_are_deleted_and_disk_use_follows_the_queue() {
         q.push_front(r).unwrap();
     }
     q.sync().unwrap();
-    let back_files = files(&dir, "back-").len();
-    let front_files = files(&dir, "front-").len();
+    let back_files = files(dir.path(), "back-").len();
+    let front_files = files(dir.path(), "front-").len();
     assert!(back_files > 50, "{back_files} back segments");
     assert!(front_files > 5, "{front_files} front segments");
     let full = q.disk_bytes();
@@ -160,25 +160,25 @@ fn consumed_segments_are_deleted_and_disk_use_follows_the_queue() {
     q.sync().unwrap();
     // One front segment is kept above the empty stack while it is in use.
     assert_eq!(
-        files(&dir, "front-").len(),
+        files(dir.path(), "front-").len(),
         1,
         "{:?}",
-        files(&dir, "front-")
+        files(dir.path(), "front-")
     );
-    let left = files(&dir, "back-").len();
+    let left = files(dir.path(), "back-").len();
     assert!(
         left < back_files / 2 + 2,
         "{left} of {back_files} back segments left"
     );
     // Consumed segments are kept as spares for reuse, at most back::MAX_SPARES of them.
-    assert_eq!(files(&dir, "spare-").len(), back::MAX_SPARES);
+    assert_eq!(files(dir.path(), "spare-").len(), back::MAX_SPARES);
     assert!(q.disk_bytes() < full * 6 / 10);
     for r in &recs[1000..] {
         assert_eq!(&q.pop_front().unwrap().unwrap(), r);
     }
     q.sync().unwrap();
     assert_eq!(
-        files(&dir, "back-").len(),
+        files(dir.path(), "back-").len(),
         1,
         "only the tail segment is left"
     );
@@ -187,9 +187,9 @@ fn consumed_segments_are_deleted_and_disk_use_follows_the_queue() {
         q.sync().unwrap();
     }
     assert!(
-        files(&dir, "spare-").is_empty(),
+        files(dir.path(), "spare-").is_empty(),
         "{:?}",
-        files(&dir, "spare-")
+        files(dir.path(), "spare-")
     );
     assert_eq!(q.disk_bytes(), 4096 + 4096);
     drop(q);
@@ -213,7 +213,7 @@ fn random_interleavings_match_a_deque_across_reopens_kills_and_power_losses() {
         let dir = tmp(&format!("model-{seed}"));
         let mut rng = fastrand::Rng::with_seed(seed);
         let opts = manual(if seed % 2 == 0 { 4096 } else { 16384 });
-        let mut q = CrawlQueue::open(&dir, opts).unwrap();
+        let mut q = CrawlQueue::open(dir.path(), opts).unwrap();
         let mut model: VecDeque<Vec<u8>> = VecDeque::new();
         let mut synced_model = model.clone();
         let mut n = 0u64;
@@ -246,11 +246,11 @@ fn random_interleavings_match_a_deque_across_reopens_kills_and_power_losses() {
                         End::Kill => std::mem::forget(q),
                         End::PowerLoss => {
                             std::mem::forget(q);
-                            forget_boot(&dir);
+                            forget_boot(dir.path());
                             model = synced_model.clone();
                         }
                     }
-                    q = CrawlQueue::open(&dir, opts).unwrap();
+                    q = CrawlQueue::open(dir.path(), opts).unwrap();
                     let want = match end {
                         End::PowerLoss => Resumed::LastSync,
                         _ => Resumed::LastOperation,
@@ -270,19 +270,19 @@ fn random_interleavings_match_a_deque_across_reopens_kills_and_power_losses() {
 #[test]
 fn clear_drops_everything_durably() {
     let dir = tmp("clear");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     for i in 0..500u32 {
         q.push_back(&[i as u8; 100]).unwrap();
         q.push_front(&[i as u8; 50]).unwrap();
     }
     q.clear().unwrap();
     assert!(q.is_empty());
-    assert_eq!(files(&dir, "back-").len(), 1);
-    assert!(files(&dir, "front-").is_empty());
-    assert!(files(&dir, "spare-").is_empty());
+    assert_eq!(files(dir.path(), "back-").len(), 1);
+    assert!(files(dir.path(), "front-").is_empty());
+    assert!(files(dir.path(), "spare-").is_empty());
     std::mem::forget(q);
-    forget_boot(&dir);
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    forget_boot(dir.path());
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     assert_eq!(q.resumed(), Resumed::LastSync);
     assert!(q.is_empty());
     assert_eq!(q.pop_front().unwrap(), None);
@@ -300,24 +300,24 @@ fn tick_follows_the_sync_policy() {
         segment_bytes: 4096,
         sync: SyncPolicy::Interval(Duration::from_secs(3600)),
     };
-    let mut q = CrawlQueue::open(&dir, opts).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), opts).unwrap();
     q.push_back(b"a").unwrap();
     assert!(!q.tick(now).unwrap());
     assert!(q.tick(now + Duration::from_secs(7200)).unwrap());
     drop(q);
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     assert!(!q.tick(now + Duration::from_secs(7200)).unwrap());
     drop(q);
     let always = QueueOptions {
         segment_bytes: 4096,
         sync: SyncPolicy::Always,
     };
-    let mut q = CrawlQueue::open(&dir, always).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), always).unwrap();
     q.push_back(b"b").unwrap();
     std::mem::forget(q);
-    forget_boot(&dir);
+    forget_boot(dir.path());
     // Under Always even a power loss keeps every push.
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     assert_eq!(drain(&mut q), vec![b"a".to_vec(), b"b".to_vec()]);
     drop(q);
     fs::remove_dir_all(&dir).unwrap();
@@ -326,16 +326,16 @@ fn tick_follows_the_sync_policy() {
 #[test]
 fn a_damaged_record_is_reported_and_skipped() {
     let dir = tmp("damaged");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     // 100-byte records: 40 fit in a 4096-byte segment after its 32-byte header.
     for i in 0..100u8 {
         q.push_back(&[i; 92]).unwrap();
     }
     drop(q);
-    let first = dir.join(&files(&dir, "back-")[0]);
+    let first = dir.path().join(&files(dir.path(), "back-")[0]);
     // The payload of record 3 of the first segment.
     patch(&first, 32 + 3 * 100 + 8 + 5, b"\xff");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     for i in 0..3u8 {
         assert_eq!(q.pop_front().unwrap().unwrap(), [i; 92]);
     }
@@ -352,9 +352,9 @@ fn a_damaged_record_is_reported_and_skipped() {
     drop(q);
 
     // Damage in the tail segment drops the rest of the log; the queue keeps working.
-    let last = dir.join(files(&dir, "back-").last().unwrap());
+    let last = dir.path().join(files(dir.path(), "back-").last().unwrap());
     patch(&last, 32, &[0xee; 4]);
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     // Records 41 to 79 are in the middle segment, 80 to 99 in the tail segment.
     while q.len() > 20 {
         q.pop_front().unwrap().unwrap();
@@ -366,15 +366,15 @@ fn a_damaged_record_is_reported_and_skipped() {
     drop(q);
 
     // A damaged front record drops the front stack, and the back log is served.
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     q.push_back(b"back").unwrap();
     q.push_front(b"front-1").unwrap();
     q.push_front(b"front-2").unwrap();
     drop(q);
-    let front = dir.join(&files(&dir, "front-")[0]);
+    let front = dir.path().join(&files(dir.path(), "front-")[0]);
     // front-2 is the second record: 7 bytes + 16-byte footer after front-1's 23 bytes.
     patch(&front, 32 + 23, b"X");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     assert!(matches!(q.pop_front(), Err(QueueError::Corrupt { .. })));
     assert_eq!(q.pop_front().unwrap().unwrap(), b"back");
     assert!(q.is_empty());
@@ -385,13 +385,13 @@ fn a_damaged_record_is_reported_and_skipped() {
 #[test]
 fn truncated_or_missing_files_are_refused_by_name() {
     let dir = tmp("truncated");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     for i in 0..100u8 {
         q.push_back(&[i; 92]).unwrap();
     }
     q.push_front(b"f").unwrap();
     drop(q);
-    let last = dir.join(files(&dir, "back-").last().unwrap());
+    let last = dir.path().join(files(dir.path(), "back-").last().unwrap());
     let copy = fs::read(&last).unwrap();
 
     fs::OpenOptions::new()
@@ -400,7 +400,7 @@ fn truncated_or_missing_files_are_refused_by_name() {
         .unwrap()
         .set_len(200)
         .unwrap();
-    let err = CrawlQueue::open(&dir, manual(4096)).err().unwrap();
+    let err = CrawlQueue::open(dir.path(), manual(4096)).err().unwrap();
     assert!(
         matches!(&err, QueueError::Corrupt { path, .. } if path.ends_with("cursor")),
         "{err}"
@@ -408,7 +408,7 @@ fn truncated_or_missing_files_are_refused_by_name() {
     assert!(err.to_string().contains("tail"), "{err}");
 
     fs::write(&last, &copy[..10]).unwrap();
-    let err = CrawlQueue::open(&dir, manual(4096)).err().unwrap();
+    let err = CrawlQueue::open(dir.path(), manual(4096)).err().unwrap();
     assert!(
         matches!(&err, QueueError::Corrupt { path, .. } if *path == last),
         "{err}"
@@ -417,28 +417,28 @@ fn truncated_or_missing_files_are_refused_by_name() {
     let mut bad = copy.clone();
     bad[0] ^= 1;
     fs::write(&last, &bad).unwrap();
-    let err = CrawlQueue::open(&dir, manual(4096)).err().unwrap();
+    let err = CrawlQueue::open(dir.path(), manual(4096)).err().unwrap();
     assert!(err.to_string().contains("header"), "{err}");
 
     // A missing middle segment is a gap.
     fs::write(&last, &copy).unwrap();
-    let middle = dir.join(&files(&dir, "back-")[1]);
+    let middle = dir.path().join(&files(dir.path(), "back-")[1]);
     let middle_copy = fs::read(&middle).unwrap();
     fs::remove_file(&middle).unwrap();
-    let err = CrawlQueue::open(&dir, manual(4096)).err().unwrap();
+    let err = CrawlQueue::open(dir.path(), manual(4096)).err().unwrap();
     assert!(err.to_string().contains("gap"), "{err}");
     fs::write(&middle, &middle_copy).unwrap();
 
     // A missing front segment.
-    let front = dir.join(&files(&dir, "front-")[0]);
+    let front = dir.path().join(&files(dir.path(), "front-")[0]);
     let front_copy = fs::read(&front).unwrap();
     fs::remove_file(&front).unwrap();
-    let err = CrawlQueue::open(&dir, manual(4096)).err().unwrap();
+    let err = CrawlQueue::open(dir.path(), manual(4096)).err().unwrap();
     assert!(err.to_string().contains("front stack top"), "{err}");
     fs::write(&front, &front_copy).unwrap();
 
     // Everything restored: the queue opens with all its records.
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     assert_eq!(q.len(), 101);
     assert_eq!(drain(&mut q).len(), 101);
     drop(q);
@@ -448,8 +448,8 @@ fn truncated_or_missing_files_are_refused_by_name() {
 #[test]
 fn a_damaged_cursor_is_refused_or_falls_back_to_the_last_sync() {
     let dir = tmp("cursor");
-    let cursor = dir.join("cursor");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let cursor = dir.path().join("cursor");
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     q.push_back(b"synced").unwrap();
     q.sync().unwrap();
     q.push_back(b"live").unwrap();
@@ -458,7 +458,7 @@ fn a_damaged_cursor_is_refused_or_falls_back_to_the_last_sync() {
 
     // Both live slots damaged, same boot: resume from the last sync.
     patch(&cursor, 128, &[0xaa; 128]);
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     assert_eq!(q.resumed(), Resumed::LastSync);
     assert_eq!(drain(&mut q), vec![b"synced".to_vec()]);
     std::mem::forget(q);
@@ -466,30 +466,30 @@ fn a_damaged_cursor_is_refused_or_falls_back_to_the_last_sync() {
     // Both synced slots damaged after a reboot: nothing to trust.
     fs::write(&cursor, &copy).unwrap();
     patch(&cursor, 256, &[0x55; 128]);
-    forget_boot(&dir);
-    let err = CrawlQueue::open(&dir, manual(4096)).err().unwrap();
+    forget_boot(dir.path());
+    let err = CrawlQueue::open(dir.path(), manual(4096)).err().unwrap();
     assert!(
         matches!(&err, QueueError::Corrupt { path, .. } if *path == cursor),
         "{err}"
     );
 
     fs::write(&cursor, &copy[..100]).unwrap();
-    let err = CrawlQueue::open(&dir, manual(4096)).err().unwrap();
+    let err = CrawlQueue::open(dir.path(), manual(4096)).err().unwrap();
     assert!(err.to_string().contains("4096"), "{err}");
 
     let mut bad = copy.clone();
     bad[0] = b'X';
     fs::write(&cursor, &bad).unwrap();
-    let err = CrawlQueue::open(&dir, manual(4096)).err().unwrap();
+    let err = CrawlQueue::open(dir.path(), manual(4096)).err().unwrap();
     assert!(err.to_string().contains("magic"), "{err}");
 
     fs::remove_file(&cursor).unwrap();
-    let err = CrawlQueue::open(&dir, manual(4096)).err().unwrap();
+    let err = CrawlQueue::open(dir.path(), manual(4096)).err().unwrap();
     assert!(err.to_string().contains("missing"), "{err}");
 
     // Intact again: the live state (same boot) with both records.
     fs::write(&cursor, &copy).unwrap();
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     assert_eq!(q.resumed(), Resumed::LastOperation);
     assert_eq!(drain(&mut q), vec![b"synced".to_vec(), b"live".to_vec()]);
     drop(q);
@@ -499,20 +499,20 @@ fn a_damaged_cursor_is_refused_or_falls_back_to_the_last_sync() {
 #[test]
 fn a_crash_during_the_first_open_leaves_a_queue_that_opens() {
     let dir = tmp("first-open");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     for i in 0..100u8 {
         q.push_back(&[i; 92]).unwrap();
     }
     drop(q);
     // The cursor as `open` creates it, before the first sync: segment files exist beside it.
-    fs::remove_file(dir.join("cursor")).unwrap();
-    cursor::CursorFile::create(&dir.join("cursor"), &cursor::State::default()).unwrap();
-    assert!(files(&dir, "back-").len() > 1);
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    fs::remove_file(dir.path().join("cursor")).unwrap();
+    cursor::CursorFile::create(&dir.path().join("cursor"), &cursor::State::default()).unwrap();
+    assert!(files(dir.path(), "back-").len() > 1);
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     assert!(q.is_empty());
     q.push_back(b"new").unwrap();
     assert_eq!(drain(&mut q), vec![b"new".to_vec()]);
-    assert_eq!(files(&dir, "back-").len(), 1);
+    assert_eq!(files(dir.path(), "back-").len(), 1);
     drop(q);
     fs::remove_dir_all(&dir).unwrap();
 }
@@ -520,15 +520,17 @@ fn a_crash_during_the_first_open_leaves_a_queue_that_opens() {
 #[test]
 fn other_files_in_the_directory_are_left_alone() {
     let dir = tmp("others");
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join("back-notes.txt"), b"mine").unwrap();
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    fs::write(dir.path().join("back-notes.txt"), b"mine").unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     q.push_back(b"a").unwrap();
     drop(q);
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     assert_eq!(drain(&mut q), vec![b"a".to_vec()]);
     drop(q);
-    assert_eq!(fs::read(dir.join("back-notes.txt")).unwrap(), b"mine");
+    assert_eq!(
+        fs::read(dir.path().join("back-notes.txt")).unwrap(),
+        b"mine"
+    );
     fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -558,7 +560,7 @@ fn entry() -> CrawlQueueEntry<'static> {
 #[test]
 fn crawl_queue_entries_round_trip_through_the_queue() {
     let dir = tmp("entries");
-    let mut q = CrawlQueue::open(&dir, manual(4096)).unwrap();
+    let mut q = CrawlQueue::open(dir.path(), manual(4096)).unwrap();
     let e = entry();
     let mut buf = Vec::new();
     encode_entry(&e, &mut buf);
@@ -580,4 +582,30 @@ fn crawl_queue_entries_round_trip_through_the_queue() {
     ));
     drop(q);
     fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The allocation used where a file system has no fallocate (what glibc's posix_fallocate does
+/// there) allocates every block of the range and changes no byte of the file.
+#[test]
+fn blocks_allocated_by_writing_keep_the_contents() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let dir = tmp("write-blocks");
+    let path = dir.path().join("f");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    f.set_len(64 * 1024).unwrap();
+    f.write_all_at(b"kept", 5000).unwrap();
+    segment::write_blocks(&f, 4096, 40 * 1024).unwrap();
+    // st_blocks counts 512-byte units.
+    assert!(f.metadata().unwrap().blocks() * 512 >= 40 * 1024);
+    let mut want = vec![0u8; 64 * 1024];
+    want[5000..5004].copy_from_slice(b"kept");
+    assert!(fs::read(&path).unwrap() == want);
+    segment::write_blocks(&f, 0, 0).unwrap();
+    assert_eq!(fs::metadata(&path).unwrap().len(), 64 * 1024);
 }

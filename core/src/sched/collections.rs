@@ -125,8 +125,8 @@ mod tests {
 
     #[test]
     fn save_load_remove() {
-        let root = crate::testdir::TempDir::new(&format!("colls-{}", fastrand::u64(..)));
-        let c = CollectionDirs::open(&root).unwrap();
+        let root = tempfile::TempDir::with_prefix("crawlfleet-colls-").unwrap();
+        let c = CollectionDirs::open(root.path()).unwrap();
         let m = meta(vec![
             ("name", Value::owned_bytes(b"a/b".to_vec())),
             ("state", Value::int(4)),
@@ -137,11 +137,11 @@ mod tests {
         let all = c.load_all().unwrap();
         assert_eq!(all.len(), 2);
         assert!(all.contains(&m));
-        assert!(root.join("x-612f62").is_dir());
+        assert!(root.path().join("x-612f62").is_dir());
         c.remove(b"a/b").unwrap();
         assert_eq!(c.load_all().unwrap().len(), 1);
         // A broken meta file is skipped, not fatal.
-        fs::write(root.join("plain").join("meta"), b"\xff\xff").unwrap();
+        fs::write(root.path().join("plain").join("meta"), b"\xff\xff").unwrap();
         assert_eq!(c.load_all().unwrap().len(), 0);
     }
 }

@@ -44,21 +44,17 @@ impl RefreshPolicy {
 /// Percent of the file system holding `dir` that is free for unprivileged users (statvfs);
 /// `None` when it cannot be read (logged).
 fn free_percent(dir: &std::path::Path) -> Option<f64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs is a plain C struct of integers, for which all zeroes is a valid value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: statvfs(3) reads the NUL-terminated path and fills the struct it is given; both
-    // live across the call.
-    let r = unsafe { libc::statvfs(path.as_ptr(), &mut st) };
-    if r != 0 {
-        log::warn!(
-            "{}: cannot read the free disk space: {}",
-            dir.display(),
-            std::io::Error::last_os_error()
-        );
-        return None;
-    }
+    let st = match rustix::fs::statvfs(dir) {
+        Ok(st) => st,
+        Err(e) => {
+            log::warn!(
+                "{}: cannot read the free disk space: {}",
+                dir.display(),
+                std::io::Error::from(e)
+            );
+            return None;
+        }
+    };
     if st.f_blocks == 0 {
         return None;
     }

@@ -4,8 +4,8 @@
 //! messages (3.1.5.22-27) and statistics (3.1.6). The multinode scheduler's tests (3.2.5) are in
 //! `tests_multinode.rs`, sharing the helpers here.
 
-use crate::testdir::TempDir;
 use std::borrow::Cow;
+use tempfile::TempDir;
 
 use super::dns::DnsEntry;
 use super::multinode::{merge_stats, Multinode, MultinodeOptions};
@@ -22,7 +22,7 @@ use crate::msg::{
 };
 
 fn tmp(name: &str) -> TempDir {
-    TempDir::new(&format!("sched-{name}-{}", fastrand::u64(..)))
+    TempDir::with_prefix(format!("crawlfleet-sched-{name}-")).unwrap()
 }
 
 fn b(s: &str) -> Cow<'static, [u8]> {
@@ -86,7 +86,7 @@ fn decoded<D: Clone>(out: Outbox<D>) -> Vec<(D, Priority, Message<'static>)> {
 /// A node scheduler on a scratch directory, which lives as long as the guard.
 fn node(name: &str) -> (NodeScheduler, TempDir) {
     let dir = tmp(name);
-    let n = NodeScheduler::open(&dir, NodeOptions::new(b"n1")).unwrap();
+    let n = NodeScheduler::open(dir.path(), NodeOptions::new(b"n1")).unwrap();
     (n, dir)
 }
 
@@ -327,7 +327,7 @@ fn quarantine_suspend_preempt_and_feeding() {
     n.handle_message(&MN, f(true, Some(vec!["x"])), 0).unwrap();
     drop(n);
     // Persisted: state and feeding survive a restart.
-    let mut n = NodeScheduler::open(&dir, NodeOptions::new(b"n1")).unwrap();
+    let mut n = NodeScheduler::open(dir.path(), NodeOptions::new(b"n1")).unwrap();
     assert_eq!(n.collections(), vec![(b"c".to_vec(), 4)]);
     assert_eq!(n.feeding(b"c"), Some((false, vec![b"x".to_vec()])));
     // Resume, then PREEMPT of an active site puts its entries back (3.1.5.13).

@@ -36,7 +36,7 @@ fn register_two_nodes(m: &mut Multinode) {
 #[test]
 fn the_multinode_scheduler_removes_a_collection_after_every_delete_ok() {
     let dir = tmp("mn-remove");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&["http://a.com/"], None))
         .unwrap();
     register_two_nodes(&mut m);
@@ -66,14 +66,14 @@ fn the_multinode_scheduler_removes_a_collection_after_every_delete_ok() {
     assert!(m.collections().is_empty());
     assert_eq!(m.routing().count(b"c"), 0);
     drop(m);
-    let m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     assert!(m.collections().is_empty(), "removal persists");
 }
 
 #[test]
 fn relays_statistics_and_suspension() {
     let dir = tmp("mn-relay");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&["http://www.a.com/"], None))
         .unwrap();
     register_two_nodes(&mut m);
@@ -157,7 +157,7 @@ fn relays_statistics_and_suspension() {
 #[test]
 fn one_lookup_per_host_when_routing_and_a_node_ask_at_once() {
     let dir = tmp("mn-dns-once");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&["http://www.a.com/"], None))
         .unwrap();
     register_two_nodes(&mut m);
@@ -206,7 +206,7 @@ fn a_routed_site_follows_its_node_to_a_new_connection() {
     // 3.2.5.5 step 2: an entry goes to the node its site is routed to, over that node's
     // connection as it is now (the pump remembers attribute -> connection between entries).
     let dir = tmp("mn-reconnect");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&[], None)).unwrap();
     register_two_nodes(&mut m);
     for uri in ["http://www.a.com/1", "http://www.a.com/2"] {
@@ -260,7 +260,7 @@ fn an_entry_goes_straight_to_its_node_only_when_nothing_waits_before_it() {
     // With the queue empty and its site's node known, the multinode scheduler forwards it at
     // once; a new site, or entries already waiting, keep the queue's order.
     let dir = tmp("mn-direct");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.add_collection(b"c", config(&[], None)).unwrap();
     register_node(&mut m, 1, "n1");
     m.take_output();
@@ -353,7 +353,7 @@ fn frames_read_ahead_take_effect_in_wire_order() {
     ];
     let run = |name: &str, read_ahead: bool| {
         let dir = tmp(name);
-        let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+        let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
         m.add_collection(b"c", config(&[], None)).unwrap();
         register_two_nodes(&mut m);
         for u in [
@@ -417,7 +417,7 @@ fn a_refused_first_frame_closes_the_connection_and_drops_the_rest_of_its_read() 
     // 3.2.5.1: the first frame must be a CMD_UM_INIT. A connection whose first frame is not is
     // closed, and a CMD_UM_INIT that arrived in the same read behind it registers nothing.
     let dir = tmp("mn-refused-first");
-    let mut m = Multinode::open(&dir, MultinodeOptions::default()).unwrap();
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
     m.peer_connected(9);
     let frames: Vec<Vec<u8>> = [
         Message::CmdUmKeepalive,

@@ -10,14 +10,14 @@ use crate::crawl::Document;
 use crate::feed::{DocLogReader, FeedOp, DOCS_DIR};
 use crate::marshal::Value;
 use crate::msg::{Checksum, DeleteSite, FeedingSuspend, Message, ReprocessSite};
-use crate::testdir::TempDir;
+use tempfile::TempDir;
 
 const C: &[u8] = b"c";
 
 /// A node scheduler on a scratch directory, which lives as long as the guard.
 fn setup(name: &str, extra: Vec<(&str, Value<'static>)>) -> (NodeScheduler, TempDir) {
-    let dir = TempDir::new(&format!("store-{name}-{}", fastrand::u64(..)));
-    let mut n = reopen(&dir);
+    let dir = TempDir::with_prefix(format!("crawlfleet-store-{name}-")).unwrap();
+    let mut n = reopen(dir.path());
     let mut pairs = vec![(
         "start_uris",
         Value::list(vec![Value::owned_bytes(b"http://127.0.0.9/".to_vec())]),
@@ -102,7 +102,7 @@ fn documents_are_added_updated_left_alone_or_deleted_as_the_store_says() {
     assert!(n.gone(C, b"http://a.example/9").unwrap().is_none());
     n.sync().unwrap();
     assert_eq!(
-        fed(&dir),
+        fed(dir.path()),
         [
             (FeedOp::Add, "http://a.example/1".into()),
             (FeedOp::Update, "http://a.example/1".into()),
@@ -116,7 +116,7 @@ fn documents_are_added_updated_left_alone_or_deleted_as_the_store_says() {
     );
     // Everything survives a restart: the store still knows the document.
     drop(n);
-    let mut n = reopen(&dir);
+    let mut n = reopen(dir.path());
     assert_eq!(
         fate(&mut n, doc("http://a.example/2", "one v2", 6)),
         Fate::Unchanged
@@ -152,7 +152,7 @@ fn delete_site_and_reprocess_act_on_stored_documents() {
     )
     .unwrap();
     n.sync().unwrap();
-    let ops = fed(&dir);
+    let ops = fed(dir.path());
     assert_eq!(ops.len(), 3 + 1 + 2, "{ops:?}");
     assert_eq!(ops[3], (FeedOp::Update, "http://a.example/x/1".into()));
     let deletes: Vec<_> = ops[4..].iter().map(|(o, u)| (*o, u.as_str())).collect();
@@ -180,11 +180,14 @@ fn suspended_feeding_holds_documents_until_resumed() {
         .unwrap();
     fate(&mut n, doc("http://a.example/1", "one", 1));
     n.sync().unwrap();
-    assert!(fed(&dir).is_empty(), "held");
+    assert!(fed(dir.path()).is_empty(), "held");
     n.handle_message(&Dest::Multinode, suspend(false), 0)
         .unwrap();
     n.sync().unwrap();
-    assert_eq!(fed(&dir), [(FeedOp::Add, "http://a.example/1".into())]);
+    assert_eq!(
+        fed(dir.path()),
+        [(FeedOp::Add, "http://a.example/1".into())]
+    );
 }
 
 #[test]
@@ -206,7 +209,7 @@ fn a_refresh_deletes_documents_unseen_for_dbswitch_cycles_and_requests_are_condi
     );
     n.refresh(C, None, 0).unwrap();
     n.sync().unwrap();
-    let ops = fed(&dir);
+    let ops = fed(dir.path());
     assert_eq!(
         ops.last(),
         Some(&(FeedOp::Delete, "http://127.0.0.9/old".into()))
@@ -248,14 +251,14 @@ fn an_entry_is_finished_only_when_its_document_is_durable() {
     fate(&mut n, doc("http://127.0.0.9/", "home", seq));
     // Killed before the sync: the entry comes back.
     drop(n);
-    let mut n = reopen(&dir);
+    let mut n = reopen(dir.path());
     n.dispatch(10, 0).unwrap();
     let again = n.take_ready(10);
     assert_eq!(again.len(), 1, "fetched again after the restart");
     fate(&mut n, doc("http://127.0.0.9/", "home", again[0].seq));
     n.sync().unwrap();
     drop(n);
-    let mut n = reopen(&dir);
+    let mut n = reopen(dir.path());
     n.dispatch(10, 0).unwrap();
     assert!(
         n.take_ready(10).is_empty(),
@@ -287,8 +290,8 @@ fn a_kill_between_the_feed_sync_and_the_store_sync_does_not_feed_twice() {
     assert_eq!(ready.len(), 1);
     n.sync().unwrap();
     // The store, the in-flight journal and the mark as they were before the document came.
-    let cdir = collection_dir(&dir, C);
-    let before = dir.with_extension("before");
+    let cdir = collection_dir(dir.path(), C);
+    let before = dir.path().with_extension("before");
     for d in ["store", "inflight"] {
         copy_dir(&cdir.join(d), &before.join(d));
     }
@@ -307,7 +310,7 @@ fn a_kill_between_the_feed_sync_and_the_store_sync_does_not_feed_twice() {
             let _ = std::fs::remove_file(cdir.join("store-fed"));
         }
     }
-    let mut n = reopen(&dir);
+    let mut n = reopen(dir.path());
     assert_eq!(n.store_counts(C), (1, 0, 0), "recorded from the log");
     n.dispatch(10, 0).unwrap();
     let again = n.take_ready(10);
@@ -317,7 +320,7 @@ fn a_kill_between_the_feed_sync_and_the_store_sync_does_not_feed_twice() {
         Fate::Unchanged
     );
     n.sync().unwrap();
-    assert_eq!(fed(&dir), [(FeedOp::Add, "http://127.0.0.9/".into())]);
+    assert_eq!(fed(dir.path()), [(FeedOp::Add, "http://127.0.0.9/".into())]);
     let _ = std::fs::remove_dir_all(&before);
 }
 
@@ -411,12 +414,12 @@ fn too_little_free_disk_switches_the_collection_to_refreshing_only() {
 fn fed_documents_carry_the_time_of_the_nodes_clock() {
     // The node reads the time through the clock it was given: a test moves it a day ahead
     // instead of sleeping, and the delete fed then is dated a day after the add.
-    let dir = TempDir::new(&format!("store-clock-{}", fastrand::u64(..)));
+    let dir = TempDir::with_prefix("crawlfleet-store-clock-").unwrap();
     let clock = crate::clock::Clock::manual(1_700_000_000);
     let mut opts = NodeOptions::new(b"n1");
     opts.standalone = true;
     opts.clock = clock.clone();
-    let mut n = NodeScheduler::open(&dir, opts).unwrap();
+    let mut n = NodeScheduler::open(dir.path(), opts).unwrap();
     n.conf_add(
         C,
         meta(vec![(
@@ -438,7 +441,7 @@ fn fed_documents_carry_the_time_of_the_nodes_clock() {
     )
     .unwrap();
     n.sync().unwrap();
-    let docs = collection_dir(&dir, C).join(DOCS_DIR);
+    let docs = collection_dir(dir.path(), C).join(DOCS_DIR);
     let times: Vec<(FeedOp, u64)> = DocLogReader::open(&docs)
         .unwrap()
         .map(|r| {

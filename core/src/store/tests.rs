@@ -1,8 +1,8 @@
 use super::*;
-use crate::testdir::TempDir;
+use tempfile::TempDir;
 
 fn tmp(name: &str) -> TempDir {
-    TempDir::new(&format!("store-{name}"))
+    TempDir::with_prefix(format!("crawlfleet-store-{name}-")).unwrap()
 }
 
 fn rec(i: u32) -> UriRecord {
@@ -26,7 +26,7 @@ fn uri(i: u32) -> Vec<u8> {
 #[test]
 fn records_round_trip_across_reopen_and_remove_is_durable() {
     let dir = tmp("roundtrip");
-    let mut s = CrawlStore::open(&dir).unwrap();
+    let mut s = CrawlStore::open(dir.path()).unwrap();
     for i in 0..100 {
         assert_eq!(s.put(&uri(i), rec(i)).unwrap(), None);
     }
@@ -42,7 +42,7 @@ fn records_round_trip_across_reopen_and_remove_is_durable() {
     assert_eq!(s.len(), 99);
     s.sync().unwrap();
     drop(s);
-    let s = CrawlStore::open(&dir).unwrap();
+    let s = CrawlStore::open(dir.path()).unwrap();
     assert_eq!(s.len(), 99);
     assert_eq!(s.recovery().records, 102);
     assert_eq!(s.recovery().truncated, 0);
@@ -58,7 +58,7 @@ fn records_round_trip_across_reopen_and_remove_is_durable() {
 #[test]
 fn a_torn_tail_is_cut_and_appending_goes_on_after_it() {
     let dir = tmp("torn");
-    let mut s = CrawlStore::open(&dir).unwrap();
+    let mut s = CrawlStore::open(dir.path()).unwrap();
     for i in 0..10 {
         s.put(&uri(i), rec(i)).unwrap();
     }
@@ -70,7 +70,7 @@ fn a_torn_tail_is_cut_and_appending_goes_on_after_it() {
     let mut last_start = None;
     for cut in (MAGIC.len()..full.len()).rev() {
         fs::write(&path, &full[..cut]).unwrap();
-        let s = CrawlStore::open(&dir).unwrap();
+        let s = CrawlStore::open(dir.path()).unwrap();
         if s.len() == 10 {
             panic!("a cut at {cut} of {} kept every record", full.len());
         }
@@ -88,13 +88,13 @@ fn a_torn_tail_is_cut_and_appending_goes_on_after_it() {
     let n = bad.len();
     bad[n - 3] ^= 0x40;
     fs::write(&path, &bad).unwrap();
-    let mut s = CrawlStore::open(&dir).unwrap();
+    let mut s = CrawlStore::open(dir.path()).unwrap();
     assert_eq!(s.len(), 9);
     assert!(s.recovery().truncated > 0);
     s.put(b"http://after/", rec(77)).unwrap();
     s.sync().unwrap();
     drop(s);
-    let s = CrawlStore::open(&dir).unwrap();
+    let s = CrawlStore::open(dir.path()).unwrap();
     assert_eq!(s.len(), 10);
     assert_eq!(s.get(b"http://after/"), Some(&rec(77)));
     assert_eq!(s.recovery().truncated, 0);
@@ -105,20 +105,19 @@ fn a_torn_tail_is_cut_and_appending_goes_on_after_it() {
 #[test]
 fn a_file_that_is_not_a_store_is_refused_and_a_torn_header_is_a_new_store() {
     let dir = tmp("magic");
-    fs::create_dir_all(&dir).unwrap();
-    fs::write(dir.join(LOG_FILE), b"GARBAGE!and more").unwrap();
-    let err = CrawlStore::open(&dir).err().expect("refused");
+    fs::write(dir.path().join(LOG_FILE), b"GARBAGE!and more").unwrap();
+    let err = CrawlStore::open(dir.path()).err().expect("refused");
     assert!(err.error.contains("not a crawl store"), "{err}");
-    fs::write(dir.join(LOG_FILE), b"short").unwrap();
-    let err = CrawlStore::open(&dir).err().expect("refused");
+    fs::write(dir.path().join(LOG_FILE), b"short").unwrap();
+    let err = CrawlStore::open(dir.path()).err().expect("refused");
     assert!(err.error.contains("not a crawl store"), "{err}");
     assert_eq!(
-        fs::read(dir.join(LOG_FILE)).unwrap(),
+        fs::read(dir.path().join(LOG_FILE)).unwrap(),
         b"short",
         "left alone"
     );
-    fs::write(dir.join(LOG_FILE), b"CFST").unwrap();
-    let s = CrawlStore::open(&dir).unwrap();
+    fs::write(dir.path().join(LOG_FILE), b"CFST").unwrap();
+    let s = CrawlStore::open(dir.path()).unwrap();
     assert!(s.is_empty());
     drop(s);
     fs::remove_dir_all(&dir).unwrap();
@@ -127,7 +126,7 @@ fn a_file_that_is_not_a_store_is_refused_and_a_torn_header_is_a_new_store() {
 #[test]
 fn oversized_fields_are_refused_without_changing_the_store() {
     let dir = tmp("limits");
-    let mut s = CrawlStore::open(&dir).unwrap();
+    let mut s = CrawlStore::open(dir.path()).unwrap();
     let long = vec![b'a'; MAX_FIELD + 1];
     let err = s.put(&long, rec(1)).expect_err("refused");
     assert!(err.error.contains("URI of 65537 bytes"), "{err}");
@@ -150,7 +149,7 @@ fn compaction_keeps_the_live_records_across_reopen() {
         compact_min_bytes: 64 << 10,
         compact_ratio: 2,
     };
-    let mut s = CrawlStore::open_with(&dir, opts).unwrap();
+    let mut s = CrawlStore::open_with(dir.path(), opts).unwrap();
     for round in 0..20u32 {
         for i in 0..200 {
             s.put(
@@ -178,7 +177,7 @@ fn compaction_keeps_the_live_records_across_reopen() {
     s.put(&uri(0), rec(0)).unwrap();
     s.sync().unwrap();
     drop(s);
-    let s = CrawlStore::open_with(&dir, opts).unwrap();
+    let s = CrawlStore::open_with(dir.path(), opts).unwrap();
     assert_eq!(s.len(), 199); // every round puts all 200 again; the last removed uri(19)
     assert_eq!(s.get(&uri(0)), Some(&rec(0)));
     assert_eq!(s.get(&uri(19)), None);
@@ -189,7 +188,7 @@ fn compaction_keeps_the_live_records_across_reopen() {
             ..rec(20)
         })
     );
-    assert!(!dir.join("crawl.tmp").exists());
+    assert!(!dir.path().join("crawl.tmp").exists());
     drop(s);
     fs::remove_dir_all(&dir).unwrap();
 }
@@ -197,15 +196,15 @@ fn compaction_keeps_the_live_records_across_reopen() {
 #[test]
 fn an_interrupted_compaction_leaves_the_old_log() {
     let dir = tmp("compact-crash");
-    let mut s = CrawlStore::open(&dir).unwrap();
+    let mut s = CrawlStore::open(dir.path()).unwrap();
     s.put(&uri(1), rec(1)).unwrap();
     s.sync().unwrap();
     drop(s);
     // A compaction that stopped before its rename left a partial temporary file.
-    fs::write(dir.join("crawl.tmp"), b"CFSTORE1\x10\0").unwrap();
-    let s = CrawlStore::open(&dir).unwrap();
+    fs::write(dir.path().join("crawl.tmp"), b"CFSTORE1\x10\0").unwrap();
+    let s = CrawlStore::open(dir.path()).unwrap();
     assert_eq!(s.get(&uri(1)), Some(&rec(1)));
-    assert!(!dir.join("crawl.tmp").exists());
+    assert!(!dir.path().join("crawl.tmp").exists());
     drop(s);
     fs::remove_dir_all(&dir).unwrap();
 }
@@ -213,7 +212,7 @@ fn an_interrupted_compaction_leaves_the_old_log() {
 #[test]
 fn every_query_answers_from_the_records() {
     let dir = tmp("queries");
-    let mut s = CrawlStore::open(&dir).unwrap();
+    let mut s = CrawlStore::open(dir.path()).unwrap();
     let cs_a = [0xaa; 16];
     let put = |s: &mut CrawlStore, u: &str, cs: [u8; 16], cycle: u32, state: UriState| {
         let r = UriRecord {
@@ -298,7 +297,7 @@ fn every_query_answers_from_the_records() {
 #[test]
 fn what_was_synced_survives_a_kill_and_nothing_half_written_is_read() {
     let dir = tmp("kill");
-    let mut s = CrawlStore::open(&dir).unwrap();
+    let mut s = CrawlStore::open(dir.path()).unwrap();
     for i in 0..1000 {
         s.put(&uri(i), rec(i)).unwrap();
     }
@@ -309,7 +308,7 @@ fn what_was_synced_survives_a_kill_and_nothing_half_written_is_read() {
     s.remove(&uri(0)).unwrap();
     // Killed: no drop, so queued records never reach the file.
     std::mem::forget(s);
-    let s = CrawlStore::open(&dir).unwrap();
+    let s = CrawlStore::open(dir.path()).unwrap();
     assert_eq!(s.len(), 1000);
     for i in 0..1000 {
         assert_eq!(s.get(&uri(i)), Some(&rec(i)), "uri {i}");

@@ -462,22 +462,18 @@ fn connect_to_full_backlog_times_out() {
 }
 
 fn full_listener() -> Option<(TcpListener, Vec<TcpStream>)> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: plain socket syscalls on a descriptor this function owns; `addr` is a valid
-    // sockaddr_in of the size passed.
-    let fd = unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0);
-        let mut addr: libc::sockaddr_in = std::mem::zeroed();
-        addr.sin_family = libc::AF_INET as libc::sa_family_t;
-        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
-        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        assert_eq!(libc::bind(fd, (&raw const addr).cast(), len), 0);
-        assert_eq!(libc::listen(fd, 0), 0);
-        fd
-    };
-    // SAFETY: `fd` is a listening socket nobody else owns.
-    let listener = unsafe { TcpListener::from_raw_fd(fd) };
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    // A listener with a backlog of 0 (std's bind chooses its own, larger backlog).
+    let fd = rustix::net::socket_with(
+        AddressFamily::INET,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    rustix::net::bind(&fd, &SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    rustix::net::listen(&fd, 0).unwrap();
+    let listener = TcpListener::from(fd);
     let addr = listener.local_addr().unwrap();
     let mut held = Vec::new();
     // Fill the accept queue; once a connect times out, the next one will too.

@@ -53,13 +53,8 @@ impl Workdir {
             return;
         };
         // SIGTERM lets the master stop its workers (SIGKILL would orphan them).
-        if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-            // SAFETY: kill(2) takes no pointers; `pid` is our own child, not yet reaped, so
-            // the id cannot belong to another process.
-            unsafe {
-                libc::kill(pid, libc::SIGTERM);
-            }
-        }
+        use rustix::process::{kill_process, Pid, Signal};
+        let _ = kill_process(Pid::from_child(&child), Signal::TERM);
         let until = Instant::now() + Duration::from_secs(10);
         while Instant::now() < until {
             if let Ok(Some(_)) = child.try_wait() {

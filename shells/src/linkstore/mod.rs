@@ -272,12 +272,14 @@ pub fn listen_addr(args: &LinkstoreArgs) -> Result<SocketAddr, String> {
 /// Runs the link store until killed.
 pub fn run(args: &LinkstoreArgs) -> Result<(), String> {
     // A file size limit (RLIMIT_FSIZE) must make a write fail (EFBIG, answered `failed\n`),
-    // not kill the store with SIGXFSZ.
-    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code; it runs
-    // before any thread of ours that writes files exists.
-    unsafe {
-        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-    }
+    // not kill the store with SIGXFSZ. A caught signal does that as an ignored one does: the
+    // handler (signal-hook's, which only sets a flag nobody reads) replaces the default action,
+    // and the write that crossed the limit returns EFBIG.
+    signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    )
+    .map_err(|e| format!("cannot catch SIGXFSZ: {e}"))?;
     let listen = listen_addr(args)?;
     let running = start(
         listen,
