@@ -1,6 +1,7 @@
 //! The one integration-test binary: each module below is one area.
 
 mod admin;
+mod bench_cli;
 mod crawl;
 mod decode_errors;
 mod differential;
@@ -10,7 +11,6 @@ mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;
 mod linkstore;
-mod queue_bench;
 mod queue_crash;
 mod sched;
 mod synthweb;

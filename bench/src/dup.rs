@@ -24,8 +24,8 @@ use hdrhistogram::Histogram;
 use mio::{Events, Interest, Poll, Token};
 use serde_json::json;
 
-use super::BenchError;
 use crate::cli::{BenchDupArgs, Flow};
+use crate::BenchError;
 
 /// What one side of the comparison measured.
 struct Run {

@@ -1,0 +1,7 @@
+//! The one integration-test binary of `crawlfleet-bench`: each module below is one benchmark or
+//! the command line; each runs the `crawlfleet-bench` executable as a script would.
+
+mod cli;
+mod queue;
+mod roles;
+mod util;
