@@ -2,6 +2,7 @@
 //! the command line; each runs the `crawlfleet-bench` executable as a script would.
 
 mod cli;
+mod dup;
 mod queue;
 mod roles;
 mod util;
