@@ -8,8 +8,8 @@
 use std::hint::black_box;
 use std::time::Duration;
 
+use crawlfleet_bench::queue::sample_records;
 use crawlfleet_core::queue::{CrawlQueue, QueueOptions, SyncPolicy};
-use crawlfleet_shells::bench::queue::sample_records;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 /// Entries per iteration.

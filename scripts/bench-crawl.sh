@@ -21,6 +21,7 @@ if ! "$venv/bin/python" -c "import scrapy" 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q scrapy
 fi
-cargo build --release --quiet --bin crawlfleet
+# `crawlfleet bench` runs the crawlfleet-bench executable built beside it.
+cargo build --release --quiet -p crawlfleet -p crawlfleet-bench
 RUST_LOG=${RUST_LOG:-warn} target/release/crawlfleet bench crawl \
   --duration "$DURATION" --nodes "$NODES" --python "$venv/bin/python" "$@"

@@ -12,7 +12,8 @@ PORT=${PORT:-16380}
 if ! command -v redis-server >/dev/null; then
   apt-get update -qq && apt-get install -y -qq redis-server
 fi
-cargo build --release --quiet --bin crawlfleet
+# `crawlfleet bench` runs the crawlfleet-bench executable built beside it.
+cargo build --release --quiet -p crawlfleet -p crawlfleet-bench
 bin=target/release/crawlfleet
 work=$(mktemp -d)
 pids=()

@@ -13,10 +13,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crawlfleet_bench::queue::sample_entry;
 use crawlfleet_core::queue::{
     decode_entry, encode_entry, CrawlQueue, QueueOptions, Resumed, SyncPolicy,
 };
-use crawlfleet_shells::bench::queue::sample_entry;
 
 /// Set (to the queue directory) in the child process only.
 const CHILD_ENV: &str = "CRAWLFLEET_QUEUE_CRASH_CHILD";

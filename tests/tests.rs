@@ -2,6 +2,7 @@
 
 mod admin;
 mod architecture;
+mod bench_cli;
 mod crawl;
 mod data_dir_lock;
 mod decode_errors;
@@ -14,7 +15,6 @@ mod fuzz_corpus;
 mod inspect_cli;
 mod linkstore;
 mod port_limits;
-mod queue_bench;
 mod queue_crash;
 mod sched;
 mod synthweb;

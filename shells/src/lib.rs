@@ -43,9 +43,19 @@ pub fn announce(line: std::fmt::Arguments<'_>) {
 
 /// The whole program: logging, the command line, one subcommand.
 pub fn main() -> ExitCode {
+    main_from(std::env::args_os())
+}
+
+/// [`main`] on the command line `args` (the program name first): `crawlfleet-bench role ...`
+/// runs a role in a benchmark's child process so.
+pub fn main_from<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     use clap::Parser;
     tune_allocator();
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::parse_from(args);
     // `up` draws a progress line: only warnings unless RUST_LOG asks for more.
     init_logging_at(if matches!(cli.command, cli::Command::Up(_)) {
         "warn"
@@ -62,7 +72,8 @@ pub fn main() -> ExitCode {
 /// Measured on the multinode scheduler routing 1 M URIs: its routing thread's system time fell
 /// from 0.43-0.66 s to 0.18-0.20 s. The cost is that the heap keeps its peak size, up to the trim
 /// threshold, until the process exits.
-fn tune_allocator() {
+/// Call it first thing in `main`, before any thread starts (the benchmarks' binary does too).
+pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         for (param, value) in [
@@ -112,28 +123,8 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Node(args) => node::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Up(args) => up::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Admin(args) => admin::cli::run(&args),
-        cli::Command::Bench(cli::BenchCommand::Dup(args)) => bench::dup::run(&args)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(|e| e.to_string()),
-        cli::Command::Bench(cli::BenchCommand::Route(args)) => bench::route::run(&args)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(|e| e.to_string()),
-        cli::Command::Bench(cli::BenchCommand::Dupstore(args)) => bench::dupstore::run(&args)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(|e| e.to_string()),
-        cli::Command::Bench(cli::BenchCommand::Queue(args)) => bench::queue::run(&args)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(|e| e.to_string()),
+        cli::Command::Bench(args) => return bench::run(&args),
         cli::Command::Synthweb(args) => synthweb::run(&args)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(|e| e.to_string()),
-        cli::Command::Bench(cli::BenchCommand::Links(args)) => bench::links::run(&args)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(|e| e.to_string()),
-        cli::Command::Bench(cli::BenchCommand::Refresh(args)) => bench::refresh::run(&args)
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(|e| e.to_string()),
-        cli::Command::Bench(cli::BenchCommand::Crawl(args)) => bench::crawl::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
         cli::Command::Linkstore(args) => linkstore::run(&args).map(|()| ExitCode::SUCCESS),

@@ -15,8 +15,8 @@ use crawlfleet_core::msg::{CrawlQueueEntry, UriStructure};
 use crawlfleet_core::queue::{encode_entry, CrawlQueue, QueueOptions, SyncPolicy};
 use serde_json::json;
 
-use super::{resident_bytes, BenchError};
 use crate::cli::BenchQueueArgs;
+use crate::{resident_bytes, BenchError};
 
 /// The entry a node would queue for link `n` found on a page: the URI as found (unparsed; the
 /// node parses it when it fetches), the page it was found on as referrer, this refresh cycle.

@@ -1,29 +1,11 @@
 //! `crawlfleet bench queue` as a script runs it: one JSON object with the figures it promises
 //! (no timing thresholds: the figures are reported, not judged here).
 
-use std::process::Command;
-
-fn run(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-        .args(args)
-        .output()
-        .expect("the crawlfleet binary runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "crawlfleet {}\nstatus: {}\nstdout:\n{stdout}\nstderr:\n{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "one JSON line: {stdout}");
-    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
+use crate::util::run_json as run;
 
 #[test]
 fn bench_queue_prints_its_rate_as_json() {
-    let j = run(&["bench", "queue", "--total", "20000", "--json"]);
+    let j = run(&["queue", "--total", "20000", "--json"]);
     assert_eq!(j["total"], 20000);
     assert!(j["rate"].as_f64().expect("rate is a number") > 0.0, "{j}");
     assert!(j["ops_rate"].as_f64().expect("ops_rate") > j["rate"].as_f64().unwrap());
@@ -44,7 +26,6 @@ fn bench_queue_fill_pops_everything_back_in_order() {
     let _ = std::fs::remove_dir_all(&dir);
     let d = dir.to_str().expect("UTF-8 temp dir");
     let j = run(&[
-        "bench",
         "queue",
         "--fill",
         "30000",

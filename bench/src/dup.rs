@@ -3,29 +3,32 @@
 //! scrapy-redis style deployment would use as its duplicate filter).
 //!
 //! The load generator shares the machine with the servers, so it is kept cheap, and the same
-//! for both sides: every request is encoded before the clock starts, one thread drives all
-//! connections over non-blocking sockets (mio), and answers are parsed only as far as needed to
-//! count them and tell duplicates (a typed decode of each PPDUP_ADD_OK; the RESP status line for
-//! redis). With `--flow windows` each connection works like `redis-benchmark -P`: it writes a
-//! window of `pipeline` requests, reads their answers, and repeats; with `--flow stream` it
-//! writes a new request for every answer, so `pipeline` stay in flight. A request's latency is
-//! the time from the write that completed it to the read that brought its answer. redis is
-//! spoken to in RESP over a plain socket, with exactly the same flow.
+//! for both sides: every request is encoded before the clock starts, net's event loop drives all
+//! connections (its thread does the socket work, as in every role; this thread hands it windows
+//! of requests and counts answers), and answers are parsed only as far as needed to count them
+//! and tell duplicates (a typed decode of each PPDUP_ADD_OK; the RESP status line for redis).
+//! With `--flow windows` each connection works like `redis-benchmark -P`: it sends a window of
+//! `pipeline` requests, waits for their answers, and repeats; with `--flow stream` it sends a new
+//! request for every answer, so `pipeline` stay in flight. A request's latency is the time from
+//! handing it to the loop to the arrival of its answer. redis is spoken to in RESP, with exactly
+//! the same flow.
 
-use std::collections::VecDeque;
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crawlfleet_core::frame::{self, Priority};
 use crawlfleet_core::marshal::{Limits, Value};
 use crawlfleet_core::msg::{Checksum, Message, PpdupChecksum, PpdupSetConfig};
+use crawlfleet_net::{
+    ConnId, Event, EventLoop, Framing, FramingError, FscmtLengthFraming, Handle, MessageMeta, Next,
+};
+use crossbeam_channel::RecvTimeoutError;
 use hdrhistogram::Histogram;
-use mio::{Events, Interest, Poll, Token};
 use serde_json::json;
 
-use super::BenchError;
 use crate::cli::{BenchDupArgs, Flow};
+use crate::BenchError;
 
 /// What one side of the comparison measured.
 struct Run {
@@ -76,10 +79,6 @@ fn uri(conn: u64, i: u64) -> String {
     )
 }
 
-fn io(what: &str) -> impl Fn(std::io::Error) -> BenchError + '_ {
-    move |e| BenchError(format!("{what}: {e}"))
-}
-
 /// What one answer said.
 enum Answer {
     /// The add created the mapping (PKT_OWNURI is the request's URI; redis `+OK`).
@@ -92,12 +91,18 @@ enum Answer {
 
 /// One side's wire protocol as the load generator needs it.
 trait Protocol {
+    /// How the event loop cuts this side's answers.
+    type Framing: Framing;
+    /// A framing for the loop.
+    fn framing(&self) -> Self::Framing;
+    /// The server.
+    fn addr(&self) -> SocketAddr;
     /// The requests of one connection, encoded back to back, and where each one ends.
     fn requests(&self, conn: u64, count: u64) -> (Vec<u8>, Vec<usize>);
-    /// Opens and prepares one connection (blocking), ready for the first window.
-    fn connect(&self) -> Result<TcpStream, BenchError>;
-    /// Cuts one answer off the front of `buf`: `Ok(None)` when it is not complete yet.
-    fn answer(&self, buf: &[u8]) -> Result<Option<(usize, Answer)>, BenchError>;
+    /// What a new connection sends first, whose one answer must arrive before the load starts.
+    fn hello(&self) -> Option<Vec<u8>>;
+    /// Reads one answer: the message the framing cut (for FSCMT, the frame body).
+    fn answer(&self, msg: &[u8]) -> Result<Answer, BenchError>;
 }
 
 struct Dup<'a> {
@@ -106,6 +111,17 @@ struct Dup<'a> {
 }
 
 impl Protocol for Dup<'_> {
+    // The answers are decoded here anyway: the loop only cuts frames by their length header.
+    type Framing = FscmtLengthFraming;
+
+    fn framing(&self) -> FscmtLengthFraming {
+        FscmtLengthFraming::default()
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.args.target
+    }
+
     fn requests(&self, conn: u64, count: u64) -> (Vec<u8>, Vec<usize>) {
         let node = format!("bench-{conn}").into_bytes();
         let mut rng = fastrand::Rng::with_seed(conn);
@@ -126,12 +142,8 @@ impl Protocol for Dup<'_> {
         (out, ends)
     }
 
-    fn connect(&self) -> Result<TcpStream, BenchError> {
-        let mut stream = TcpStream::connect(self.args.target)
-            .map_err(io("connecting to the duplicate server"))?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .map_err(io("read timeout"))?;
+    /// PPDUP_SET_CONFIG for the collection; the PPDUP_CONFIG_ACK answers it.
+    fn hello(&self) -> Option<Vec<u8>> {
         let mut out = Vec::new();
         frame::encode_message(
             &Message::PpdupSetConfig(PpdupSetConfig {
@@ -142,37 +154,14 @@ impl Protocol for Dup<'_> {
             Priority::Normal,
             &mut out,
         );
-        stream.write_all(&out).map_err(io("writing"))?;
-        // The PPDUP_CONFIG_ACK.
-        let mut buf = Vec::new();
-        loop {
-            if let Some((used, _)) = self.answer(&buf)? {
-                if used == buf.len() {
-                    return Ok(stream);
-                }
-                return Err(BenchError("unexpected data after PPDUP_CONFIG_ACK".into()));
-            }
-            let mut chunk = [0u8; 4096];
-            let n = stream
-                .read(&mut chunk)
-                .map_err(io("reading from the server"))?;
-            if n == 0 {
-                return Err(BenchError("the server closed the connection".into()));
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
+        Some(out)
     }
 
-    fn answer(&self, buf: &[u8]) -> Result<Option<(usize, Answer)>, BenchError> {
+    fn answer(&self, body: &[u8]) -> Result<Answer, BenchError> {
         let limits = Limits::default();
-        let Some((body, used)) = frame::split(buf, &limits)
-            .map_err(|e| BenchError(format!("bad frame from the server: {e}")))?
-        else {
-            return Ok(None);
-        };
         let (_, m) = frame::decode_message(body, &limits)
             .map_err(|e| BenchError(format!("bad message from the server: {e}")))?;
-        let answer = match m {
+        Ok(match m {
             Message::PpdupAddOk(ok) if ok.owner_uri.as_deref() == Some(&ok.uri[..]) => {
                 Answer::Fresh
             }
@@ -185,8 +174,33 @@ impl Protocol for Dup<'_> {
             }
             // Keep-alives, promote requests and the PPDUP_CONFIG_ACK are not answers to adds.
             _ => Answer::Other,
-        };
-        Ok(Some((used, answer)))
+        })
+    }
+}
+
+/// RESP answers as the loop cuts them: one line each (`+OK`, or the nil of SET ... NX).
+#[derive(Clone, Debug)]
+struct RespLines;
+
+/// The longest answer line accepted.
+const MAX_RESP_LINE: usize = 4096;
+
+impl Framing for RespLines {
+    fn next(&mut self, buf: &[u8]) -> Result<Next, FramingError> {
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(end) => Ok(Next::Message(MessageMeta {
+                len: end + 1,
+                body: 0..end + 1,
+                priority: Priority::Normal,
+            })),
+            None if buf.len() >= MAX_RESP_LINE => Err(FramingError::Oversized {
+                len: buf.len(),
+                limit: MAX_RESP_LINE,
+            }),
+            None => Ok(Next::Incomplete {
+                needed: buf.len() + 1,
+            }),
+        }
     }
 }
 
@@ -196,6 +210,16 @@ struct Redis<'a> {
 }
 
 impl Protocol for Redis<'_> {
+    type Framing = RespLines;
+
+    fn framing(&self) -> RespLines {
+        RespLines
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     fn requests(&self, conn: u64, count: u64) -> (Vec<u8>, Vec<usize>) {
         let mut rng = fastrand::Rng::with_seed(conn);
         let mut out = Vec::with_capacity(count as usize * 110);
@@ -213,18 +237,15 @@ impl Protocol for Redis<'_> {
         (out, ends)
     }
 
-    fn connect(&self) -> Result<TcpStream, BenchError> {
-        TcpStream::connect(self.addr).map_err(|e| BenchError(format!("redis {}: {e}", self.addr)))
+    fn hello(&self) -> Option<Vec<u8>> {
+        None
     }
 
-    fn answer(&self, buf: &[u8]) -> Result<Option<(usize, Answer)>, BenchError> {
-        let Some(end) = buf.iter().position(|&b| b == b'\n') else {
-            return Ok(None);
-        };
-        match &buf[..=end] {
-            b"+OK\r\n" => Ok(Some((end + 1, Answer::Fresh))),
+    fn answer(&self, line: &[u8]) -> Result<Answer, BenchError> {
+        match line {
+            b"+OK\r\n" => Ok(Answer::Fresh),
             // SET ... NX on an existing key answers a nil bulk string.
-            b"$-1\r\n" | b"_\r\n" => Ok(Some((end + 1, Answer::Duplicate))),
+            b"$-1\r\n" | b"_\r\n" => Ok(Answer::Duplicate),
             line => Err(BenchError(format!(
                 "redis {}: unexpected answer {:?}",
                 self.addr,
@@ -236,24 +257,21 @@ impl Protocol for Redis<'_> {
 
 /// One connection of the run.
 struct Conn {
-    stream: mio::net::TcpStream,
+    /// The loop's connection, once up.
+    id: Option<ConnId>,
     requests: Vec<u8>,
     /// Byte offset where each request ends in `requests`.
     ends: Vec<usize>,
-    /// Requests that may be written: the current window's end, or (streaming) the answered
-    /// ones plus the pipeline depth.
+    /// Requests that may be sent: the current window's end, or (streaming) the answered ones
+    /// plus the pipeline depth.
     limit: usize,
-    /// Bytes of `requests` written.
-    written: usize,
-    /// Requests written whole.
-    complete: usize,
+    /// Requests handed to the loop.
+    sent: usize,
     /// Requests answered.
     answered: usize,
-    /// When the writes ended that completed requests: (requests complete by then, time), oldest
-    /// first, dropped once answered; a request's latency runs from there to its answer.
-    writes: VecDeque<(usize, Instant)>,
-    buf: Vec<u8>,
-    filled: usize,
+    /// When requests were handed to the loop: (requests sent by then, time), oldest first,
+    /// dropped once answered; a request's latency runs from there to its answer.
+    sends: VecDeque<(usize, Instant)>,
 }
 
 impl Conn {
@@ -269,28 +287,24 @@ impl Conn {
         }
     }
 
-    /// Writes requests up to `limit` until the socket is full.
-    fn write(&mut self) -> Result<(), BenchError> {
-        let end = match self.limit {
+    /// Hands the requests up to `limit` to the loop.
+    fn send(&mut self, handle: &Handle) -> Result<(), BenchError> {
+        if self.sent >= self.limit {
+            return Ok(());
+        }
+        let Some(id) = self.id else {
+            return Err(BenchError("a connection is not up".into()));
+        };
+        let from = match self.sent {
             0 => 0,
             n => self.ends[n - 1],
         };
-        while self.written < end {
-            match self.stream.write(&self.requests[self.written..end]) {
-                Ok(0) => return Err(BenchError("the server stopped reading".into())),
-                Ok(n) => {
-                    self.written += n;
-                    let complete = self.ends.partition_point(|&e| e <= self.written);
-                    if complete > self.complete {
-                        self.complete = complete;
-                        self.writes.push_back((complete, Instant::now()));
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(BenchError(format!("writing: {e}"))),
-            }
-        }
+        let bytes = self.requests[from..self.ends[self.limit - 1]].to_vec();
+        handle
+            .send(id, Priority::Normal, bytes)
+            .map_err(|e| BenchError(e.to_string()))?;
+        self.sent = self.limit;
+        self.sends.push_back((self.sent, Instant::now()));
         Ok(())
     }
 
@@ -298,13 +312,13 @@ impl Conn {
     fn answers(&mut self, n: usize, now: Instant, latency: &mut Histogram<u64>) {
         for _ in 0..n {
             while self
-                .writes
+                .sends
                 .front()
-                .is_some_and(|&(complete, _)| complete <= self.answered)
+                .is_some_and(|&(sent, _)| sent <= self.answered)
             {
-                self.writes.pop_front();
+                self.sends.pop_front();
             }
-            if let Some(&(_, sent)) = self.writes.front() {
+            if let Some(&(_, sent)) = self.sends.front() {
                 let _ = latency.record(now.duration_since(sent).as_micros() as u64);
             }
             self.answered += 1;
@@ -312,16 +326,18 @@ impl Conn {
     }
 }
 
-/// Runs `total` requests of `proto` over `connections` connections from one thread.
-fn run_side(
-    proto: &dyn Protocol,
+/// How long the run waits for any answer before it gives up.
+const SILENCE: Duration = Duration::from_secs(30);
+
+/// Runs `total` requests of `proto` over `connections` connections of one event loop.
+fn run_side<P: Protocol>(
+    proto: &P,
     connections: usize,
     pipeline: usize,
     flow: Flow,
     total: u64,
 ) -> Result<Run, BenchError> {
     let per = total / connections as u64;
-    let mut poll = Poll::new().map_err(io("poll"))?;
     let mut conns = Vec::with_capacity(connections);
     for c in 0..connections as u64 {
         let count = if c == 0 {
@@ -330,29 +346,73 @@ fn run_side(
             per
         };
         let (requests, ends) = proto.requests(c, count);
-        let stream = proto.connect()?;
-        stream.set_nodelay(true).map_err(io("TCP_NODELAY"))?;
-        stream.set_nonblocking(true).map_err(io("non-blocking"))?;
-        let mut stream = mio::net::TcpStream::from_std(stream);
-        poll.registry()
-            .register(
-                &mut stream,
-                Token(c as usize),
-                Interest::READABLE | Interest::WRITABLE,
-            )
-            .map_err(io("poll"))?;
         conns.push(Conn {
-            stream,
+            id: None,
             requests,
             ends,
             limit: 0,
-            written: 0,
-            complete: 0,
+            sent: 0,
             answered: 0,
-            writes: VecDeque::new(),
-            buf: vec![0; 256 << 10],
-            filled: 0,
+            sends: VecDeque::new(),
         });
+    }
+    let lp = EventLoop::builder()
+        .framing(proto.framing())
+        .spawn()
+        .map_err(|e| BenchError(format!("event loop: {e}")))?;
+    let result = drive(
+        proto, &lp.handle, &lp.events, &mut conns, pipeline, flow, total,
+    );
+    let _ = lp.handle.shutdown();
+    let _ = lp.join.join();
+    result
+}
+
+/// Connects every connection, waits for the answers to their hellos, then runs the load.
+fn drive<P: Protocol>(
+    proto: &P,
+    handle: &Handle,
+    events: &crossbeam_channel::Receiver<Event>,
+    conns: &mut [Conn],
+    pipeline: usize,
+    flow: Flow,
+    total: u64,
+) -> Result<Run, BenchError> {
+    let next = || match events.recv_timeout(SILENCE) {
+        Ok(ev) => Ok(ev),
+        Err(RecvTimeoutError::Timeout) => Err(BenchError("no answer for 30 s".into())),
+        Err(RecvTimeoutError::Disconnected) => Err(BenchError("the event loop stopped".into())),
+    };
+    let mut links = HashMap::new();
+    for c in 0..conns.len() {
+        let link = handle
+            .connect(proto.addr())
+            .map_err(|e| BenchError(e.to_string()))?;
+        links.insert(link, c);
+    }
+    let mut index: HashMap<ConnId, usize> = HashMap::new();
+    let mut ready = 0;
+    while ready < conns.len() {
+        match next()? {
+            Event::Connected { conn, link, .. } => {
+                let c = links[&link];
+                conns[c].id = Some(conn);
+                index.insert(conn, c);
+                match proto.hello() {
+                    Some(hello) => handle
+                        .send(conn, Priority::Normal, hello)
+                        .map_err(|e| BenchError(e.to_string()))?,
+                    None => ready += 1,
+                }
+            }
+            Event::Frames(batch) => {
+                for (_, msg) in batch.iter() {
+                    proto.answer(msg)?;
+                }
+                ready += 1;
+            }
+            other => return Err(closed(proto, other)),
+        }
     }
     let mut latency = histogram()?;
     let mut duplicates = 0;
@@ -361,70 +421,43 @@ fn run_side(
     for conn in conns.iter_mut() {
         if !conn.done() {
             conn.advance(pipeline, flow);
-            conn.write()?;
+            conn.send(handle)?;
             running += 1;
         }
     }
-    let mut events = Events::with_capacity(64);
     while running > 0 {
-        poll.poll(&mut events, Some(Duration::from_secs(30)))
-            .map_err(io("poll"))?;
-        if events.is_empty() {
-            return Err(BenchError("no answer for 30 s".into()));
+        let batch = match next()? {
+            Event::Frames(batch) => batch,
+            Event::Timer(_) => continue,
+            other => return Err(closed(proto, other)),
+        };
+        let Some(conn) = index.get(&batch.conn()).map(|&c| &mut conns[c]) else {
+            continue;
+        };
+        if conn.done() {
+            continue;
         }
-        for ev in events.iter() {
-            let conn = &mut conns[ev.token().0];
-            if conn.done() {
-                continue;
+        let now = Instant::now();
+        let mut answered = 0;
+        for (_, msg) in batch.iter() {
+            match proto.answer(msg)? {
+                Answer::Fresh => answered += 1,
+                Answer::Duplicate => {
+                    answered += 1;
+                    duplicates += 1;
+                }
+                Answer::Other => {}
             }
-            if ev.is_writable() {
-                conn.write()?;
-            }
-            if !ev.is_readable() {
-                continue;
-            }
-            // Read until the socket is drained, counting whole answers as they arrive.
-            loop {
-                if conn.filled == conn.buf.len() {
-                    conn.buf.resize(conn.buf.len() * 2, 0);
-                }
-                let n = match conn.stream.read(&mut conn.buf[conn.filled..]) {
-                    Ok(0) => return Err(BenchError("the server closed the connection".into())),
-                    Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(BenchError(format!("reading: {e}"))),
-                };
-                conn.filled += n;
-                let now = Instant::now();
-                let mut at = 0;
-                let mut answered = 0;
-                while let Some((used, answer)) = proto.answer(&conn.buf[at..conn.filled])? {
-                    at += used;
-                    match answer {
-                        Answer::Fresh => answered += 1,
-                        Answer::Duplicate => {
-                            answered += 1;
-                            duplicates += 1;
-                        }
-                        Answer::Other => {}
-                    }
-                }
-                conn.buf.copy_within(at..conn.filled, 0);
-                conn.filled -= at;
-                if conn.answered + answered > conn.complete {
-                    return Err(BenchError("more answers than requests".into()));
-                }
-                conn.answers(answered, now, &mut latency);
-                if conn.done() {
-                    running -= 1;
-                    break;
-                }
-                if answered > 0 {
-                    conn.advance(pipeline, flow);
-                    conn.write()?;
-                }
-            }
+        }
+        if conn.answered + answered > conn.sent {
+            return Err(BenchError("more answers than requests".into()));
+        }
+        conn.answers(answered, now, &mut latency);
+        if conn.done() {
+            running -= 1;
+        } else if answered > 0 {
+            conn.advance(pipeline, flow);
+            conn.send(handle)?;
         }
     }
     Ok(Run {
@@ -433,6 +466,19 @@ fn run_side(
         latency,
         duplicates,
     })
+}
+
+/// The error for an event that ends the run: a connection closed or that could not be made.
+fn closed<P: Protocol>(proto: &P, ev: Event) -> BenchError {
+    match ev {
+        Event::Closed { reason, .. } => {
+            BenchError(format!("{}: connection closed: {reason}", proto.addr()))
+        }
+        Event::ConnectFailed { error, .. } => {
+            BenchError(format!("connecting to {}: {error}", proto.addr()))
+        }
+        other => BenchError(format!("unexpected event {other:?}")),
+    }
 }
 
 /// Runs the benchmark and prints its figures.

@@ -20,8 +20,8 @@ use crawlfleet_core::links::{cidhash, Message, WebAnalyzerBatch, ACK};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
-use super::BenchError;
 use crate::cli::BenchLinksArgs;
+use crate::BenchError;
 
 fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError(e.to_string())
@@ -51,8 +51,9 @@ fn bench_dir(what: &str) -> std::path::PathBuf {
 fn start_store() -> Result<(StoreChild, SocketAddr), BenchError> {
     let dir = bench_dir("store");
     let _ = std::fs::remove_dir_all(&dir);
+    // This executable's hidden `role` runs the link store as `crawlfleet` itself would.
     let mut child = Command::new(std::env::current_exe().map_err(err)?)
-        .args(["linkstore", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["role", "linkstore", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&dir)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())

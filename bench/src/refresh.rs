@@ -18,10 +18,10 @@ use crawlfleet_core::marshal::Value;
 use indicatif::ProgressBar;
 use serde_json::json;
 
-use super::crawl::{access_log, err, paths_under, require, say, serve_web};
-use super::BenchError;
 use crate::cli::BenchRefreshArgs;
-use crate::up::{Cluster, CollectionSource, RunSummary, WatchOptions};
+use crate::crawl::{access_log, err, paths_under, require, say, serve_web};
+use crate::BenchError;
+use crawlfleet_shells::up::{Cluster, CollectionSource, RunSummary, WatchOptions};
 
 const COLLECTION: &str = "bench";
 
@@ -69,7 +69,7 @@ fn totals(s: &RunSummary) -> (u64, u64, u64) {
 
 /// `crawlfleet bench refresh`.
 pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
-    crate::set_quiet(true);
+    crawlfleet_shells::set_quiet(true);
     let spec = args.web.spec();
     if !(args.changed > 0.0 && args.changed <= 1.0) {
         return Err(BenchError(format!(
@@ -139,7 +139,7 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
         crawlfleet_core::xmlrpc::Value::String(COLLECTION.into()),
         crawlfleet_core::xmlrpc::Value::String(String::new()),
     ];
-    match crate::admin::client::call(&admin, "CollectionRefetch", &params) {
+    match crawlfleet_shells::admin::client::call(&admin, "CollectionRefetch", &params) {
         Ok(Ok(_)) => {}
         Ok(Err(f)) => {
             cluster.detach();

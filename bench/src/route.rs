@@ -20,8 +20,8 @@ use crawlfleet_core::msg::{
     CollectionOnly, Command as Cmd, CrawlQueueEntry, Init, Message, UriMsg, UriStructure,
 };
 
-use super::BenchError;
 use crate::cli::BenchRouteArgs;
+use crate::BenchError;
 
 fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError(e.to_string())
@@ -55,8 +55,9 @@ fn start_multinode(collection: &str) -> Result<(MultinodeChild, SocketAddr), Ben
         ),
     )
     .map_err(err)?;
+    // This executable's hidden `role` runs the multinode scheduler as `crawlfleet` itself would.
     let mut child = Command::new(std::env::current_exe().map_err(err)?)
-        .args(["multinode", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["role", "multinode", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.join("data"))
         .arg("--config")
         .arg(&cfg)

@@ -28,12 +28,12 @@ use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
 use indicatif::ProgressBar;
 use serde_json::json;
 
-use super::BenchError;
 use crate::cli::BenchCrawlArgs;
-use crate::up::{Cluster, CollectionSource, WatchOptions};
+use crate::BenchError;
+use crawlfleet_shells::up::{Cluster, CollectionSource, WatchOptions};
 
 /// The Scrapy spider, written next to the web so the binary needs no checkout.
-const SPIDER: &str = include_str!("../../../scripts/bench_crawl_spider.py");
+const SPIDER: &str = include_str!("../../scripts/bench_crawl_spider.py");
 
 pub(super) fn err(what: &str) -> impl Fn(std::io::Error) -> BenchError + '_ {
     move |e| BenchError(format!("{what}: {e}"))
@@ -369,7 +369,7 @@ pub(super) fn serve_web(
         web_dir: web_dir.clone(),
         nginx: None,
     };
-    let port = crate::synthweb::free_port(base);
+    let port = crawlfleet_shells::synthweb::free_port(base);
     let web = Arc::new(SyntheticWeb::generate(spec, base, port));
     let hosts = web.hosts();
     let host0 = *hosts
@@ -389,7 +389,7 @@ pub(super) fn serve_web(
 
 /// `crawlfleet bench crawl`.
 pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
-    crate::set_quiet(true);
+    crawlfleet_shells::set_quiet(true);
     let spec = args.web.spec();
     let seconds = args.duration.max(1);
     let hint = "install it (apt-get install nginx wrk) or run scripts/bench-crawl.sh";

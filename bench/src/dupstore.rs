@@ -8,8 +8,8 @@ use crawlfleet_core::checksum::durable::DupStores;
 use crawlfleet_core::msg::Checksum;
 use serde_json::json;
 
-use super::{resident_bytes, BenchError};
 use crate::cli::BenchDupstoreArgs;
+use crate::{resident_bytes, BenchError};
 
 /// A synthetic document checksum: the MD5-like 16 bytes of entry `i`.
 fn checksum(i: u64) -> Checksum {

@@ -1,0 +1,280 @@
+//! The command line of `crawlfleet-bench` (also run as `crawlfleet bench`): one subcommand per
+//! benchmark.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Load and capacity measurements of crawlfleet's parts, printed for people or (with `--json`)
+/// as one JSON object for scripts. `crawlfleet bench ARGS` runs this program with ARGS.
+#[derive(Debug, Parser)]
+#[command(name = "crawlfleet-bench", version, about, long_about = None)]
+pub struct Cli {
+    /// The benchmark to run.
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// The benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// The duplicate server's checksum store: memory per entry, durable add rate, snapshot and
+    /// restart time.
+    Dupstore(BenchDupstoreArgs),
+    /// Pipelined PPDUP_ADD load against a running duplicate server, optionally compared with
+    /// redis-server SET NX in the same run.
+    Dup(BenchDupArgs),
+    /// CMD_UM_URI throughput through a multinode scheduler to N node-side peers.
+    Route(BenchRouteArgs),
+    /// Push+pop rate of the persistent crawl queue on encoded crawl queue entries, optionally
+    /// compared with redis-server LPUSH/RPOP pipelined in the same run; or, with --fill, a queue
+    /// of N entries on disk.
+    Queue(BenchQueueArgs),
+    /// Link lines per second a link store child process ingests and acknowledges.
+    Links(BenchLinksArgs),
+    /// Pages per second a whole cluster crawls from a plain synthetic web served by nginx,
+    /// against wrk's requests per second and Scrapy's pages per second on the same pages.
+    Crawl(BenchCrawlArgs),
+    /// Pages per second of a refresh cycle (conditional GET, mostly 304) over a plain
+    /// synthetic web served by nginx that a cluster crawled before.
+    Refresh(BenchRefreshArgs),
+    /// Runs a crawlfleet role (`role multinode ...`, `role linkstore ...`: any `crawlfleet`
+    /// subcommand): the benchmarks that measure a role in a child process of its own start this
+    /// executable so, and need no `crawlfleet` binary beside it.
+    #[command(hide = true)]
+    Role(RoleArgs),
+}
+
+/// Arguments of the hidden `crawlfleet-bench role`.
+#[derive(Debug, Args)]
+pub struct RoleArgs {
+    /// A `crawlfleet` command line without the program name.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+    pub args: Vec<OsString>,
+}
+
+/// Arguments of `crawlfleet bench refresh`.
+#[derive(Debug, Args)]
+pub struct BenchRefreshArgs {
+    /// The web and the cluster crawling it.
+    #[command(flatten)]
+    pub web: BenchWebArgs,
+    /// The fraction of pages changed between the crawl and the refresh cycle.
+    #[arg(long, default_value_t = 0.05)]
+    pub changed: f64,
+    /// Give up on each crawl after this many seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// Print one JSON object (rate, pages, not_modified, ok_200, unchanged, modified,
+    /// complete, first_crawl_rate, ...).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The plain synthetic web (served by nginx) and the cluster crawling it, for `crawlfleet bench
+/// crawl` and `crawlfleet bench refresh`.
+#[derive(Debug, Args)]
+pub struct BenchWebArgs {
+    /// The plain synthetic web: HOSTS:PAGES.
+    #[arg(long, default_value = "50:2000")]
+    pub web: crawlfleet_core::synthweb::WebSpec,
+    /// First address of the web's hosts.
+    #[arg(long, default_value = "127.77.0.1")]
+    pub base: std::net::Ipv4Addr,
+    /// Node schedulers.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Concurrent requests per site (max_pending); bench crawl gives Scrapy the same.
+    #[arg(long, default_value_t = 8)]
+    pub connections: u32,
+}
+
+impl BenchWebArgs {
+    /// The web: plain (only ordinary pages with links).
+    pub fn spec(&self) -> crawlfleet_core::synthweb::WebSpec {
+        crawlfleet_core::synthweb::WebSpec {
+            plain: true,
+            ..self.web
+        }
+    }
+}
+
+/// Arguments of `crawlfleet bench crawl`.
+#[derive(Debug, Args)]
+pub struct BenchCrawlArgs {
+    /// The web and the cluster crawling it.
+    #[command(flatten)]
+    pub web: BenchWebArgs,
+    /// Seconds of wrk, and the most Scrapy runs.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Give up on crawlfleet's crawl after this many seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// The Python that has scrapy installed.
+    #[arg(long, default_value = "python3")]
+    pub python: PathBuf,
+    /// No Scrapy run.
+    #[arg(long)]
+    pub skip_scrapy: bool,
+    /// No wrk run.
+    #[arg(long)]
+    pub skip_wrk: bool,
+    /// Print one JSON object (rate, wrk_rate, scrapy_rate, pages, ratio_scrapy, ratio_wrk,
+    /// complete, ...).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `crawlfleet bench links`.
+#[derive(Debug, Args)]
+pub struct BenchLinksArgs {
+    /// Link lines in all.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub lines: u64,
+    /// Connections, one sending thread each.
+    #[arg(long, default_value_t = 2)]
+    pub connections: usize,
+    /// Link lines per message.
+    #[arg(long, default_value_t = 20_000)]
+    pub batch_lines: usize,
+    /// A running link store (default: start one on a fresh data dir).
+    #[arg(long)]
+    pub target: Option<SocketAddr>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `crawlfleet bench route`.
+#[derive(Debug, Args)]
+pub struct BenchRouteArgs {
+    /// A running multinode scheduler with a collection named "bench" (default: start one on
+    /// a fresh data dir).
+    #[arg(long)]
+    pub target: Option<SocketAddr>,
+    /// Node connections; each sends its share and counts what is routed to it.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// URIs in all.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub total: u64,
+    /// Distinct sites (registrable domains) the URIs are spread over.
+    #[arg(long, default_value_t = 10_000)]
+    pub sites: u64,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// Print one JSON object (rate, uris, sent, nodes, sites, seconds).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `crawlfleet bench queue`.
+#[derive(Debug, Args)]
+pub struct BenchQueueArgs {
+    /// Entries to push and pop.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub total: u64,
+    /// Entries pushed before they are popped.
+    #[arg(long, default_value_t = 1000)]
+    pub window: u64,
+    /// A new, empty directory for the queue (default: a temporary one, removed afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Sync policy: always, manual, or an interval in milliseconds.
+    #[arg(long, default_value = "100")]
+    pub sync: String,
+    /// Segment file size in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub segment_bytes: u64,
+    /// Instead of the rate: push N entries, report disk use and resident memory, then pop them
+    /// all checking their order.
+    #[arg(long)]
+    pub fill: Option<u64>,
+    /// A redis-server to run the same number of pipelined LPUSH then RPOP against.
+    #[arg(long)]
+    pub vs_redis: Option<SocketAddr>,
+    /// Redis commands per round trip.
+    #[arg(long, default_value_t = 1000)]
+    pub pipeline: u64,
+    /// Redis connections, one thread and one list each.
+    #[arg(long, default_value_t = 1)]
+    pub connections: usize,
+    /// Print one JSON object (rate, ops_rate; with --vs-redis peer_rate and ratio).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `crawlfleet bench dup`.
+#[derive(Debug, Args)]
+pub struct BenchDupArgs {
+    /// The duplicate server.
+    #[arg(long)]
+    pub target: SocketAddr,
+    /// Connections, one load thread each.
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 256)]
+    pub pipeline: usize,
+    /// How a connection keeps its pipeline full: `windows` writes `--pipeline` requests and reads
+    /// all their answers before the next window (redis-benchmark -P); `stream` writes a new
+    /// request for every answer, so `--pipeline` stay in flight (a node scheduler sends adds as
+    /// its documents finish).
+    #[arg(long, value_enum, default_value_t = Flow::Windows)]
+    pub flow: Flow,
+    /// Adds in all.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub total: u64,
+    /// Fraction of adds that repeat an earlier checksum (duplicate documents).
+    #[arg(long, default_value_t = 0.1)]
+    pub dup_ratio: f64,
+    /// A redis-server to run the same number of pipelined `SET <checksum> <uri> NX` against.
+    #[arg(long)]
+    pub vs_redis: Option<SocketAddr>,
+    /// Print one JSON object (rate, p50_us, p99_us; with --vs-redis peer_rate and ratio).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How `bench dup` pipelines its requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Flow {
+    /// Lock-step windows of `--pipeline` requests.
+    Windows,
+    /// `--pipeline` requests in flight at all times.
+    Stream,
+}
+
+impl Flow {
+    /// The flag's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flow::Windows => "windows",
+            Flow::Stream => "stream",
+        }
+    }
+}
+
+/// Arguments of `crawlfleet bench dupstore`.
+#[derive(Debug, Args)]
+pub struct BenchDupstoreArgs {
+    /// A new, empty directory for the store's files.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Entries to add.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub entries: u64,
+    /// Shards of the store.
+    #[arg(long, default_value_t = 64)]
+    pub shards: usize,
+    /// Adds per group commit (fdatasync).
+    #[arg(long, default_value_t = 4096)]
+    pub batch: u64,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}

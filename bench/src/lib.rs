@@ -1,0 +1,92 @@
+//! `crawlfleet bench`: load and capacity measurements of crawlfleet's parts, printed for people
+//! or (with `--json`) as one JSON object for scripts.
+//!
+//! The benchmarks are a crate and an executable of their own, `crawlfleet-bench`, so that the
+//! production `crawlfleet` binary carries none of their dependencies (the redis client,
+//! hdrhistogram); `crawlfleet bench ARGS` finds this executable beside its own (or on PATH) and
+//! runs it with ARGS. `main` parses [`cli::Cli`] and calls [`run`], which dispatches to one
+//! `run` function per benchmark module.
+//!
+//! ```text
+//! cargo build --release                         # builds crawlfleet and crawlfleet-bench
+//! target/release/crawlfleet bench route --json  # or: target/release/crawlfleet-bench route --json
+//! ```
+#![deny(missing_docs)]
+
+pub mod cli;
+pub mod crawl;
+pub mod dup;
+pub mod dupstore;
+pub mod links;
+pub mod queue;
+pub mod refresh;
+pub mod route;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use std::fmt;
+
+/// A failed benchmark run.
+#[derive(Debug)]
+pub struct BenchError(pub String);
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+/// The resident set size of this process, in bytes (Linux `/proc/self/status`).
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The whole program: the command line, then one benchmark (or, for the benchmarks' child
+/// processes, one crawlfleet role).
+pub fn main() -> ExitCode {
+    use clap::Parser;
+    match cli::Cli::parse().command {
+        cli::BenchCommand::Role(role) => run_role(role),
+        command => {
+            // The load side moves large buffers between threads as the roles do.
+            crawlfleet_shells::tune_allocator();
+            crawlfleet_shells::init_logging();
+            run(command)
+        }
+    }
+}
+
+/// Runs one benchmark, printing its error (if any) to stderr.
+pub fn run(command: cli::BenchCommand) -> ExitCode {
+    use cli::BenchCommand;
+    let result = match command {
+        BenchCommand::Dup(args) => dup::run(&args),
+        BenchCommand::Route(args) => route::run(&args),
+        BenchCommand::Dupstore(args) => dupstore::run(&args),
+        BenchCommand::Queue(args) => queue::run(&args),
+        BenchCommand::Links(args) => links::run(&args),
+        BenchCommand::Refresh(args) => refresh::run(&args),
+        BenchCommand::Crawl(args) => crawl::run(&args),
+        BenchCommand::Role(role) => return run_role(role),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("crawlfleet: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a crawlfleet role as `crawlfleet ARGS` would, with the role's own process setup
+/// (allocator tuning, logging): `bench route` and `bench links` start their multinode scheduler
+/// or link store so, as a child process of this executable.
+pub fn run_role(role: cli::RoleArgs) -> ExitCode {
+    crawlfleet_shells::main_from(std::iter::once(OsString::from("crawlfleet")).chain(role.args))
+}

@@ -1,0 +1,8 @@
+//! The one integration-test binary of `crawlfleet-bench`: each module below is one benchmark or
+//! the command line; each runs the `crawlfleet-bench` executable as a script would.
+
+mod cli;
+mod dup;
+mod queue;
+mod roles;
+mod util;
