@@ -34,6 +34,23 @@ pub enum Next {
         /// checked this against its size limit.
         needed: usize,
     },
+    /// The input cannot be framed, but the peer is owed an answer saying why (an HTTP status).
+    /// The loop delivers it as the connection's last message (see
+    /// [`FrameBatch::refusal`](crate::FrameBatch::refusal)) and reads nothing more from it; the
+    /// role answers, then closes the connection.
+    Refused(Refusal),
+}
+
+/// Input a framing refuses with a status for the peer: see [`Next::Refused`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// Bytes of the buffer the refused input spans (at least 1; the loop discards what
+    /// follows).
+    pub len: usize,
+    /// The status to answer with (for HTTP: 400, 411, 413, 431, 501).
+    pub status: u16,
+    /// Why, for the answer and the log line.
+    pub why: &'static str,
 }
 
 /// Why a framing refused a connection's input. The loop closes that connection only.

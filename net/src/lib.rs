@@ -50,6 +50,11 @@
 //! queued for it is discarded and its [`Event::Closed`] says how much ([`Unsent`]); the role
 //! resends on the next connection if the protocol needs it.
 //!
+//! The [`http`] module frames HTTP/1.1 requests for servers on this loop (the administrative
+//! XML-RPC server, the synthetic web): a request the framing refuses (431, 413, 400, ...) is
+//! delivered flagged with its status ([`FrameBatch::refusal`]) so the role answers before it
+//! closes.
+//!
 //! The [`fetch`] module is the crawl engine's HTTP/1.1 and HTTPS client; it runs a poll thread
 //! of its own rather than this loop.
 #![deny(missing_docs)]
@@ -62,6 +67,7 @@ mod event_loop;
 pub mod fetch;
 mod framing;
 mod handle;
+pub mod http;
 mod ids;
 mod io_util;
 mod sendq;
@@ -72,6 +78,8 @@ pub use builder::{BuildError, Builder, LoopError, Spawned, DEFAULT_EVENT_CAPACIT
 pub use crawlfleet_core::frame::Priority;
 pub use event::{CloseReason, Event, FrameBatch, Frames, IoFailure, Unsent};
 pub use event_loop::EventLoop;
-pub use framing::{Framing, FramingError, FscmtFraming, FscmtLengthFraming, MessageMeta, Next};
+pub use framing::{
+    Framing, FramingError, FscmtFraming, FscmtLengthFraming, MessageMeta, Next, Refusal,
+};
 pub use handle::{Handle, LoopStopped};
 pub use ids::{ConnId, LinkId, ListenerId, TimerId};
