@@ -3,8 +3,9 @@
 //! The loop cuts requests with [`HttpFraming`] (head at most 16 KiB and 64 fields, body at most
 //! the configured `max_body`); a thread of this module reads them. Each request body is parsed
 //! here ([`crawlfleet_core::xmlrpc::parse_call`]); a body that is not a valid `methodCall` is
-//! answered at once with a fault (faultCode 1, 2.2.7). A valid call goes to the role loop as
-//! [`AdminMsg::Call`] over a crossbeam channel with a [`Responder`]; the role loop answers
+//! answered at once with a fault (faultCode 1, 2.2.7), as is a call that is not one of the
+//! FSCADM methods with its arguments ([`AdminCall::parse`]). A valid call goes to the role loop
+//! as [`AdminMsg::Call`] over a crossbeam channel with a [`Responder`]; the role loop answers
 //! through it and the reply comes back here, to be written through the loop's [`Handle`].
 //! Answers leave in request order per connection, and a connection has one call at a time with
 //! the role loop: a pipelined request waits for the answer to the one before it. Connections
@@ -20,6 +21,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crawlfleet_core::xmlrpc::{self, Limits, Value, FAULT_CODE};
+
+use super::AdminCall;
 use crawlfleet_net::http::{self, HttpFraming, Request};
 use crawlfleet_net::{ConnId, Event, EventLoop, FrameBatch, Handle, Priority, TimerId};
 use crossbeam_channel::{select, Receiver, Sender};
@@ -35,10 +38,8 @@ const FENCE_BASE: u64 = 1 << 32;
 pub enum AdminMsg {
     /// A method call to answer through the responder.
     Call {
-        /// The method name.
-        method: String,
-        /// The parameters.
-        params: Vec<Value>,
+        /// The method and its arguments.
+        call: AdminCall,
         /// Where the answer goes.
         reply: Responder,
     },
@@ -130,7 +131,7 @@ enum SlotState {
     /// The whole HTTP answer.
     Answer(Vec<u8>),
     /// A call for the role loop, waiting for the requests before it to be answered.
-    Call(String, Vec<Value>),
+    Call(AdminCall),
     /// With the role loop.
     Waiting,
 }
@@ -311,8 +312,8 @@ impl Http {
         while let Some(slot) = c.slots.front_mut() {
             match std::mem::replace(&mut slot.state, SlotState::Waiting) {
                 SlotState::Waiting => break,
-                SlotState::Call(method, params) if c.answered => {
-                    slot.state = SlotState::Call(method, params);
+                SlotState::Call(call) if c.answered => {
+                    slot.state = SlotState::Call(call);
                     if c.fence.is_none() {
                         let fence = TimerId(FENCE_BASE + slot.serial);
                         if self.handle.set_timer(fence, Duration::ZERO, None).is_err() {
@@ -323,18 +324,13 @@ impl Http {
                     }
                     break;
                 }
-                SlotState::Call(method, params) => {
+                SlotState::Call(call) => {
                     let reply = Responder {
                         conn,
                         serial: slot.serial,
                         tx: self.replies_tx.clone(),
                     };
-                    let call = AdminMsg::Call {
-                        method,
-                        params,
-                        reply,
-                    };
-                    if self.calls.send(call).is_ok() {
+                    if self.calls.send(AdminMsg::Call { call, reply }).is_ok() {
                         break;
                     }
                     let f = xmlrpc::encode_fault(FAULT_CODE, "the scheduler stopped");
@@ -378,11 +374,12 @@ fn request(req: &Request<'_>, limits: &Limits) -> (SlotState, bool) {
     if req.path != "/RPC2" {
         return answer(404, "XML-RPC is at /RPC2", &[], ka);
     }
-    match xmlrpc::parse_call(req.body, limits) {
-        Ok(call) => (SlotState::Call(call.method, call.params), ka),
+    let call = xmlrpc::parse_call(req.body, limits).map_err(|e| e.to_string());
+    match call.and_then(|c| AdminCall::parse(&c.method, &c.params).map_err(|e| e.to_string())) {
+        Ok(call) => (SlotState::Call(call), ka),
         Err(e) => {
             warn!("admin request refused: {e}");
-            let f = xmlrpc::encode_fault(FAULT_CODE, &e.to_string());
+            let f = xmlrpc::encode_fault(FAULT_CODE, &e);
             (SlotState::Answer(xml(&f, ka)), ka)
         }
     }
