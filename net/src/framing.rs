@@ -2,7 +2,9 @@
 //! implementation (MS-FSCMT 2.2.1: a 4-byte big-endian length, then a marshal `(dict, 0|1)`).
 //!
 //! The event loop is not FSCMT-only: the link-store protocol (MS-FSWASDR: a bare marshal dict
-//! ended by `2E 2E 2E 00 00 00 00`) and HTTP fit the same trait.
+//! ended by `2E 2E 2E 00 00 00 00`) and HTTP requests ([`crate::http::HttpFraming`]) fit the
+//! same trait. A framing that must answer input it cannot frame (HTTP's 400, 413, 431) reports
+//! it with [`Next::Refused`] instead of an error, so the role answers before the close.
 
 use std::fmt;
 use std::ops::Range;
