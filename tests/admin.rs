@@ -295,3 +295,21 @@ fn crawlfleet_admin_cli() {
     assert!(err.contains("cannot connect"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// DESIGN.md "Limits every port keeps": a request followed by a half-close (the client shuts
+/// its write side) is answered before the connection closes (MS-FSCADM 2.1: HTTP/1.1 POST).
+#[test]
+fn a_request_followed_by_a_half_close_is_answered() {
+    let dir = temp_dir("admin-halfclose");
+    let admin = format!("127.0.0.1:{}", free_port());
+    let _node = standalone(&dir.path().join("data"), &admin);
+    let mut s = TcpStream::connect(&admin).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(&post("/RPC2", LIST)).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).unwrap();
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
+    assert!(reply.contains("<array><data>"), "{reply}");
+}
