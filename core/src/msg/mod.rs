@@ -3,9 +3,10 @@
 //! One module per protocol family, one type per message shape: `cmd_um` (the CMD_UM_* commands
 //! between node and multinode schedulers), `cmd_adm` (the CMD_ADM_* configuration commands the
 //! multinode scheduler passes on) and `ppdup` (the duplicate server's PPDUP_* commands). Each
-//! shape reads itself from a [`reader::Reader`] over the message dict and writes its pairs back
-//! (the `Codec` trait in `codec.rs`); `message.rs` holds the one table from PKT_CMD to shape,
-//! spec section and receiving roles, from which [`Message`] and its methods are generated.
+//! shape reads itself from a `Reader` over the message dict (`reader.rs`) and writes its pairs
+//! back (the `Codec` trait in `codec.rs`); `message.rs` holds the one table from PKT_CMD to
+//! shape, spec section and receiving roles, from which [`Message`] and its methods are
+//! generated.
 //!
 //! [`Message::from_dict`] turns the dict of a decoded frame into a typed message, borrowing its
 //! strings from the frame; [`Message::to_dict`] turns it back. A missing or mistyped key is a
