@@ -453,6 +453,7 @@ impl<F: Framing> EventLoop<F> {
         if !matches!(conn.state, State::Open | State::Finishing) {
             return;
         }
+        log::debug!("{id}: closing at the role's request once its queue is written");
         conn.begin_close();
         self.timers
             .set(TimerKey::Conn(id), Instant::now() + linger, None);
