@@ -321,3 +321,40 @@ fn a_request_followed_by_a_half_close_is_answered() {
     assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
     assert!(reply.contains("<array><data>"), "{reply}");
 }
+
+/// DESIGN.md "Limits every port keeps": a client pipelining XML-RPC requests and never reading
+/// the answers is no longer read once the server holds enough of its requests, so the role's
+/// memory stays bounded while another client is answered.
+#[test]
+fn pipelined_requests_from_a_client_that_never_reads_cost_bounded_memory() {
+    let dir = temp_dir("admin-flood");
+    let admin = format!("127.0.0.1:{}", free_port());
+    let node = standalone(&dir.path().join("data"), &admin);
+    let mut flooder = TcpStream::connect(&admin).unwrap();
+    flooder
+        .set_write_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let window = post("/RPC2", LIST).repeat(1000);
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let mut sent = 0u64;
+    while std::time::Instant::now() < until && flooder.write_all(&window).is_ok() {
+        sent += 1000;
+    }
+    // Another client is answered meanwhile.
+    let mut good = TcpStream::connect(&admin).unwrap();
+    good.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let (status, _) = exchange(&mut good, &post("/RPC2", LIST));
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", node.child.id())).unwrap();
+    let rss_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    eprintln!("admin flood: {sent} requests written, node RSS {rss_kb} kB");
+    assert!(
+        rss_kb < 256 << 10,
+        "the node holds {rss_kb} kB after a client pipelined {sent} requests without reading"
+    );
+}

@@ -18,6 +18,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crawlfleet_core::xmlrpc::{self, Limits, Value, FAULT_CODE};
@@ -125,6 +126,8 @@ struct Slot {
     state: SlotState,
     /// Whether the connection stays open after this answer.
     keep_alive: bool,
+    /// The batch the request came in, held until it is answered (see [`Http::requests`]).
+    _batch: Arc<FrameBatch>,
 }
 
 /// Where a request stands.
@@ -221,7 +224,7 @@ impl Http {
                     },
                 );
             }
-            Event::Frames(batch) => return self.requests(&batch),
+            Event::Frames(batch) => return self.requests(Arc::new(batch)),
             Event::Closed { conn, .. } => {
                 if let Some(fence) = self.conns.remove(&conn).and_then(|c| c.fence) {
                     self.fences.remove(&fence);
@@ -244,7 +247,11 @@ impl Http {
     }
 
     /// Reads the requests of one batch, in order; false when the role loop is gone.
-    fn requests(&mut self, batch: &FrameBatch) -> bool {
+    ///
+    /// Each request's slot keeps the batch it came in until it is answered: the event loop counts
+    /// a connection's batches the role still holds and stops reading it past its cap, so a
+    /// client pipelining requests without reading the answers costs bounded memory.
+    fn requests(&mut self, batch: Arc<FrameBatch>) -> bool {
         let conn = batch.conn();
         for i in 0..batch.len() {
             let Some(c) = self.conns.get_mut(&conn) else {
@@ -280,6 +287,7 @@ impl Http {
                 serial: self.serial,
                 state,
                 keep_alive,
+                _batch: Arc::clone(&batch),
             });
             // A request after one that closes is not answered: stop reading them.
             c.closing |= !keep_alive;
