@@ -3,10 +3,10 @@
 //! full storage, acknowledged batches surviving SIGKILL, and the client's backlog across a
 //! store restart.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crawlfleet_core::links::{
@@ -226,24 +226,14 @@ fn a_full_file_system_gets_failed_and_the_log_stays_usable() {
     let dir = temp_dir("linkstore-fsize");
     // RLIMIT_FSIZE of 64 blocks (32 or 64 KiB): a write past it fails with EFBIG, as on a full
     // disk.
-    let mut child = Command::new("sh")
-        .arg("-c")
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
         .arg("ulimit -f 64 && exec \"$0\" linkstore --listen 127.0.0.1:0 --data-dir \"$1\"")
         .arg(env!("CARGO_BIN_EXE_crawlfleet"))
         .arg(dir.path())
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr: SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
-    let limited = Role {
-        child,
-        listen: Some(addr),
-    };
+        .env("RUST_LOG", "error");
+    let limited = Role::spawn(cmd);
+    let addr = limited.addr();
     let mut c = connect(addr);
     assert_eq!(exchange(&mut c, &numbered(1, 100)), ACK);
     assert_eq!(exchange(&mut c, &numbered(2, 200_000)), FAILED);

@@ -158,24 +158,18 @@ fn partial_60_mib_frames_on_32_connections_cost_bounded_memory() {
 #[test]
 fn a_flood_of_refused_link_store_messages_logs_a_line_a_second() {
     use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
+    use std::process::Command;
 
     let dir = temp_dir("limits-logflood");
     let log_path = dir.path().join("stderr.log");
     std::fs::create_dir_all(dir.path()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-        .args(["linkstore", "--listen", "127.0.0.1:0", "--data-dir"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_crawlfleet"));
+    cmd.args(["linkstore", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path().join("data"))
         .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr: SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+        .stderr(std::fs::File::create(&log_path).unwrap());
+    let store = Role::spawn(cmd);
+    let addr = store.addr();
 
     // An empty marshal dict: well framed, but no link store message (no application key).
     let mut refused = b"{0".to_vec();
@@ -219,8 +213,7 @@ fn a_flood_of_refused_link_store_messages_logs_a_line_a_second() {
     let mut a = String::new();
     BufReader::new(&s).read_line(&mut a).unwrap();
     assert_eq!(a, "ack\n");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(store);
 
     let log = std::fs::read_to_string(&log_path).unwrap();
     let lines = log

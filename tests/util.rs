@@ -157,24 +157,25 @@ pub struct Role {
 
 impl Role {
     pub fn start(args: &[&str]) -> Role {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-            .args(args)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_crawlfleet"));
+        cmd.args(args)
             .env(
                 "RUST_LOG",
                 std::env::var("CF_TEST_LOG").unwrap_or_else(|_| "warn".into()),
             )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("crawlfleet runs");
+            .stderr(Stdio::inherit());
+        Role::spawn(cmd)
+    }
+
+    /// Runs a prepared command (a role, maybe under a shell that limits it) and reads the line
+    /// it announces itself with, which ends with its listening address.
+    pub fn spawn(mut cmd: Command) -> Role {
+        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("crawlfleet runs");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        assert!(
-            line.starts_with("crawlfleet "),
-            "crawlfleet {args:?} printed {line:?}"
-        );
+        assert!(line.starts_with("crawlfleet "), "{cmd:?} printed {line:?}");
         let listen = line.trim().rsplit(' ').next().and_then(|a| a.parse().ok());
         Role { child, listen }
     }

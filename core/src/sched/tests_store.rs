@@ -16,8 +16,20 @@ const C: &[u8] = b"c";
 
 /// A node scheduler on a scratch directory, which lives as long as the guard.
 fn setup(name: &str, extra: Vec<(&str, Value<'static>)>) -> (NodeScheduler, TempDir) {
+    setup_on(name, extra, crate::clock::Clock::System)
+}
+
+/// [`setup`] with the node reading the time from `clock`.
+fn setup_on(
+    name: &str,
+    extra: Vec<(&str, Value<'static>)>,
+    clock: crate::clock::Clock,
+) -> (NodeScheduler, TempDir) {
     let dir = TempDir::with_prefix(format!("crawlfleet-store-{name}-")).unwrap();
-    let mut n = reopen(dir.path());
+    let mut opts = NodeOptions::new(b"n1");
+    opts.standalone = true;
+    opts.clock = clock;
+    let mut n = NodeScheduler::open(dir.path(), opts).unwrap();
     let mut pairs = vec![(
         "start_uris",
         Value::list(vec![Value::owned_bytes(b"http://127.0.0.9/".to_vec())]),
@@ -414,21 +426,8 @@ fn too_little_free_disk_switches_the_collection_to_refreshing_only() {
 fn fed_documents_carry_the_time_of_the_nodes_clock() {
     // The node reads the time through the clock it was given: a test moves it a day ahead
     // instead of sleeping, and the delete fed then is dated a day after the add.
-    let dir = TempDir::with_prefix("crawlfleet-store-clock-").unwrap();
     let clock = crate::clock::Clock::manual(1_700_000_000);
-    let mut opts = NodeOptions::new(b"n1");
-    opts.standalone = true;
-    opts.clock = clock.clone();
-    let mut n = NodeScheduler::open(dir.path(), opts).unwrap();
-    n.conf_add(
-        C,
-        meta(vec![(
-            "start_uris",
-            Value::list(vec![Value::owned_bytes(b"http://127.0.0.9/".to_vec())]),
-        )]),
-    )
-    .unwrap();
-    n.take_output();
+    let (mut n, dir) = setup_on("clock", vec![], clock.clone());
     fate(&mut n, doc("http://a.example/1", "a1", 1));
     clock.advance(86_400);
     n.handle_message(
