@@ -28,6 +28,7 @@ pub mod marshal;
 pub mod msg;
 pub mod queue;
 pub mod ratelog;
+pub(crate) mod recordlog;
 pub mod routing;
 pub mod sched;
 pub mod stats;

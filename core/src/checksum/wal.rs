@@ -1,9 +1,8 @@
 //! The duplicate server's write-ahead log: the state changes of its checksum stores, appended and
 //! made durable in groups before any acknowledgement of the group is sent.
 //!
-//! A record is `[u32 length][u32 check][payload]` (little-endian; the check is the low 32 bits of
-//! the payload's xxh3-64: xxh32 cost 7% of the server's time under load), the payload an
-//! operation byte and its fields. The log records results, not requests: `Set` (a checksum now
+//! A record is the project's checked record (`crate::recordlog`: `[u32 length][u32 check]
+//! [payload]`), the payload an operation byte and its fields. The log records results, not requests: `Set` (a checksum now
 //! belongs to this URI and node) and `Delete`, so replaying records in order over any older state
 //! gives the newest state. That is what lets a snapshot be written shard by shard while the server
 //! keeps running: records logged during the snapshot are replayed over it.
@@ -20,19 +19,13 @@
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use xxhash_rust::xxh3::xxh3_64;
-
-/// The check word of a payload.
-fn check(payload: &[u8]) -> u32 {
-    xxh3_64(payload) as u32
-}
-
 use crate::msg::Checksum;
+use crate::recordlog::{begin, put_bytes, read_next, seal, Next, HEADER};
 
 /// One logged state change.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,11 +92,6 @@ impl fmt::Display for WalError {
 
 impl std::error::Error for WalError {}
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-    out.extend_from_slice(b);
-}
-
 fn set_payload(out: &mut Vec<u8>, collection: &[u8], cs: &Checksum, uri: &[u8], node: &[u8]) {
     out.push(OP_SET);
     put_bytes(out, collection);
@@ -118,19 +106,10 @@ fn delete_payload(out: &mut Vec<u8>, collection: &[u8], cs: &Checksum) {
     out.extend_from_slice(&cs.0);
 }
 
-/// Fills in the length and hash of the record started at `start`.
-fn seal(out: &mut [u8], start: usize) {
-    let payload_len = out.len() - start - 8;
-    let hash = check(&out[start + 8..]);
-    out[start..start + 4].copy_from_slice(&(payload_len as u32).to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&hash.to_le_bytes());
-}
-
 impl Record {
     /// Appends the framed record to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.extend_from_slice(&[0u8; 8]);
+        let start = begin(out);
         match self {
             Record::Collection { name, config } => {
                 out.push(OP_COLLECTION);
@@ -163,16 +142,14 @@ impl Record {
         uri: &[u8],
         node: &[u8],
     ) {
-        let start = out.len();
-        out.extend_from_slice(&[0u8; 8]);
+        let start = begin(out);
         set_payload(out, collection, cs, uri, node);
         seal(out, start);
     }
 
     /// Appends a framed `Delete` record from borrowed fields.
     pub fn encode_delete(out: &mut Vec<u8>, collection: &[u8], cs: &Checksum) {
-        let start = out.len();
-        out.extend_from_slice(&[0u8; 8]);
+        let start = begin(out);
         delete_payload(out, collection, cs);
         seal(out, start);
     }
@@ -229,36 +206,20 @@ pub fn read_records(path: &Path, mut each: impl FnMut(Record)) -> Result<u64, Wa
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(err(e)),
     };
+    let size = file.metadata().map_err(err)?.len();
     let mut r = BufReader::with_capacity(1 << 20, file);
     let mut good: u64 = 0;
     let mut payload = Vec::new();
-    loop {
-        let mut header = [0u8; 8];
-        match r.read_exact(&mut header) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(err(e)),
-        }
-        let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
-        let hash = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
-        // Zero length: the zeros the file was grown with, past the last record.
-        if len == 0 || len > MAX_RECORD {
-            break;
-        }
-        payload.resize(len, 0);
-        match r.read_exact(&mut payload) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(err(e)),
-        }
-        if check(&payload) != hash {
-            break;
-        }
+    // A torn record ends the log, and so do the zeros the file was grown with past the last
+    // record (a zero length with a zero check is never a record: no payload is empty).
+    while let Next::Record =
+        read_next(&mut r, size - good, MAX_RECORD, &mut payload).map_err(err)?
+    {
         let Some(rec) = Record::decode_payload(&payload) else {
             break;
         };
         each(rec);
-        good += 8 + len as u64;
+        good += (HEADER + payload.len()) as u64;
     }
     Ok(good)
 }

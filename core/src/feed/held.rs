@@ -21,7 +21,7 @@ use log::{info, warn};
 
 use super::log::{DocLog, DocLogOptions, DocLogReader};
 use super::{io_err, FeedDoc, FeedError, FeedSink};
-use crate::store::logfile::{check, sync_dir, write_atomic, Cur};
+use crate::recordlog::{check, sync_dir, write_atomic, Cur};
 
 /// The document log's directory in a collection's directory.
 pub const DOCS_DIR: &str = "docs";

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use log::warn;
 
 use super::{io_err, FeedDoc, FeedError, FeedSink, MAX_RECORD};
-use crate::store::logfile::{begin, read_next, seal, sync_dir, Next, HEADER};
+use crate::recordlog::{begin, read_next, seal, sync_dir, Next, HEADER};
 
 const MAGIC: &[u8; 8] = b"CFDOCS01";
 /// Bytes of a segment header.

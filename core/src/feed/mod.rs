@@ -34,7 +34,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::store::logfile::{put_bytes, Cur};
+use crate::recordlog::{put_bytes, Cur};
 pub use held::{Feeder, Resume, DOCS_DIR, HELD_DIR};
 pub use log::{DocLog, DocLogOptions, DocLogReader};
 

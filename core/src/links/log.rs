@@ -2,9 +2,8 @@
 //! acknowledged data message as received (MS-FSWASDR 3.2.5: "stored on disk, sorted by
 //! application and collection").
 //!
-//! A record is `[u32 length][u32 check][payload]` (little-endian; the check is the low 32 bits
-//! of the payload's xxh3-64, as in the duplicate server's log), the payload the marshal dict of
-//! one message, without its terminator. Messages are appended in groups and made durable with
+//! A record is the project's checked record (`crate::recordlog`: `[u32 length][u32 check]
+//! [payload]`), the payload the marshal dict of one message, without its terminator. Messages are appended in groups and made durable with
 //! one fdatasync per group ([`LinkLog::commit`]); the store answers `ack\n` only after that
 //! returned. A failed write or sync cuts the file back to its last durable length, so a failed
 //! group leaves nothing behind that a later group could be appended after.
@@ -15,14 +14,10 @@
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use xxhash_rust::xxh3::xxh3_64;
-
-fn check(payload: &[u8]) -> u32 {
-    xxh3_64(payload) as u32
-}
+use crate::recordlog::{begin, read_next, seal, Next, HEADER};
 
 /// A log file that could not be read or written.
 #[derive(Debug)]
@@ -77,32 +72,13 @@ pub fn read_log(path: &Path, mut each: impl FnMut(&[u8])) -> Result<RecoveredLog
     let mut r = BufReader::with_capacity(1 << 20, file);
     let mut out = RecoveredLog::default();
     let mut payload = Vec::new();
-    loop {
-        let mut header = [0u8; 8];
-        match r.read_exact(&mut header) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(err("read", e)),
-        }
-        let [a, b, c, d, e, f, g, h] = header;
-        let len = u32::from_le_bytes([a, b, c, d]) as u64;
-        let hash = u32::from_le_bytes([e, f, g, h]);
-        // Never allocate more than the file can hold.
-        if out.intact_len + 8 + len > size {
-            break;
-        }
-        payload.resize(len as usize, 0);
-        match r.read_exact(&mut payload) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(err("read", e)),
-        }
-        if check(&payload) != hash {
-            break;
-        }
+    // Nothing is allocated beyond what the file holds.
+    while let Next::Record = read_next(&mut r, size - out.intact_len, usize::MAX, &mut payload)
+        .map_err(|e| err("read", e))?
+    {
         each(&payload);
         out.messages += 1;
-        out.intact_len += 8 + len;
+        out.intact_len += (HEADER + payload.len()) as u64;
     }
     out.torn_bytes = size - out.intact_len;
     Ok(out)
@@ -163,11 +139,9 @@ impl LinkLog {
 
     /// Queues one message (its marshal bytes) for the next commit.
     pub fn append(&mut self, payload: &[u8]) {
-        self.pending
-            .extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        self.pending
-            .extend_from_slice(&check(payload).to_le_bytes());
+        let start = begin(&mut self.pending);
         self.pending.extend_from_slice(payload);
+        seal(&mut self.pending, start);
         self.pending_messages += 1;
     }
 

@@ -86,7 +86,7 @@ fn read_fed_mark(dir: &Path) -> u64 {
         Ok(b) if b.len() == 12 => {
             let (seq, ck) = b.split_at(8);
             let seq_bytes: [u8; 8] = seq.try_into().unwrap_or_default();
-            if crate::store::logfile::check(seq).to_le_bytes() == ck {
+            if crate::recordlog::check(seq).to_le_bytes() == ck {
                 return u64::from_le_bytes(seq_bytes);
             }
             warn!(
@@ -117,7 +117,7 @@ fn read_fed_mark(dir: &Path) -> u64 {
 /// the machine only means a longer replay.
 fn write_fed_mark(dir: &Path, seq: u64) -> std::io::Result<()> {
     let mut b = seq.to_le_bytes().to_vec();
-    b.extend_from_slice(&crate::store::logfile::check(&seq.to_le_bytes()).to_le_bytes());
+    b.extend_from_slice(&crate::recordlog::check(&seq.to_le_bytes()).to_le_bytes());
     let path = dir.join(FED_MARK);
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, &b)?;

@@ -20,7 +20,7 @@
 //! ```
 //!
 //! On disk (`<collection dir>/store/`, see [`store_dir`]): one file, `crawl.log`, an 8-byte magic
-//! `CFSTORE1` followed by checked records ([`logfile`] framing, [`record`] payloads), each a
+//! `CFSTORE1` followed by checked records ([`crate::recordlog`] framing, [`record`] payloads), each a
 //! result — put this record for this URI, or remove this URI — so replaying them in order gives
 //! the newest state. [`CrawlStore::put`] and [`CrawlStore::remove`] only queue a record;
 //! [`CrawlStore::sync`] writes and fdatasyncs them (group commit: everything before a sync that
@@ -33,7 +33,6 @@
 //! In memory, a hash table of boxed URIs (xxh3-64 of the URI bytes) to records: a lookup hashes
 //! the borrowed URI once and allocates nothing.
 
-pub(crate) mod logfile;
 pub mod record;
 
 use std::fs::{self, File, OpenOptions};
@@ -45,9 +44,9 @@ use hashbrown::hash_table::{Entry as TableEntry, HashTable};
 use log::{info, warn};
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::recordlog::{begin, read_next, seal, sync_dir, Next, HEADER};
 use crate::routing::crawl_site;
 use crate::sched::collections::StoreError;
-use logfile::{begin, read_next, seal, sync_dir, Next, HEADER};
 pub use record::{UriRecord, UriState, MAX_FIELD};
 
 /// The first bytes of `crawl.log`.
@@ -175,7 +174,7 @@ impl CrawlStore {
                     error: "not a crawl store (bad magic)".into(),
                 });
             }
-            logfile::write_atomic(&path, MAGIC).map_err(io_err(&path))?;
+            crate::recordlog::write_atomic(&path, MAGIC).map_err(io_err(&path))?;
         }
         let mut file = OpenOptions::new()
             .read(true)

@@ -7,7 +7,7 @@
 //!   Last-Modified follows), [etag], [last_modified].
 //! - remove: `2`, uri.
 
-use super::logfile::{put_bytes, Cur};
+use crate::recordlog::{put_bytes, Cur};
 
 /// Largest URI, duplicate owner URI, ETag or Last-Modified value accepted (64 KiB).
 pub const MAX_FIELD: usize = 64 << 10;
