@@ -6,9 +6,8 @@
 //! `www.example.co.uk` and `news.example.co.uk` are crawled by the same node, and the host itself
 //! for IP addresses and names without a public suffix (`localhost`, `127.0.0.2`).
 //!
-//! A log record is `[u32 length][u32 check][payload]` (little-endian, the check the low 32 bits of
-//! the payload's xxh3-64, as in the duplicate server's log); the payload is an operation byte and
-//! length-prefixed fields. Recovery stops at the first torn or corrupt record and cuts the file
+//! A log record is the project's checked record (`crate::recordlog`: `[u32 length][u32 check]
+//! [payload]`); the payload is an operation byte and length-prefixed fields. Recovery stops at the first torn or corrupt record and cuts the file
 //! there. [`RoutingDb::sync`] makes every change so far durable; the schedulers call it on their
 //! sync timer and before acting on a new route where it matters.
 
@@ -16,11 +15,12 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use log::warn;
-use xxhash_rust::xxh3::xxh3_64;
+
+use crate::recordlog::{begin, read_next, seal, Next, HEADER};
 
 /// The routing database could not be read or written.
 #[derive(Debug)]
@@ -49,10 +49,6 @@ const OP_DROP: u8 = 2;
 /// Rewrite the log on open when it holds this many more records than live routes.
 const COMPACT_SLACK: u64 = 100_000;
 
-fn check(payload: &[u8]) -> u32 {
-    xxh3_64(payload) as u32
-}
-
 /// One collection's routes: routing attribute -> node. Looked up for every routed entry, so
 /// hashed with foldhash (seeded per map) rather than SipHash.
 type Routes = HashMap<Vec<u8>, Vec<u8>, foldhash::fast::RandomState>;
@@ -80,29 +76,18 @@ impl RoutingDb {
         let mut records = 0u64;
         let mut good_len = 0u64;
         if path.exists() {
-            let mut r = BufReader::new(File::open(path).map_err(err)?);
-            let mut head = [0u8; 8];
+            let file = File::open(path).map_err(err)?;
+            let size = file.metadata().map_err(err)?.len();
+            let mut r = BufReader::new(file);
+            let mut payload = Vec::new();
             loop {
-                match r.read_exact(&mut head) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
-                    Err(e) => return Err(err(e)),
-                }
-                let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
-                let want = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-                if len > 1 << 20 {
-                    warn!("{}: record of {len} bytes: cut", path.display());
-                    break;
-                }
-                let mut payload = vec![0u8; len];
-                match r.read_exact(&mut payload) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
-                    Err(e) => return Err(err(e)),
-                }
-                if check(&payload) != want {
-                    warn!("{}: corrupt record at byte {good_len}: cut", path.display());
-                    break;
+                match read_next(&mut r, size - good_len, 1 << 20, &mut payload).map_err(err)? {
+                    Next::Record => {}
+                    Next::End => break,
+                    Next::Torn(why) => {
+                        warn!("{}: {why} at byte {good_len}: cut", path.display());
+                        break;
+                    }
                 }
                 let Some(op) = Op::parse(&payload) else {
                     warn!(
@@ -123,7 +108,7 @@ impl RoutingDb {
                     }
                 }
                 records += 1;
-                good_len += 8 + len as u64;
+                good_len += (HEADER + payload.len()) as u64;
             }
         }
         let file = OpenOptions::new()
@@ -294,8 +279,7 @@ impl<'a> Op<'a> {
 }
 
 fn encode(out: &mut Vec<u8>, op: Op<'_>) {
-    let start = out.len();
-    out.extend_from_slice(&[0; 8]);
+    let start = begin(out);
     let put = |out: &mut Vec<u8>, f: &[u8]| {
         // Names longer than 64 KiB are refused before they get here (site names are hosts).
         let n = f.len().min(u16::MAX as usize);
@@ -314,10 +298,7 @@ fn encode(out: &mut Vec<u8>, op: Op<'_>) {
             put(out, c);
         }
     }
-    let payload_len = (out.len() - start - 8) as u32;
-    let ck = check(&out[start + 8..]);
-    out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
-    out[start + 4..start + 8].copy_from_slice(&ck.to_le_bytes());
+    seal(out, start);
 }
 
 /// The crawl site of a URI: its lower-cased host, with `:port` when the port is not the scheme's
