@@ -5,6 +5,8 @@
 //! Small frames (PPDUP_ADD, CMD_UM_URI from the golden vectors) are measured in frames per second,
 //! a batch of back-to-back frames per iteration as a socket read delivers them. Large frames
 //! (about 1 MiB: a list of 4 KiB byte strings, a list of crawl queue entries) in bytes per second.
+//! The typed message model's general path (`Message::from_dict`, `frame::encode_message`) over
+//! every FSCMT golden vector in messages per second.
 //!
 //! `cargo bench --bench codec`; the aim is 5 million PPDUP_ADD decodes per second per core and
 //! 1 GB/s on large frames.
@@ -15,17 +17,16 @@ use std::time::Duration;
 
 use crawlfleet_core::frame::{self, Priority};
 use crawlfleet_core::marshal::{Dict, Limits, StrForm, Value};
+use crawlfleet_core::msg::Message;
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 
 /// Frames per iteration in the small-frame benches.
 const BATCH: usize = 1000;
 
-/// The wire bytes of the golden vector `name` (shared/vectors/wire-vectors.tsv).
+/// The wire bytes of the golden vector `name` (tests/data/wire-vectors.tsv, the repository's
+/// copy of shared/vectors).
 fn vector(name: &str) -> Vec<u8> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/vectors/wire-vectors.tsv"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/wire-vectors.tsv");
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let hex = text
         .lines()
@@ -200,11 +201,62 @@ fn large_frames(c: &mut Criterion) {
     }
 }
 
+/// Every FSCMT golden vector (the WASDR ones are not FSCMT messages), by name.
+fn fscmt_vectors() -> Vec<(String, Vec<u8>)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/wire-vectors.tsv");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("WASDR") && !l.trim().is_empty())
+        .filter_map(|l| l.split('\t').next())
+        .map(|name| (name.to_owned(), vector(name)))
+        .collect()
+}
+
+/// The typed message model's general path (MS-FSCMT 2.2.3-2.2.5) on every FSCMT golden vector:
+/// `Message::from_dict` over the decoded dicts and `frame::encode_message` of the messages, one
+/// iteration covering every vector once.
+fn typed_model(c: &mut Criterion) {
+    let limits = Limits::default();
+    let wires = fscmt_vectors();
+    let dicts: Vec<Dict<'_>> = wires
+        .iter()
+        .map(|(_, w)| {
+            frame::decode_body(&w[frame::HEADER_LEN..], &limits)
+                .expect("valid frame")
+                .message
+        })
+        .collect();
+    let messages: Vec<Message<'_>> = dicts
+        .iter()
+        .map(|d| Message::from_dict(d).expect("valid message"))
+        .collect();
+    let mut g = c.benchmark_group("typed_model");
+    g.throughput(Throughput::Elements(dicts.len() as u64));
+    g.bench_function("from_dict", |b| {
+        b.iter(|| {
+            for d in black_box(&dicts) {
+                black_box(Message::from_dict(d).expect("valid message"));
+            }
+        })
+    });
+    let mut out = Vec::with_capacity(4096);
+    g.bench_function("encode_message", |b| {
+        b.iter(|| {
+            out.clear();
+            for m in black_box(&messages) {
+                frame::encode_message(m, Priority::Normal, &mut out);
+            }
+            black_box(out.len())
+        })
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = small_frames, large_frames
+    targets = small_frames, large_frames, typed_model
 }
 criterion_main!(benches);

@@ -96,6 +96,9 @@ pub(crate) struct Conn<F> {
     pub(crate) in_role: Arc<InRole>,
     /// In the loop's list of connections not read until the role works through their messages.
     pub(crate) held_back: bool,
+    /// The framing refused this connection's input: nothing more is framed, what arrives is
+    /// discarded until the role closes the connection (or the peer does).
+    refused: bool,
     framing: F,
     /// `buf[..filled]` holds received bytes: complete messages in `buf[..framed]`, then the
     /// start of the next one. `buf.len()` is the room readable into without growing.
@@ -135,6 +138,7 @@ impl<F: Framing> Conn<F> {
             finished: None,
             in_role,
             held_back: false,
+            refused: false,
             framing,
             buf: Vec::new(),
             filled: 0,
@@ -226,8 +230,9 @@ impl<F: Framing> Conn<F> {
     /// cuts complete messages with the framing. A draining connection discards what it reads.
     pub(crate) fn read(&mut self) -> ReadOutcome {
         let status = match self.state {
+            State::Open if self.refused => self.discard(CloseReason::PeerClosed),
             State::Open => self.read_messages(),
-            State::Draining => self.discard(),
+            State::Draining => self.discard(CloseReason::LocalClose),
             State::Connecting | State::Finishing | State::Closing => ReadStatus::Drained,
         };
         ReadOutcome {
@@ -245,6 +250,11 @@ impl<F: Framing> Conn<F> {
                 Ok(needed) => needed,
                 Err(e) => return ReadStatus::Close(e.into()),
             };
+            if self.refused {
+                // Drop what followed the refused input, and whatever else comes.
+                self.filled = self.framed;
+                return self.discard(CloseReason::PeerClosed);
+            }
             if budget == 0 || self.framed >= MAX_BATCH {
                 return ReadStatus::More;
             }
@@ -294,6 +304,15 @@ impl<F: Framing> Conn<F> {
                     self.batch.push(self.framed, m.len, m.body, m.priority)?;
                     self.framed += m.len;
                     self.messages += 1;
+                }
+                Next::Refused(r) => {
+                    if r.len == 0 || r.len > pending.len() {
+                        return Err(FramingError::Contract("refusal outside the buffer"));
+                    }
+                    self.batch.push_refusal(self.framed, r)?;
+                    self.framed += r.len;
+                    self.refused = true;
+                    return Ok(0);
                 }
                 Next::Incomplete { needed } => {
                     if needed <= pending.len() {
@@ -372,13 +391,14 @@ impl<F: Framing> Conn<F> {
         Some(batch)
     }
 
-    /// Reads and drops input until the peer closes (graceful close, after our write side shut).
-    fn discard(&mut self) -> ReadStatus {
+    /// Reads and drops input until the peer closes (graceful close, after our write side shut;
+    /// or after a refusal), which ends the connection for `eof`.
+    fn discard(&mut self, eof: CloseReason) -> ReadStatus {
         let mut scratch = [0u8; 4096];
         let mut budget = READ_BUDGET;
         while budget > 0 {
             match self.stream.read(&mut scratch) {
-                Ok(0) => return ReadStatus::Close(CloseReason::LocalClose),
+                Ok(0) => return ReadStatus::Close(eof),
                 Ok(n) => budget = budget.saturating_sub(n),
                 Err(e) if would_block(&e) => return ReadStatus::Drained,
                 Err(e) if interrupted(&e) => {}

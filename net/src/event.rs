@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crawlfleet_core::frame::Priority;
 
-use crate::framing::FramingError;
+use crate::framing::{FramingError, Refusal};
 use crate::ids::{ConnId, LinkId, ListenerId, TimerId};
 use crate::limits::{InRole, InRoleGuard};
 
@@ -200,6 +200,8 @@ struct FrameRef {
     /// Length of the body.
     body_len: usize,
     priority: Priority,
+    /// Set for input the framing refused ([`crate::Next::Refused`]).
+    refusal: Option<Refusal>,
 }
 
 /// Messages read from one connection in one go, stored back to back in one buffer: one channel
@@ -262,7 +264,21 @@ impl FrameBatch {
             body_start: body.start,
             body_len: body.end - body.start,
             priority,
+            refusal: None,
         });
+        Ok(())
+    }
+
+    /// Records refused input at `offset..offset + refusal.len`; its body is all of it.
+    pub(crate) fn push_refusal(
+        &mut self,
+        offset: usize,
+        refusal: Refusal,
+    ) -> Result<(), FramingError> {
+        self.push(offset, refusal.len, 0..refusal.len, Priority::Normal)?;
+        if let Some(last) = self.frames.last_mut() {
+            last.refusal = Some(refusal);
+        }
         Ok(())
     }
 
@@ -303,6 +319,13 @@ impl FrameBatch {
         let f = self.frames.get(i)?;
         let start = f.offset + f.body_start;
         Some((f.priority, self.data.get(start..start + f.body_len)?))
+    }
+
+    /// Whether the framing refused the `i`-th message ([`crate::Next::Refused`]), and with what
+    /// status. A refused message is the connection's last: the role answers it with the status
+    /// and closes the connection. Its body ([`FrameBatch::get`]) is the refused bytes.
+    pub fn refusal(&self, i: usize) -> Option<Refusal> {
+        self.frames.get(i)?.refusal
     }
 
     /// The `i`-th message as it was on the wire, header included: forward it without

@@ -2,7 +2,9 @@
 //! implementation (MS-FSCMT 2.2.1: a 4-byte big-endian length, then a marshal `(dict, 0|1)`).
 //!
 //! The event loop is not FSCMT-only: the link-store protocol (MS-FSWASDR: a bare marshal dict
-//! ended by `2E 2E 2E 00 00 00 00`) and HTTP fit the same trait.
+//! ended by `2E 2E 2E 00 00 00 00`) and HTTP requests ([`crate::http::HttpFraming`]) fit the
+//! same trait. A framing that must answer input it cannot frame (HTTP's 400, 413, 431) reports
+//! it with [`Next::Refused`] instead of an error, so the role answers before the close.
 
 use std::fmt;
 use std::ops::Range;
@@ -34,6 +36,23 @@ pub enum Next {
         /// checked this against its size limit.
         needed: usize,
     },
+    /// The input cannot be framed, but the peer is owed an answer saying why (an HTTP status).
+    /// The loop delivers it as the connection's last message (see
+    /// [`FrameBatch::refusal`](crate::FrameBatch::refusal)) and reads nothing more from it; the
+    /// role answers, then closes the connection.
+    Refused(Refusal),
+}
+
+/// Input a framing refuses with a status for the peer: see [`Next::Refused`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// Bytes of the buffer the refused input spans (at least 1; the loop discards what
+    /// follows).
+    pub len: usize,
+    /// The status to answer with (for HTTP: 400, 411, 413, 431, 501).
+    pub status: u16,
+    /// Why, for the answer and the log line.
+    pub why: &'static str,
 }
 
 /// Why a framing refused a connection's input. The loop closes that connection only.

@@ -54,6 +54,11 @@
 //! not read until the queue drains), a budget for bytes held in partial messages, and an idle
 //! timeout for a partial message or an unfinished handshake.
 //!
+//! The [`http`] module frames HTTP/1.1 requests for servers on this loop (the administrative
+//! XML-RPC server, the synthetic web): a request the framing refuses (431, 413, 400, ...) is
+//! delivered flagged with its status ([`FrameBatch::refusal`]) so the role answers before it
+//! closes.
+//!
 //! The [`fetch`] module is the crawl engine's HTTP/1.1 and HTTPS client; it runs a poll thread
 //! of its own rather than this loop.
 #![deny(missing_docs)]
@@ -66,6 +71,7 @@ mod event_loop;
 pub mod fetch;
 mod framing;
 mod handle;
+pub mod http;
 mod ids;
 mod io_util;
 mod limits;
@@ -77,10 +83,12 @@ pub use builder::{BuildError, Builder, LoopError, Spawned, DEFAULT_EVENT_CAPACIT
 pub use crawlfleet_core::frame::Priority;
 pub use event::{CloseReason, Event, FrameBatch, Frames, IoFailure, Unsent};
 pub use event_loop::EventLoop;
-pub use framing::{Framing, FramingError, FscmtFraming, FscmtLengthFraming, MessageMeta, Next};
+pub use framing::{
+    Framing, FramingError, FscmtFraming, FscmtLengthFraming, MessageMeta, Next, Refusal,
+};
 pub use handle::{Handle, LoopStopped};
 pub use ids::{ConnId, LinkId, ListenerId, TimerId};
 pub use limits::{
-    PartialBudget, PortLimits, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_QUEUED_OUTPUT,
-    DEFAULT_PARTIAL_BUDGET,
+    PartialBudget, PortLimits, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_IN_ROLE,
+    DEFAULT_MAX_QUEUED_OUTPUT, DEFAULT_PARTIAL_BUDGET,
 };

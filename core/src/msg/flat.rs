@@ -1,11 +1,12 @@
 //! The hot messages read and written without the general machinery (no marshal values, no pair
 //! list, no sort): the duplicate server's PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK and
-//! PPDUP_REMOVE_OK (MS-FSCMT 2.2.5), and the schedulers' CMD_UM_URI / CMD_UM_URI_URG (2.2.4.3,
-//! 2.2.4.4) whose crawl queue entry carries no extra metadata. Encoding writes exactly the bytes of the general encoder (keys in the canonical
-//! order of [`Key`], `'s'` strings, `'i'` PKT_CMD). Decoding accepts only that canonical layout
-//! and answers `None` for anything else, which then takes the general path: the fast path never
-//! refuses, and never reads a frame differently from the general decoder (tested against it,
-//! byte mutations included).
+//! PPDUP_REMOVE_OK (MS-FSCMT 2.2.5), and the schedulers' CMD_UM_URI / CMD_UM_URI_URG (2.2.3.3,
+//! 2.2.3.4, 2.2.4.5, 2.2.4.7) whose crawl queue entry carries no extra metadata. Encoding writes
+//! exactly the bytes of the general encoder (keys in the canonical order of [`Key`], `'s'`
+//! strings, `'i'` PKT_CMD). Decoding accepts only that canonical layout and answers `None` for
+//! anything else, which then takes the general path: the fast path never refuses, and never
+//! reads a frame differently from the general decoder (tested against it, byte mutations
+//! included).
 
 use std::borrow::Cow;
 
@@ -420,7 +421,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The parts of a CMD_UM_URI / CMD_UM_URI_URG frame body that routing reads (2.2.4.3, 2.2.4.4),
+/// The parts of a CMD_UM_URI / CMD_UM_URI_URG frame body that routing reads (2.2.4.5, 2.2.4.7),
 /// borrowed from the body. [`peek_uri`] gives them for exactly the bodies [`decode`] reads as
 /// these messages, without building the crawl queue entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,8 +1,18 @@
 //! The FSCMT message model (MS-FSCMT 2.2.1.1 keys, 2.2.3-2.2.5 commands).
 //!
+//! One module per protocol family, one type per message shape: `cmd_um` (the CMD_UM_* commands
+//! between node and multinode schedulers), `cmd_adm` (the CMD_ADM_* configuration commands the
+//! multinode scheduler passes on) and `ppdup` (the duplicate server's PPDUP_* commands). Each
+//! shape reads itself from a `Reader` over the message dict (`reader.rs`) and writes its pairs
+//! back (the `Codec` trait in `codec.rs`); `message.rs` holds the one table from PKT_CMD to
+//! shape, spec section and receiving roles, from which [`Message`] and its methods are
+//! generated.
+//!
 //! [`Message::from_dict`] turns the dict of a decoded frame into a typed message, borrowing its
 //! strings from the frame; [`Message::to_dict`] turns it back. A missing or mistyped key is a
 //! [`MessageError`] naming the key; an unknown command value is [`MessageError::UnknownCommand`].
+//! The hot messages (PPDUP_ADD and kin, CMD_UM_URI) in their canonical layout also have a fast
+//! path (`flat.rs`) that reads and writes the same bytes without building marshal values.
 //!
 //! Three commands have one number and two shapes, one per direction: CMD_UM_ADD_ROUTE (2.2.3.8
 //! to a node scheduler, 2.2.4.9 to the multinode scheduler), CMD_UM_START_CRAWL_IP (2.2.4.11
@@ -10,21 +20,35 @@
 //! told apart by the shape of PKT_DATA, so a frame decodes the same whoever reads it; a role
 //! checks with [`Message::handled_by`] that the message is one it takes.
 
-mod fields;
+mod cmd_adm;
+mod cmd_um;
+mod codec;
 mod flat;
-mod messages;
+mod message;
+mod ppdup;
+mod reader;
 pub mod types;
 
 use std::fmt;
 
-pub use fields::Bytes;
+pub use cmd_adm::{ConfRefresh, ConfSpec, ConfSuspend, FeedingSuspend, PreemptSite};
+pub use cmd_um::{
+    AddRoute, ConfState, DeleteSite, DeleteUris, DnsReply, DnsRequest, Init, Log, Quarantine,
+    ReprocessSite, RouteList, StartCrawlIp, StartCrawlIpReply, Stat, StopCrawlIp, UriMsg,
+};
+pub use codec::CollectionOnly;
 pub(crate) use flat::decode as decode_hot;
 pub(crate) use flat::peek_uri;
-pub use messages::*;
+pub use message::Message;
+pub use ppdup::{
+    Checksum, PpdupAddOk, PpdupChecksum, PpdupConfRemove, PpdupConfigAck, PpdupError,
+    PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
+};
+pub use reader::Bytes;
 pub use types::{AddrInfo, CrawlQueueEntry, Redirect, UriStructure};
 
 use crate::marshal::Value;
-use fields::Fields;
+use reader::Reader;
 
 /// The message dictionary keys (MS-FSCMT 2.2.1.1).
 #[allow(missing_docs)]
@@ -286,7 +310,7 @@ pub enum Role {
 
 /// The command value of a message dict, if PKT_CMD is present and an integer.
 pub fn command_of(dict: &[(Value<'_>, Value<'_>)]) -> Result<Command, MessageError> {
-    let v = Fields::new(dict).int(Key::Cmd)?;
+    let v = Reader::new(dict).int(Key::Cmd)?;
     Command::from_i64(v).ok_or(MessageError::UnknownCommand(v))
 }
 

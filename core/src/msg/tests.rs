@@ -497,3 +497,121 @@ fn decode_message_reads_every_sample_with_or_without_the_flat_path() {
         ))
     );
 }
+
+#[test]
+fn the_table_cites_the_sections_of_the_roles_it_names() {
+    // MS-FSCMT 2.2.3 lists what a node scheduler receives, 2.2.4 what the multinode scheduler
+    // receives; the PPDUP_* commands are all in 2.2.5, and all reach the duplicate server.
+    for m in samples() {
+        let sections: Vec<&str> = m.spec_section().split(", ").collect();
+        let cites = |part: &str| sections.iter().any(|s| s.starts_with(part));
+        let name = m.command().name();
+        if name.starts_with("PPDUP_") {
+            assert!(sections.iter().all(|s| s.starts_with("2.2.5.")), "{name}");
+            assert!(m.handled_by(Role::DuplicateServer), "{name}");
+        } else {
+            assert_eq!(m.handled_by(Role::NodeScheduler), cites("2.2.3."), "{name}");
+            assert_eq!(
+                m.handled_by(Role::MultinodeScheduler),
+                cites("2.2.4."),
+                "{name}"
+            );
+            assert!(!m.handled_by(Role::DuplicateServer), "{name}");
+        }
+    }
+    let add = samples()
+        .into_iter()
+        .find(|m| m.command() == Command::PpdupAdd)
+        .unwrap();
+    assert_eq!(add.spec_section(), "2.2.5.3");
+}
+
+#[test]
+fn commands_with_two_shapes_pick_theirs_by_pkt_data() {
+    let t = |items: Vec<Value<'static>>| Value::Tuple(items);
+    let s = |v: &'static str| Value::bytes(v.as_bytes());
+    // CMD_UM_START_CRAWL_IP: 3 elements are the request (2.2.4.11), 4 the reply (2.2.3.22),
+    // as a list too; any other length is refused naming both.
+    let d = dict(&[
+        ("cm", Value::int(16)),
+        ("dn", s("c")),
+        (
+            "pd",
+            Value::List(vec![s("ip"), s("site"), Value::int(1), Value::int(1)]),
+        ),
+    ]);
+    assert!(matches!(
+        Message::from_dict(&d),
+        Ok(Message::CmdUmStartCrawlIpReply(StartCrawlIpReply {
+            allowed: true,
+            ..
+        }))
+    ));
+    let d = dict(&[
+        ("cm", Value::int(16)),
+        ("dn", s("c")),
+        (
+            "pd",
+            t(vec![
+                s("ip"),
+                s("site"),
+                Value::int(1),
+                Value::int(1),
+                Value::int(1),
+            ]),
+        ),
+    ]);
+    assert_eq!(
+        Message::from_dict(&d),
+        Err(MessageError::BadLength {
+            key: Key::Data,
+            structure: "start crawl IP 3-tuple (request) or 4-tuple (reply)",
+            expected: 3,
+            found: 5,
+        })
+    );
+    // CMD_UM_ADD_ROUTE: a 5-tuple led by the node id is 2.2.3.8, anything else a route list
+    // (2.2.4.9), whose errors it then gets.
+    let d = dict(&[
+        ("cm", Value::int(7)),
+        ("dn", s("c")),
+        (
+            "pd",
+            t(vec![
+                Value::int(1),
+                s("a"),
+                s("s"),
+                Value::None,
+                Value::int(1),
+            ]),
+        ),
+    ]);
+    assert_eq!(
+        Message::from_dict(&d),
+        Err(MessageError::WrongType {
+            key: Key::Data,
+            expected: "(routing attribute, node id) 2-tuple",
+            found: "int",
+        })
+    );
+    let d = dict(&[("cm", Value::int(7)), ("dn", s("c"))]);
+    assert_eq!(
+        Message::from_dict(&d),
+        Err(MessageError::MissingKey(Key::Data))
+    );
+    // CMD_UM_CONF_STATE: with PKT_DATA the state (2.2.3.21), without it the request (2.2.4.13).
+    let d = dict(&[("cm", Value::int(20)), ("dn", s("c"))]);
+    assert!(matches!(
+        Message::from_dict(&d),
+        Ok(Message::CmdUmConfStateRequest(_))
+    ));
+    let d = dict(&[("cm", Value::int(20)), ("dn", s("c")), ("pd", s("1"))]);
+    assert_eq!(
+        Message::from_dict(&d),
+        Err(MessageError::WrongType {
+            key: Key::Data,
+            expected: "integer",
+            found: "string",
+        })
+    );
+}

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use super::fields::{elem_bool, elem_bytes, elem_int, elem_opt_int, items, Bytes};
+use super::reader::{elem_bool, elem_bytes, elem_int, elem_opt_int, items, Bytes};
 use super::{Key, MessageError};
 use crate::marshal::{Dict, Value};
 

@@ -1,17 +1,21 @@
 //! The administrative interface of the schedulers (MS-FSCADM): the XML-RPC server
-//! ([`server`]), the 34 methods of 2.2.8-2.2.10 for both roles ([`methods`] over the
-//! [`roles::Role`] trait the node and multinode schedulers implement), statistics
+//! ([`server`]), the 34 methods of 2.2.8-2.2.10 for both roles (read once into a typed
+//! [`AdminCall`] by [`call`], run by [`methods`], [`management`] and [`status`] over the [`roles::Role`] trait
+//! the node and multinode schedulers implement), statistics
 //! ([`crawlfleet_core::stats`]), a blocking client ([`client`]) and `crawlfleet admin` ([`cli`]).
 //!
 //! A role shell starts the server with [`start`] and gives each [`server::AdminMsg`] it receives
 //! to [`Admin::handle`] together with its scheduler core. The crawl engine feeds statistics
 //! through [`Admin::stats_mut`] (see [`crawlfleet_core::stats::Stats::add`]).
 
+pub mod call;
 pub mod cli;
 pub mod client;
+pub mod management;
 pub mod methods;
 pub mod roles;
 pub mod server;
+pub mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -20,106 +24,11 @@ use std::time::Duration;
 
 use crawlfleet_core::marshal::{self, Value as M};
 use crawlfleet_core::stats::Stats;
-use crawlfleet_core::xmlrpc::{Limits, Value};
+use crawlfleet_core::xmlrpc::Limits;
 use log::{info, warn};
 
+pub use call::{signature, AdminCall, CallError, Ty, METHODS};
 pub use server::{AdminMsg, Responder, Server};
-
-/// The argument types of FSCADM methods.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ty {
-    /// `int` (Python's `True`/`False` are accepted as 1/0).
-    Int,
-    /// `string` (and `hostport`, `contentdest`).
-    Str,
-    /// `array` of strings.
-    Strings,
-}
-
-/// Every method of FSCADM 2.2.8, 2.2.9 and 2.2.10 and its parameters.
-pub const METHODS: [(&str, &[Ty]); 34] = {
-    use Ty::{Int as I, Str as S, Strings as A};
-    [
-        // 2.2.8 Web crawler management.
-        ("GetLogLevel", &[]),
-        ("GetNodeSchedulerXmlRpcPorts", &[]),
-        ("GetSiteManagerNum", &[]),
-        ("IsDistributed", &[]),
-        ("IsMultiNodeScheduler", &[]),
-        ("SetLogLevel", &[I]),
-        // 2.2.9 Crawl collection management.
-        ("AddURIs", &[S, I, A]),
-        ("AddURIFile", &[S, I, S]),
-        ("CollectionAdd", &[S, I]),
-        ("CollectionDelete", &[S, I]),
-        ("CollectionDeleteSite", &[S, S]),
-        ("CollectionDeleteURIs", &[S, A]),
-        ("CollectionDeleteURIFile", &[S, S]),
-        ("CollectionGetConfigurationXML", &[S]),
-        ("CollectionGetList", &[]),
-        ("CollectionGetSiteRoutingAddress", &[S, S]),
-        ("CollectionPreemptSite", &[S, S]),
-        ("CollectionQuarantineSite", &[S, S, I]),
-        ("CollectionRefetch", &[S, S]),
-        ("CollectionRefetchURI", &[S, S, I, I, I]),
-        ("CollectionReprocessSite", &[S, S, S]),
-        ("CollectionReprocessSitePrefix", &[S, S, S, S]),
-        ("CollectionReprocessURI", &[S, S, A]),
-        ("CollectionResume", &[S]),
-        ("CollectionResumeFeeding", &[S, S]),
-        ("CollectionSuspend", &[S]),
-        ("CollectionSuspendFeeding", &[S, S]),
-        // 2.2.10 Crawl collection status.
-        ("CollectionDisableRefreshOnly", &[S]),
-        ("CollectionEnableRefreshOnly", &[S]),
-        ("CollectionGetStatus", &[S]),
-        ("CollectionGetSiteStatistics", &[S, S]),
-        ("CollectionGetStatistics", &[S]),
-        ("CollectionGetStatistics2", &[S]),
-        ("GetGlobalStatistics", &[]),
-    ]
-};
-
-/// The parameter types of `method`, None when FSCADM has no such method.
-pub fn signature(method: &str) -> Option<&'static [Ty]> {
-    METHODS.iter().find(|(m, _)| *m == method).map(|(_, s)| *s)
-}
-
-/// Checks a call against its signature (2.2.8-2.2.10: all arguments MUST be specified); the
-/// error is the fault string.
-pub fn check_params(method: &str, params: &[Value]) -> Result<(), String> {
-    let sig = signature(method).ok_or_else(|| format!("unknown method {method:?}"))?;
-    if params.len() != sig.len() {
-        return Err(format!(
-            "{method} takes {} argument{}, {} given",
-            sig.len(),
-            if sig.len() == 1 { "" } else { "s" },
-            params.len()
-        ));
-    }
-    for (i, (p, ty)) in params.iter().zip(sig).enumerate() {
-        let ok = match ty {
-            Ty::Int => matches!(p, Value::Int(_) | Value::Bool(_)),
-            Ty::Str => matches!(p, Value::String(_)),
-            Ty::Strings => p
-                .as_array()
-                .is_some_and(|a| a.iter().all(|v| matches!(v, Value::String(_)))),
-        };
-        if !ok {
-            let want = match ty {
-                Ty::Int => "an int",
-                Ty::Str => "a string",
-                Ty::Strings => "an array of strings",
-            };
-            return Err(format!(
-                "{method}: argument {} must be {want}, not {}",
-                i + 1,
-                p.type_name()
-            ));
-        }
-    }
-    Ok(())
-}
 
 /// Settings of the administrative interface.
 #[derive(Clone, Debug)]
@@ -315,18 +224,10 @@ impl Admin {
                 self.stats.merge(now);
                 self.save_stats();
             }
-            AdminMsg::Call {
-                method,
-                params,
-                reply,
-            } => {
-                if let Err(e) = check_params(&method, &params) {
-                    warn!("admin call refused: {e}");
-                    reply.send(Err(e));
-                    return;
-                }
+            AdminMsg::Call { call, reply } => {
                 self.absorb(role, now);
-                match methods::call(self, role, &method, &params, now) {
+                let method = call.name();
+                match methods::call(self, role, call, now) {
                     methods::Outcome::Done(r) => {
                         if let Err(e) = &r {
                             info!("{method}: fault: {e}");
@@ -334,7 +235,7 @@ impl Admin {
                         reply.send(r);
                     }
                     methods::Outcome::Forward { nodes, level } => {
-                        methods::forward_log_level(nodes, level, reply)
+                        management::forward_log_level(nodes, level, reply)
                     }
                 }
             }

@@ -1,42 +1,45 @@
-//! The XML-RPC server of FSCADM 2.1: HTTP/1.1 POST /RPC2 on its own small mio thread.
+//! The XML-RPC server of FSCADM 2.1: HTTP/1.1 POST /RPC2 on net's event loop.
 //!
-//! Each request body is parsed here ([`crawlfleet_core::xmlrpc::parse_call`]); a body that is
-//! not a valid `methodCall` is answered at once with a fault (faultCode 1, 2.2.7). A valid call
-//! goes to the role loop as [`AdminMsg::Call`] over a crossbeam channel with a [`Responder`];
-//! the role loop answers through it and the reply is written when it comes back. Connections are
-//! kept alive (HTTP/1.1 default, HTTP/1.0 with `Connection: keep-alive`); a pipelined request
-//! waits until the reply before it is read. `Expect: 100-continue` is not answered: the client
-//! sends the body after its own wait. Other paths get 404, other methods 405, a body without
-//! Content-Length 411, a body over the limit 413 (and the connection closed: its bytes are not
-//! read).
+//! The loop cuts requests with [`HttpFraming`] (head at most 16 KiB and 64 fields, body at most
+//! the configured `max_body`); a thread of this module reads them. Each request body is parsed
+//! here ([`crawlfleet_core::xmlrpc::parse_call`]); a body that is not a valid `methodCall` is
+//! answered at once with a fault (faultCode 1, 2.2.7), as is a call that is not one of the
+//! FSCADM methods with its arguments ([`AdminCall::parse`]). A valid call goes to the role loop
+//! as [`AdminMsg::Call`] over a crossbeam channel with a [`Responder`]; the role loop answers
+//! through it and the reply comes back here, to be written through the loop's [`Handle`].
+//! Answers leave in request order per connection, and a connection has one call at a time with
+//! the role loop: a pipelined request waits for the answer to the one before it. Connections
+//! are kept alive (HTTP/1.1 default, HTTP/1.0 with `Connection: keep-alive`). `Expect: 100-continue` is not answered: the client sends the
+//! body after its own wait. Other paths get 404, other methods 405, a POST without
+//! Content-Length 411; what the framing refuses gets its status (400, 411, 413, 431, 501: see
+//! [`crawlfleet_net::http`]) and the connection is closed after the answer: its further bytes
+//! are not read. The statistics tick (2.2.4.4) is a timer of the loop.
 
-use std::io::{self, Read, Write};
+use std::collections::{HashMap, VecDeque};
+use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crawlfleet_core::xmlrpc::{self, Limits, Value, FAULT_CODE};
-use crossbeam_channel::{Receiver, Sender};
-use log::{debug, info, warn};
-use mio::net::{TcpListener, TcpStream};
-use mio::{Events, Interest, Poll, Token, Waker};
-use slab::Slab;
 
-const LISTENER: Token = Token(usize::MAX - 1);
-const WAKER: Token = Token(usize::MAX - 2);
-/// Request heads larger than this are refused (431).
-const MAX_HEAD: usize = 16 << 10;
-const MAX_HEADERS: usize = 64;
+use super::AdminCall;
+use crawlfleet_net::http::{self, HttpFraming, Request};
+use crawlfleet_net::{ConnId, Event, EventLoop, FrameBatch, Handle, Priority, TimerId};
+use crossbeam_channel::{select, Receiver, Sender};
+use log::{debug, info, warn};
+
+/// The statistics timer.
+const TICK: TimerId = TimerId(1);
+/// Write fences (see [`Http::flush`]) are timers numbered from here.
+const FENCE_BASE: u64 = 1 << 32;
 
 /// What the server hands the role loop.
 #[derive(Debug)]
 pub enum AdminMsg {
     /// A method call to answer through the responder.
     Call {
-        /// The method name.
-        method: String,
-        /// The parameters.
-        params: Vec<Value>,
+        /// The method and its arguments.
+        call: AdminCall,
         /// Where the answer goes.
         reply: Responder,
     },
@@ -44,13 +47,15 @@ pub enum AdminMsg {
     Tick,
 }
 
+/// A reply on its way back: the connection, the request's serial, the XML-RPC body.
+type Reply = (ConnId, u64, Vec<u8>);
+
 /// The way back to the connection that made a call.
 #[derive(Debug)]
 pub struct Responder {
-    token: usize,
+    conn: ConnId,
     serial: u64,
-    tx: Sender<(usize, u64, Vec<u8>)>,
-    waker: Arc<Waker>,
+    tx: Sender<Reply>,
 }
 
 impl Responder {
@@ -60,10 +65,8 @@ impl Responder {
             Ok(v) => xmlrpc::encode_response(&v),
             Err(e) => xmlrpc::encode_fault(FAULT_CODE, &e),
         };
-        // The server thread may be gone (shutdown); nothing is waiting then.
-        if self.tx.send((self.token, self.serial, body)).is_ok() {
-            let _ = self.waker.wake();
-        }
+        // The server may be gone (shutdown); nothing is waiting then.
+        let _ = self.tx.send((self.conn, self.serial, body));
     }
 }
 
@@ -77,418 +80,308 @@ pub struct Server {
 
 /// Starts the server on `addr`, ticking every `tick`.
 pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Server> {
-    let mut listener = TcpListener::bind(addr)?;
-    let local = listener.local_addr()?;
-    let poll = Poll::new()?;
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)?;
-    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    let lp = EventLoop::builder()
+        .framing(HttpFraming::new(limits.max_body))
+        .answer_half_closed(true)
+        .listen(addr)
+        .thread_name("admin-loop")
+        .spawn()
+        .map_err(io::Error::other)?;
+    let local = lp.local_addrs.first().copied().unwrap_or(addr);
+    let stopped = |e| io::Error::other(format!("admin event loop: {e}"));
+    lp.handle
+        .set_timer(TICK, tick, Some(tick))
+        .map_err(stopped)?;
     let (calls_tx, calls) = crossbeam_channel::unbounded();
     let (replies_tx, replies) = crossbeam_channel::unbounded();
-    let mut s = Loop {
-        poll,
-        listener,
-        conns: Slab::new(),
+    let mut s = Http {
+        handle: lp.handle.clone(),
         calls: calls_tx,
         replies_tx,
-        replies,
-        waker,
         limits,
+        conns: HashMap::new(),
+        fences: HashMap::new(),
         serial: 0,
     };
+    let events = lp.events;
     std::thread::Builder::new()
         .name("admin-xmlrpc".into())
         .spawn(move || {
-            if let Err(e) = s.run(tick) {
-                warn!("administrative interface stopped: {e}");
+            s.run(&events, &replies);
+            let _ = s.handle.shutdown();
+            match lp.join.join() {
+                Ok(Err(e)) => warn!("administrative interface stopped: {e}"),
+                Err(_) => warn!("administrative interface: the event loop panicked"),
+                Ok(Ok(())) => {}
             }
         })?;
     info!("administrative interface (XML-RPC) on http://{local}/RPC2");
     Ok(Server { calls, addr: local })
 }
 
-struct Conn {
-    stream: TcpStream,
-    inbuf: Vec<u8>,
-    out: Vec<u8>,
-    /// A call is with the role loop: its serial.
-    waiting: Option<u64>,
-    close_after_write: bool,
+/// One request's place in its connection's answer order.
+struct Slot {
+    serial: u64,
+    state: SlotState,
+    /// Whether the connection stays open after this answer.
     keep_alive: bool,
 }
 
-struct Loop {
-    poll: Poll,
-    listener: TcpListener,
-    conns: Slab<Conn>,
+/// Where a request stands.
+enum SlotState {
+    /// The whole HTTP answer.
+    Answer(Vec<u8>),
+    /// A call for the role loop, waiting for the requests before it to be answered.
+    Call(AdminCall),
+    /// With the role loop.
+    Waiting,
+}
+
+/// A connection's requests not yet answered, oldest first.
+struct Conn {
+    peer: SocketAddr,
+    slots: VecDeque<Slot>,
+    /// An answer that closes the connection has been sent: the rest is not answered.
+    closing: bool,
+    /// Answers were sent since the last call was handed on (see [`Http::flush`]).
+    answered: bool,
+    /// The write fence's timer, while one is set.
+    fence: Option<TimerId>,
+}
+
+/// The server's thread: HTTP requests in, XML-RPC calls out to the role loop, answers back.
+struct Http {
+    handle: Handle,
     calls: Sender<AdminMsg>,
-    replies_tx: Sender<(usize, u64, Vec<u8>)>,
-    replies: Receiver<(usize, u64, Vec<u8>)>,
-    waker: Arc<Waker>,
+    replies_tx: Sender<Reply>,
     limits: Limits,
+    conns: HashMap<ConnId, Conn>,
+    /// The connection each write fence is for.
+    fences: HashMap<TimerId, ConnId>,
     serial: u64,
 }
 
-fn would_block(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock
-}
-
-fn interrupted(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::Interrupted
-}
-
-/// An HTTP response with `body`.
-fn http(status: &str, ctype: &str, body: &[u8], keep_alive: bool, extra: &str) -> Vec<u8> {
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nServer: crawlfleet\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}{}\r\n",
-        body.len(),
-        if keep_alive { "" } else { "Connection: close\r\n" }
-    )
-    .into_bytes();
-    out.extend_from_slice(body);
+/// An answer that is not a method's result.
+fn plain(status: u16, text: &str, extra: &[(&str, &str)], keep_alive: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    http::write_response(
+        &mut out,
+        status,
+        "text/plain",
+        extra,
+        format!("{text}\n").as_bytes(),
+        keep_alive,
+    );
     out
 }
 
-/// What the head of the buffered request says.
-enum Parsed {
-    /// More bytes are needed.
-    Partial,
-    /// A call body to hand on, and the bytes it used.
-    Call { body: Vec<u8>, used: usize },
-    /// An answer to write now; `close` ends the connection after it.
-    Answer {
-        bytes: Vec<u8>,
-        used: usize,
-        close: bool,
-    },
+/// An XML-RPC answer (a result or a fault, 2.1: always 200).
+fn xml(body: &[u8], keep_alive: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    http::write_response(&mut out, 200, "text/xml", &[], body, keep_alive);
+    out
 }
 
-impl Loop {
-    fn run(&mut self, tick: Duration) -> io::Result<()> {
-        let mut events = Events::with_capacity(256);
-        let mut next_tick = Instant::now() + tick;
+impl Http {
+    /// Runs until the role loop or the event loop is gone.
+    fn run(&mut self, events: &Receiver<Event>, replies: &Receiver<Reply>) {
         loop {
-            let timeout = next_tick.saturating_duration_since(Instant::now());
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
-                if interrupted(&e) {
-                    continue;
+            select! {
+                recv(events) -> ev => {
+                    let Ok(ev) = ev else { return };
+                    if !self.event(ev) {
+                        return;
+                    }
                 }
-                return Err(e);
-            }
-            if Instant::now() >= next_tick {
-                next_tick = Instant::now() + tick;
-                if self.calls.send(AdminMsg::Tick).is_err() {
-                    return Ok(()); // the role loop is gone
-                }
-            }
-            for ev in events.iter() {
-                match ev.token() {
-                    LISTENER => self.accept()?,
-                    WAKER => {}
-                    Token(t) => {
-                        if ev.is_readable() || ev.is_read_closed() {
-                            self.readable(t);
-                        }
-                        if ev.is_writable() {
-                            self.flush(t);
+                recv(replies) -> r => {
+                    // `self` holds a sender: the channel never disconnects.
+                    if let Ok((conn, serial, body)) = r {
+                        if !self.reply(conn, serial, body) {
+                            return;
                         }
                     }
                 }
             }
-            while let Ok((t, serial, body)) = self.replies.try_recv() {
-                self.reply(t, serial, body);
-            }
         }
     }
 
-    fn accept(&mut self) -> io::Result<()> {
-        loop {
-            match self.listener.accept() {
-                Ok((mut stream, peer)) => {
-                    let entry = self.conns.vacant_entry();
-                    let t = Token(entry.key());
-                    self.poll.registry().register(
-                        &mut stream,
-                        t,
-                        Interest::READABLE | Interest::WRITABLE,
-                    )?;
-                    debug!("admin connection from {peer}");
-                    entry.insert(Conn {
-                        stream,
-                        inbuf: Vec::new(),
-                        out: Vec::new(),
-                        waiting: None,
-                        close_after_write: false,
-                        keep_alive: true,
-                    });
-                }
-                Err(e) if would_block(&e) => return Ok(()),
-                Err(e) if interrupted(&e) => {}
-                Err(e) => {
-                    warn!("admin accept: {e}");
-                    return Ok(());
+    /// Handles one loop event; false when the role loop is gone.
+    fn event(&mut self, ev: Event) -> bool {
+        match ev {
+            Event::Accepted { conn, peer, .. } => {
+                debug!("admin connection from {peer}");
+                self.conns.insert(
+                    conn,
+                    Conn {
+                        peer,
+                        slots: VecDeque::new(),
+                        closing: false,
+                        answered: false,
+                        fence: None,
+                    },
+                );
+            }
+            Event::Frames(batch) => return self.requests(&batch),
+            Event::Closed { conn, .. } => {
+                if let Some(fence) = self.conns.remove(&conn).and_then(|c| c.fence) {
+                    self.fences.remove(&fence);
                 }
             }
+            Event::Timer(TICK) => return self.calls.send(AdminMsg::Tick).is_ok(),
+            Event::Timer(fence) => {
+                let Some(conn) = self.fences.remove(&fence) else {
+                    return true;
+                };
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.fence = None;
+                    c.answered = false;
+                }
+                return self.flush(conn);
+            }
+            Event::Connected { .. } | Event::ConnectFailed { .. } => {}
         }
+        true
     }
 
-    fn close(&mut self, t: usize) {
-        if self.conns.contains(t) {
-            let mut c = self.conns.remove(t);
-            let _ = self.poll.registry().deregister(&mut c.stream);
+    /// Reads the requests of one batch, in order; false when the role loop is gone.
+    fn requests(&mut self, batch: &FrameBatch) -> bool {
+        let conn = batch.conn();
+        for i in 0..batch.len() {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                break;
+            };
+            if c.closing {
+                break;
+            }
+            self.serial += 1;
+            let (state, keep_alive) = match batch.refusal(i) {
+                Some(r) => {
+                    warn!(
+                        "admin request from {} refused: {} {}",
+                        c.peer, r.status, r.why
+                    );
+                    let why = if r.status == 413 {
+                        format!("{} ({} bytes)", r.why, self.limits.max_body)
+                    } else {
+                        r.why.to_string()
+                    };
+                    (SlotState::Answer(plain(r.status, &why, &[], false)), false)
+                }
+                None => match batch.raw(i).and_then(Request::parse) {
+                    Some(req) => request(&req, &self.limits),
+                    // The framing cut it as a request: not reached.
+                    None => (
+                        SlotState::Answer(plain(400, "malformed request", &[], false)),
+                        false,
+                    ),
+                },
+            };
+            c.slots.push_back(Slot {
+                serial: self.serial,
+                state,
+                keep_alive,
+            });
+            // A request after one that closes is not answered: stop reading them.
+            c.closing |= !keep_alive;
         }
+        self.flush(conn)
     }
 
-    fn readable(&mut self, t: usize) {
-        let Some(c) = self.conns.get_mut(t) else {
-            return;
+    /// The role loop's answer to request `serial` of `conn`; false when the role loop is gone.
+    fn reply(&mut self, conn: ConnId, serial: u64, body: Vec<u8>) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return true; // The client left.
         };
-        let mut chunk = [0u8; 16 << 10];
-        loop {
-            match c.stream.read(&mut chunk) {
-                Ok(0) => {
-                    // The peer is done sending; answer what is pending, then close.
-                    c.close_after_write = true;
-                    if c.waiting.is_none() && c.out.is_empty() {
-                        self.close(t);
-                        return;
+        if let Some(slot) = c.slots.iter_mut().find(|s| s.serial == serial) {
+            slot.state = SlotState::Answer(xml(&body, slot.keep_alive));
+        }
+        self.flush(conn)
+    }
+
+    /// Sends the answers at the front of `conn`'s queue, in request order, and hands the next
+    /// call to the role loop; false when the role loop is gone.
+    ///
+    /// A call behind an answer just sent waits for a write fence: a zero-delay timer of the
+    /// loop, which carries out commands in order, writes what they queued, then fires due
+    /// timers. So each answer is on the wire before the next call starts, as when every
+    /// request waited for the answer before it, and quick answers do not pile up into one
+    /// write.
+    fn flush(&mut self, conn: ConnId) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return true;
+        };
+        while let Some(slot) = c.slots.front_mut() {
+            match std::mem::replace(&mut slot.state, SlotState::Waiting) {
+                SlotState::Waiting => break,
+                SlotState::Call(call) if c.answered => {
+                    slot.state = SlotState::Call(call);
+                    if c.fence.is_none() {
+                        let fence = TimerId(FENCE_BASE + slot.serial);
+                        if self.handle.set_timer(fence, Duration::ZERO, None).is_err() {
+                            return true; // The loop has stopped; Closed follows.
+                        }
+                        c.fence = Some(fence);
+                        self.fences.insert(fence, conn);
                     }
                     break;
                 }
-                Ok(n) => c.inbuf.extend_from_slice(&chunk[..n]),
-                Err(e) if would_block(&e) => break,
-                Err(e) if interrupted(&e) => {}
-                Err(e) => {
-                    debug!("admin connection: {e}");
-                    self.close(t);
-                    return;
-                }
-            }
-        }
-        self.process(t);
-    }
-
-    /// Handles the buffered requests of `t` while it is not waiting for the role loop.
-    fn process(&mut self, t: usize) {
-        loop {
-            let Some(c) = self.conns.get_mut(t) else {
-                return;
-            };
-            if c.waiting.is_some() || c.inbuf.is_empty() {
-                break;
-            }
-            match parse(&c.inbuf, &self.limits) {
-                Parsed::Partial => break,
-                Parsed::Answer { bytes, used, close } => {
-                    c.inbuf.drain(..used);
-                    c.out.extend_from_slice(&bytes);
-                    if close {
-                        c.close_after_write = true;
-                        c.inbuf.clear();
+                SlotState::Call(call) => {
+                    let reply = Responder {
+                        conn,
+                        serial: slot.serial,
+                        tx: self.replies_tx.clone(),
+                    };
+                    if self.calls.send(AdminMsg::Call { call, reply }).is_ok() {
+                        break;
                     }
+                    let f = xmlrpc::encode_fault(FAULT_CODE, "the scheduler stopped");
+                    let _ = self.handle.send(conn, Priority::Normal, xml(&f, false));
+                    let _ = self.handle.close(conn);
+                    c.slots.clear();
+                    c.closing = true;
+                    return false;
                 }
-                Parsed::Call { body, used } => {
-                    c.keep_alive = keep_alive(&c.inbuf[..used]);
-                    c.inbuf.drain(..used);
-                    match xmlrpc::parse_call(&body, &self.limits) {
-                        Ok(call) => {
-                            self.serial += 1;
-                            c.waiting = Some(self.serial);
-                            let msg = AdminMsg::Call {
-                                method: call.method,
-                                params: call.params,
-                                reply: Responder {
-                                    token: t,
-                                    serial: self.serial,
-                                    tx: self.replies_tx.clone(),
-                                    waker: self.waker.clone(),
-                                },
-                            };
-                            if self.calls.send(msg).is_err() {
-                                let f = xmlrpc::encode_fault(FAULT_CODE, "the scheduler stopped");
-                                c.waiting = None;
-                                c.out
-                                    .extend_from_slice(&http("200 OK", "text/xml", &f, false, ""));
-                                c.close_after_write = true;
-                            }
-                        }
-                        Err(e) => {
-                            warn!("admin request refused: {e}");
-                            let f = xmlrpc::encode_fault(FAULT_CODE, &e.to_string());
-                            let ka = c.keep_alive;
-                            c.out
-                                .extend_from_slice(&http("200 OK", "text/xml", &f, ka, ""));
-                            c.close_after_write |= !ka;
-                        }
+                SlotState::Answer(answer) => {
+                    let keep_alive = slot.keep_alive;
+                    c.slots.pop_front();
+                    // A stopped loop has closed the connection; its Closed event says so.
+                    let _ = self.handle.send(conn, Priority::Normal, answer);
+                    c.answered = true;
+                    if !keep_alive {
+                        c.slots.clear();
+                        let _ = self.handle.close(conn);
+                        break;
                     }
                 }
             }
         }
-        self.flush(t);
-    }
-
-    fn reply(&mut self, t: usize, serial: u64, body: Vec<u8>) {
-        let Some(c) = self.conns.get_mut(t) else {
-            return; // the client left
-        };
-        if c.waiting != Some(serial) {
-            return; // a reply for an earlier connection in this slot
-        }
-        c.waiting = None;
-        let ka = c.keep_alive;
-        c.out
-            .extend_from_slice(&http("200 OK", "text/xml", &body, ka, ""));
-        c.close_after_write |= !ka;
-        self.process(t);
-    }
-
-    fn flush(&mut self, t: usize) {
-        let Some(c) = self.conns.get_mut(t) else {
-            return;
-        };
-        while !c.out.is_empty() {
-            match c.stream.write(&c.out) {
-                Ok(0) => {
-                    self.close(t);
-                    return;
-                }
-                Ok(n) => {
-                    c.out.drain(..n);
-                }
-                Err(e) if would_block(&e) => return,
-                Err(e) if interrupted(&e) => {}
-                Err(e) => {
-                    debug!("admin connection: {e}");
-                    self.close(t);
-                    return;
-                }
-            }
-        }
-        if c.close_after_write && c.waiting.is_none() {
-            self.close(t);
-        }
+        true
     }
 }
 
-/// Whether the connection stays open after answering the request whose head is in `head`.
-fn keep_alive(head: &[u8]) -> bool {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    if req.parse(head).is_err() {
-        return false;
-    }
-    let conn = req
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("connection"))
-        .map(|h| String::from_utf8_lossy(h.value).to_ascii_lowercase());
-    match req.version {
-        Some(1) => conn.as_deref() != Some("close"),
-        _ => conn.as_deref() == Some("keep-alive"),
-    }
-}
-
-fn parse(buf: &[u8], limits: &Limits) -> Parsed {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    let refuse = |status: &str, why: &str, extra: &str| Parsed::Answer {
-        bytes: http(
-            status,
-            "text/plain",
-            format!("{why}\n").as_bytes(),
-            false,
-            extra,
-        ),
-        used: buf.len(),
-        close: true,
+/// Answers one request, or makes it a call for the role loop; with whether the connection
+/// stays open after it.
+fn request(req: &Request<'_>, limits: &Limits) -> (SlotState, bool) {
+    let ka = req.keep_alive();
+    let answer = |status, text, extra: &[(&str, &str)], ka| {
+        (SlotState::Answer(plain(status, text, extra, ka)), ka)
     };
-    let head_len = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
-            return refuse(
-                "431 Request Header Fields Too Large",
-                "request head too large",
-                "",
-            )
+    if req.method != "POST" {
+        return answer(405, "only POST /RPC2", &[("Allow", "POST")], ka);
+    }
+    if req.header("content-length").is_none() {
+        return answer(411, "Content-Length required", &[], false);
+    }
+    if req.path != "/RPC2" {
+        return answer(404, "XML-RPC is at /RPC2", &[], ka);
+    }
+    let call = xmlrpc::parse_call(req.body, limits).map_err(|e| e.to_string());
+    match call.and_then(|c| AdminCall::parse(&c.method, &c.params).map_err(|e| e.to_string())) {
+        Ok(call) => (SlotState::Call(call), ka),
+        Err(e) => {
+            warn!("admin request refused: {e}");
+            let f = xmlrpc::encode_fault(FAULT_CODE, &e);
+            (SlotState::Answer(xml(&f, ka)), ka)
         }
-        Ok(httparse::Status::Partial) => return Parsed::Partial,
-        Err(httparse::Error::TooManyHeaders) => {
-            return refuse(
-                "431 Request Header Fields Too Large",
-                "too many headers",
-                "",
-            )
-        }
-        Err(e) => return refuse("400 Bad Request", &format!("bad request: {e}"), ""),
-    };
-    let header = |name: &str| {
-        req.headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| String::from_utf8_lossy(h.value).trim().to_string())
-    };
-    let length = match header("content-length").map(|v| v.parse::<usize>()) {
-        None => None,
-        Some(Ok(n)) => Some(n),
-        Some(Err(_)) => return refuse("400 Bad Request", "bad Content-Length", ""),
-    };
-    let chunked = header("transfer-encoding").is_some();
-    let method = req.method.unwrap_or("");
-    let path = req.path.unwrap_or("");
-    if method != "POST" {
-        // The body (if any) is skipped when its length is known; the connection stays.
-        let used = head_len + length.unwrap_or(0);
-        if chunked || buf.len() < used {
-            if chunked {
-                return refuse("405 Method Not Allowed", "only POST", "Allow: POST\r\n");
-            }
-            return Parsed::Partial;
-        }
-        return Parsed::Answer {
-            bytes: http(
-                "405 Method Not Allowed",
-                "text/plain",
-                b"only POST /RPC2\n",
-                keep_alive(&buf[..head_len]),
-                "Allow: POST\r\n",
-            ),
-            used,
-            close: !keep_alive(&buf[..head_len]),
-        };
-    }
-    let Some(len) = length.filter(|_| !chunked) else {
-        return refuse("411 Length Required", "Content-Length required", "");
-    };
-    if len > limits.max_body {
-        return refuse(
-            "413 Payload Too Large",
-            &format!(
-                "request body of {len} bytes exceeds the limit of {}",
-                limits.max_body
-            ),
-            "",
-        );
-    }
-    if buf.len() < head_len + len {
-        return Parsed::Partial;
-    }
-    let used = head_len + len;
-    if path != "/RPC2" {
-        let ka = keep_alive(&buf[..head_len]);
-        return Parsed::Answer {
-            bytes: http(
-                "404 Not Found",
-                "text/plain",
-                b"XML-RPC is at /RPC2\n",
-                ka,
-                "",
-            ),
-            used,
-            close: !ka,
-        };
-    }
-    Parsed::Call {
-        body: buf[head_len..used].to_vec(),
-        used,
     }
 }

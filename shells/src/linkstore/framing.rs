@@ -169,6 +169,7 @@ mod tests {
                     assert!(needed > end - at);
                     end += 1;
                 }
+                Next::Refused(r) => panic!("the WASDR framing reports no Next::Refused: {r:?}"),
             }
         }
         out

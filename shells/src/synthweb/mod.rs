@@ -1,8 +1,8 @@
 //! `crawlfleet synthweb`: serves a [`SyntheticWeb`] on its loopback addresses, for crawl tests,
 //! `crawlfleet up --synthetic-web` and benchmarks, or writes it out for nginx.
 //!
-//! [`SynthServer`] binds every host's address on the web's port and answers from one mio thread
-//! (see `server`), keeping an access log in memory and, if asked, in a tab-separated file:
+//! [`SynthServer`] binds every host's address on the web's port on one of net's event loops and
+//! answers from one thread (see `server`), keeping an access log in memory and, if asked, in a tab-separated file:
 //! `address:port  path  status  start  end  connection`, times in Unix seconds.
 //!
 //! ```no_run
@@ -22,19 +22,18 @@ use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
+use crawlfleet_net::http::HttpFraming;
+use crawlfleet_net::{BuildError, EventLoop, Handle};
 use log::info;
-use mio::net::TcpListener;
-use mio::{Interest, Poll, Token, Waker};
 use parking_lot::Mutex;
 
 use crate::cli::SynthwebArgs;
-use server::{Server, Shared, WAKER};
+use server::{Server, Shared};
 
 /// One request the server answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,7 +46,7 @@ pub struct AccessRecord {
     pub status: u16,
     /// When the request head was complete.
     pub start: Instant,
-    /// When the last byte of the reply was written.
+    /// When the reply was handed to the event loop, which writes it as the socket takes it.
     pub end: Instant,
     /// The connection, numbered from 0 in order of acceptance.
     pub conn: u64,
@@ -57,7 +56,7 @@ pub struct AccessRecord {
 pub struct SynthServer {
     web: Arc<SyntheticWeb>,
     shared: Arc<Shared>,
-    waker: Arc<Waker>,
+    handle: Handle,
     thread: Option<JoinHandle<io::Result<()>>>,
 }
 
@@ -80,20 +79,19 @@ impl SynthServer {
         web: Arc<SyntheticWeb>,
         access_log: Option<&Path>,
     ) -> io::Result<SynthServer> {
-        let poll = Poll::new()?;
-        let mut listeners = Vec::new();
-        for (i, addr) in web.hosts().into_iter().enumerate() {
+        let mut builder = EventLoop::builder()
+            .framing(HttpFraming::new(server::MAX_BODY))
+            .answer_half_closed(true)
+            .thread_name("synthweb-loop");
+        let hosts = web.hosts();
+        for addr in &hosts {
             if addr.port() == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     "the web's port is 0: pick one with free_port first",
                 ));
             }
-            let mut l = TcpListener::bind(addr)
-                .map_err(|e| io::Error::new(e.kind(), format!("binding {addr}: {e}")))?;
-            poll.registry()
-                .register(&mut l, Token(i), Interest::READABLE)?;
-            listeners.push((l, addr));
+            builder = builder.listen(*addr);
         }
         let file = match access_log {
             Some(p) => Some(BufWriter::new(
@@ -107,19 +105,29 @@ impl SynthServer {
             )),
             None => None,
         };
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let lp = builder.spawn().map_err(|e| match e {
+            BuildError::Bind(addr, e) => io::Error::new(e.kind(), format!("binding {addr}: {e}")),
+            BuildError::Poll(e) | BuildError::Spawn(e) => e,
+        })?;
         let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
             log: Mutex::new(Vec::new()),
         });
-        let server = Server::new(poll, listeners, web.clone(), shared.clone(), file);
+        let server = Server::new(lp.handle.clone(), hosts, web.clone(), shared.clone(), file);
+        let (events, join) = (lp.events, lp.join);
         let thread = std::thread::Builder::new()
             .name("synthweb".into())
-            .spawn(move || server.run())?;
+            .spawn(move || {
+                let served = server.run(events);
+                let looped = match join.join() {
+                    Ok(r) => r.map_err(io::Error::other),
+                    Err(_) => Err(io::Error::other("the synthweb event loop panicked")),
+                };
+                served.and(looped)
+            })?;
         Ok(SynthServer {
             web,
             shared,
-            waker,
+            handle: lp.handle,
             thread: Some(thread),
         })
     }
@@ -165,8 +173,8 @@ impl SynthServer {
     }
 
     fn halt(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
-        let _ = self.waker.wake();
+        // A loop that has stopped already needs no telling.
+        let _ = self.handle.shutdown();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
