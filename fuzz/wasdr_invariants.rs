@@ -107,6 +107,7 @@ fn cut(stream: &[u8], max: usize, bytewise: bool) -> (Vec<Cut>, usize) {
                 out.push((m.len, m.body, refused));
                 at += m.len;
             }
+            Next::Refused(r) => panic!("the WASDR framing refuses by a message, not {r:?}"),
             Next::Incomplete { needed } => {
                 assert!(
                     needed > buf.len(),

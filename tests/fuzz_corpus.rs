@@ -18,6 +18,9 @@ mod xmlrpc_invariants;
 #[path = "../fuzz/collection_invariants.rs"]
 mod collection_invariants;
 
+#[path = "../fuzz/http_invariants.rs"]
+mod http_invariants;
+
 fn check_named(name: &str, data: &[u8], check: fn(&[u8])) {
     if let Err(panic) = catch_unwind(AssertUnwindSafe(|| check(data))) {
         let why = panic
@@ -76,4 +79,9 @@ fn every_xmlrpc_corpus_file_passes_the_fuzz_invariants() {
 #[test]
 fn every_collection_corpus_file_passes_the_fuzz_invariants() {
     replay("collection", collection_invariants::check, 3);
+}
+
+#[test]
+fn every_http_corpus_file_passes_the_fuzz_invariants() {
+    replay("http", http_invariants::check, 5);
 }
