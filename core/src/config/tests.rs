@@ -634,3 +634,22 @@ fn damaged_documents_are_refused_not_panicked_on() {
         }
     }
 }
+
+#[test]
+fn characters_xml_does_not_allow_are_refused() {
+    // Found by the collection fuzz target's round trip: a control character (raw, or as a
+    // reference) was taken into a string that to_xml then refused to write back.
+    for bad in [
+        spec(r#"<attrib name="user_agent" type="string">a&#1;b</attrib>"#),
+        spec("<attrib name=\"user_agent\" type=\"string\">a\u{1}b</attrib>"),
+        spec("<attrib name=\"start_uris\" type=\"list-string\"><member><![CDATA[\u{FFFF}]]></member></attrib>"),
+        r#"<DomainSpecification name="a&#31;"/>"#.to_string(),
+    ] {
+        match err(&bad) {
+            ConfigError::Syntax { message, .. } => {
+                assert!(message.contains("not allowed in XML 1.0"), "{message}")
+            }
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}
