@@ -653,3 +653,24 @@ fn characters_xml_does_not_allow_are_refused() {
         }
     }
 }
+
+#[test]
+fn an_attrib_named_like_a_group_is_refused_at_the_top() {
+    // Found by the collection fuzz target: `<attrib name="subdomains">` at the top was taken as
+    // a list, which to_xml could not write back (the name stands for the SubDomain elements).
+    // A section of that name was refused already; inside a section the names are free.
+    for name in ["subdomains", "logins", "nodes"] {
+        let xml = spec(&format!(
+            r#"<attrib name="{name}" type="list-string"><member>x</member></attrib>"#
+        ));
+        match err(&xml) {
+            ConfigError::ReservedName { name: n, .. } => assert_eq!(n, name),
+            other => panic!("{name}: {other:?}"),
+        }
+        let inner = spec(&format!(
+            r#"<section name="s"><attrib name="{name}" type="integer">1</attrib></section>"#
+        ));
+        let (_, dict) = one(&inner);
+        assert_eq!(to_xml("c", &dict).map(|x| one(&x).1), Ok(dict));
+    }
+}

@@ -257,6 +257,15 @@ impl<'a> Parser<'a> {
                 }
                 _ => return Err(self.unexpected(at, &e, element)),
             };
+            // FSCMT 2.2.2.3.1 reserves the group names at the top for SubDomain, Login and Node
+            // elements: an attrib or section of that name would collide with them.
+            let plain = matches!(tag.as_str(), "attrib" | "section");
+            if ctx == Ctx::Top && plain && GROUPS.iter().any(|(_, g)| *g == name) {
+                return Err(ConfigError::ReservedName {
+                    pos: self.pos(at),
+                    name,
+                });
+            }
             match tag.as_str() {
                 "attrib" => {
                     let key = match ctx {
@@ -279,12 +288,6 @@ impl<'a> Parser<'a> {
                         Ctx::Top => 1,
                         Ctx::Inner { depth, .. } => depth + 1,
                     };
-                    if ctx == Ctx::Top && GROUPS.iter().any(|(_, g)| *g == name) {
-                        return Err(ConfigError::ReservedName {
-                            pos: self.pos(at),
-                            name,
-                        });
-                    }
                     if depth > MAX_SECTION_DEPTH {
                         return Err(ConfigError::Syntax {
                             pos: self.pos(at),
