@@ -189,8 +189,8 @@ pub enum ConfigError {
         /// The name given.
         name: String,
     },
-    /// A `section` named like the dicts FSCMT 2.2.2.3.1 reserves (`subdomains`, `logins`,
-    /// `nodes`) at the top of a DomainSpecification, where it would collide with them.
+    /// A `section` or `attrib` named like the dicts FSCMT 2.2.2.3.1 reserves (`subdomains`,
+    /// `logins`, `nodes`) at the top of a DomainSpecification, where it would collide with them.
     ReservedName {
         /// Where the element starts.
         pos: Position,

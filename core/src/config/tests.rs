@@ -634,3 +634,43 @@ fn damaged_documents_are_refused_not_panicked_on() {
         }
     }
 }
+
+#[test]
+fn characters_xml_does_not_allow_are_refused() {
+    // Found by the collection fuzz target's round trip: a control character (raw, or as a
+    // reference) was taken into a string that to_xml then refused to write back.
+    for bad in [
+        spec(r#"<attrib name="user_agent" type="string">a&#1;b</attrib>"#),
+        spec("<attrib name=\"user_agent\" type=\"string\">a\u{1}b</attrib>"),
+        spec("<attrib name=\"start_uris\" type=\"list-string\"><member><![CDATA[\u{FFFF}]]></member></attrib>"),
+        r#"<DomainSpecification name="a&#31;"/>"#.to_string(),
+    ] {
+        match err(&bad) {
+            ConfigError::Syntax { message, .. } => {
+                assert!(message.contains("not allowed in XML 1.0"), "{message}")
+            }
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_attrib_named_like_a_group_is_refused_at_the_top() {
+    // Found by the collection fuzz target: `<attrib name="subdomains">` at the top was taken as
+    // a list, which to_xml could not write back (the name stands for the SubDomain elements).
+    // A section of that name was refused already; inside a section the names are free.
+    for name in ["subdomains", "logins", "nodes"] {
+        let xml = spec(&format!(
+            r#"<attrib name="{name}" type="list-string"><member>x</member></attrib>"#
+        ));
+        match err(&xml) {
+            ConfigError::ReservedName { name: n, .. } => assert_eq!(n, name),
+            other => panic!("{name}: {other:?}"),
+        }
+        let inner = spec(&format!(
+            r#"<section name="s"><attrib name="{name}" type="integer">1</attrib></section>"#
+        ));
+        let (_, dict) = one(&inner);
+        assert_eq!(to_xml("c", &dict).map(|x| one(&x).1), Ok(dict));
+    }
+}

@@ -134,10 +134,28 @@ impl<'a> Parser<'a> {
                         message: err.to_string(),
                     }
                 })?;
+                self.xml_chars(at, &v)?;
                 return Ok(Some(v.into_owned()));
             }
         }
         Ok(None)
+    }
+
+    /// Refuses text holding a character XML 1.0 does not allow (2.2 `Char`: C0 controls other
+    /// than tab, line feed and carriage return; U+FFFE, U+FFFF), raw or as a character
+    /// reference, as a conforming XML parser does: [`to_xml`] could not write it back.
+    fn xml_chars(&self, at: usize, s: &str) -> Result<(), ConfigError> {
+        let refused = |c: &char| {
+            matches!(c, '\0'..='\x08' | '\x0B' | '\x0C' | '\x0E'..='\x1F')
+                || matches!(c, '\u{FFFE}' | '\u{FFFF}')
+        };
+        match s.chars().find(refused) {
+            Some(c) => Err(ConfigError::Syntax {
+                pos: self.pos(at),
+                message: format!("character U+{:04X} is not allowed in XML 1.0", u32::from(c)),
+            }),
+            None => Ok(()),
+        }
     }
 
     fn required_attr(
@@ -239,6 +257,15 @@ impl<'a> Parser<'a> {
                 }
                 _ => return Err(self.unexpected(at, &e, element)),
             };
+            // FSCMT 2.2.2.3.1 reserves the group names at the top for SubDomain, Login and Node
+            // elements: an attrib or section of that name would collide with them.
+            let plain = matches!(tag.as_str(), "attrib" | "section");
+            if ctx == Ctx::Top && plain && GROUPS.iter().any(|(_, g)| *g == name) {
+                return Err(ConfigError::ReservedName {
+                    pos: self.pos(at),
+                    name,
+                });
+            }
             match tag.as_str() {
                 "attrib" => {
                     let key = match ctx {
@@ -261,12 +288,6 @@ impl<'a> Parser<'a> {
                         Ctx::Top => 1,
                         Ctx::Inner { depth, .. } => depth + 1,
                     };
-                    if ctx == Ctx::Top && GROUPS.iter().any(|(_, g)| *g == name) {
-                        return Err(ConfigError::ReservedName {
-                            pos: self.pos(at),
-                            name,
-                        });
-                    }
                     if depth > MAX_SECTION_DEPTH {
                         return Err(ConfigError::Syntax {
                             pos: self.pos(at),
@@ -400,9 +421,15 @@ impl<'a> Parser<'a> {
             match ev {
                 Event::Text(x) => {
                     let raw_start = x.as_ref().find(|c| !is_xml_space(c));
-                    t.literal(&x.xml10_content(), raw_start.map(|i| at + i));
+                    let text = x.xml10_content();
+                    self.xml_chars(at, &text)?;
+                    t.literal(&text, raw_start.map(|i| at + i));
                 }
-                Event::CData(x) => t.kept(&x.xml10_content(), at),
+                Event::CData(x) => {
+                    let text = x.xml10_content();
+                    self.xml_chars(at, &text)?;
+                    t.kept(&text, at)
+                }
                 Event::GeneralRef(r) => {
                     let resolved = match r.resolve_char_ref() {
                         Ok(Some(c)) => c.to_string(),
@@ -422,6 +449,7 @@ impl<'a> Parser<'a> {
                             })
                         }
                     };
+                    self.xml_chars(at, &resolved)?;
                     t.kept(&resolved, at);
                 }
                 Event::Start(e) | Event::Empty(e) => return Err(self.unexpected(at, &e, element)),

@@ -343,13 +343,16 @@ fn write_value(v: &Value, out: &mut String) {
 fn write_double(d: f64, out: &mut String) {
     // XML-RPC doubles have no exponent, NaN or infinity: those become 0.0 (statistics never
     // produce them; a log line would be noise here).
+    // `{:?}` gives the shortest digits that read back to `d`, with an exponent beyond 1e16 and
+    // below 1e-4; `{}` gives the same digits written out in full, never with an exponent.
     let d = if d.is_finite() { d } else { 0.0 };
-    let s = format!("{d:?}");
-    let s = if s.contains('e') {
-        format!("{d:.1}")
-    } else {
-        s
-    };
+    let mut s = format!("{d:?}");
+    if s.contains('e') {
+        s = format!("{d}");
+        if !s.contains('.') {
+            s.push_str(".0");
+        }
+    }
     out.push_str("<double>");
     out.push_str(&s);
     out.push_str("</double>");

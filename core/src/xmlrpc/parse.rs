@@ -67,16 +67,21 @@ fn tree(body: &[u8], limits: &Limits) -> Result<El, XmlRpcError> {
             }
             Event::Text(t) => {
                 let s = t.xml10_content();
+                xml_chars(&s)?;
                 match stack.last_mut() {
                     Some(top) => top.text.push_str(&s),
                     None if s.trim().is_empty() => {}
                     None => return Err(syntax("text outside the root element")),
                 }
             }
-            Event::CData(t) => match stack.last_mut() {
-                Some(top) => top.text.push_str(&t.xml10_content()),
-                None => return Err(syntax("CDATA outside the root element")),
-            },
+            Event::CData(t) => {
+                let s = t.xml10_content();
+                xml_chars(&s)?;
+                match stack.last_mut() {
+                    Some(top) => top.text.push_str(&s),
+                    None => return Err(syntax("CDATA outside the root element")),
+                }
+            }
             Event::GeneralRef(r) => {
                 let resolved = match r.resolve_char_ref().map_err(syntax)? {
                     Some(c) => c.to_string(),
@@ -84,6 +89,7 @@ fn tree(body: &[u8], limits: &Limits) -> Result<El, XmlRpcError> {
                         .ok_or_else(|| syntax(format!("unknown entity &{};", r.as_ref())))?
                         .to_string(),
                 };
+                xml_chars(&resolved)?;
                 match stack.last_mut() {
                     Some(top) => top.text.push_str(&resolved),
                     None => return Err(syntax("reference outside the root element")),
@@ -101,6 +107,24 @@ fn tree(body: &[u8], limits: &Limits) -> Result<El, XmlRpcError> {
         found: "an empty document".into(),
         expected: "<methodCall>",
     })
+}
+
+/// Refuses text holding a character XML 1.0 does not allow (2.2 `Char`: C0 controls other than
+/// tab, line feed and carriage return; U+FFFE and U+FFFF), raw or as a character reference, as
+/// an XML parser such as Python's expat does. Such text could not be written back: the encoder
+/// puts U+FFFD in its place.
+fn xml_chars(s: &str) -> Result<(), XmlRpcError> {
+    let refused = |c: &char| {
+        matches!(c, '\0'..='\x08' | '\x0B' | '\x0C' | '\x0E'..='\x1F')
+            || matches!(c, '\u{FFFE}' | '\u{FFFF}')
+    };
+    match s.chars().find(refused) {
+        Some(c) => Err(syntax(format!(
+            "character U+{:04X} is not allowed in XML 1.0",
+            u32::from(c)
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn unexpected(found: &El, expected: &'static str) -> XmlRpcError {

@@ -187,3 +187,52 @@ fn marshal_conversion() {
         Some(1)
     );
 }
+
+#[test]
+fn characters_xml_does_not_allow_are_refused() {
+    // Found by the xmlrpc fuzz target: a raw control character, or a reference to one, was
+    // taken into the text; the encoder writes U+FFFD for it, so the value did not come back (a
+    // dateTime holding one came back as a body the parser refused). Python's expat refuses both.
+    for body in [
+        "<methodCall><methodName>m</methodName><params><param><value><dateTime.iso8601>19980717T14:08:55\u{1}</dateTime.iso8601></value></param></params></methodCall>",
+        "<methodCall><methodName>m</methodName><params><param><value><string>a&#2;b</string></value></param></params></methodCall>",
+        "<methodCall><methodName>m\u{1F}</methodName><params></params></methodCall>",
+        "<methodCall><methodName>m</methodName><params><param><value><![CDATA[\u{FFFF}]]></value></param></params></methodCall>",
+    ] {
+        match call(body) {
+            Err(XmlRpcError::Syntax(m)) => assert!(m.contains("not allowed in XML 1.0"), "{m}"),
+            other => panic!("{body:?}: {other:?}"),
+        }
+    }
+    // Tab, line feed and carriage return (as a reference) are text.
+    let c = call("<methodCall><methodName>m</methodName><params><param><value><string>\t&#13;\n</string></value></param></params></methodCall>").unwrap();
+    assert_eq!(c.params, [Value::String("\t\r\n".into())]);
+}
+
+#[test]
+fn doubles_round_trip_without_an_exponent() {
+    // Found by checking the xmlrpc fuzz target's round trip: a double below 1e-4 was written
+    // as `{:.1}` of it, 0.0.
+    for d in [
+        1e-7,
+        5e-324,
+        -2.5e-5,
+        1e300,
+        1.5e16,
+        f64::MAX,
+        0.20227789878845215,
+        -0.0,
+    ] {
+        let body = String::from_utf8(encode_response(&Value::Double(d))).unwrap();
+        let text = body
+            .split("<double>")
+            .nth(1)
+            .and_then(|t| t.split('<').next());
+        assert!(text.is_some_and(|t| !t.contains('e')), "{body}");
+        assert_eq!(
+            parse_response(body.as_bytes(), &Limits::default()),
+            Ok(Ok(Value::Double(d))),
+            "{d:?}"
+        );
+    }
+}
