@@ -335,7 +335,7 @@ fn pipelined_requests_from_a_client_that_never_reads_cost_bounded_memory() {
         .set_write_timeout(Some(Duration::from_secs(1)))
         .unwrap();
     let window = post("/RPC2", LIST).repeat(1000);
-    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let until = std::time::Instant::now() + Duration::from_secs(2);
     let mut sent = 0u64;
     while std::time::Instant::now() < until && flooder.write_all(&window).is_ok() {
         sent += 1000;
