@@ -387,23 +387,7 @@ impl<F: Framing> EventLoop<F> {
             return;
         };
         let peer = conn.peer;
-        match &reason {
-            CloseReason::PeerClosed | CloseReason::LocalClose | CloseReason::Shutdown => {
-                log::debug!("closing {peer} ({id}): {reason}")
-            }
-            CloseReason::IdleTimeout { .. } => {
-                crawlfleet_core::warn_limited!("close-idle", "closing {peer} ({id}): {reason}")
-            }
-            CloseReason::MemoryCap { .. } => {
-                crawlfleet_core::warn_limited!("close-memory", "closing {peer} ({id}): {reason}")
-            }
-            CloseReason::Oversized { .. } | CloseReason::BadFrame(_) => {
-                crawlfleet_core::warn_limited!("close-bad-input", "closing {peer} ({id}): {reason}")
-            }
-            CloseReason::Io(_) | CloseReason::LingerExpired => {
-                crawlfleet_core::warn_limited!("close-io", "closing {peer} ({id}): {reason}")
-            }
-        }
+        upkeep::log_close(peer, id, &reason);
         self.emit(Event::Closed {
             conn: id,
             link: conn.link,

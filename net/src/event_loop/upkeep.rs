@@ -2,6 +2,8 @@
 //! whose peer finished sending once it is answered, holding partial messages within their
 //! budget, and the idle sweep.
 
+use std::io;
+use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::{EventLoop, FINISH_QUIET};
@@ -88,6 +90,37 @@ impl<F: Framing> EventLoop<F> {
         }
         for id in idle {
             self.close_conn(id, CloseReason::IdleTimeout { after: timeout });
+        }
+    }
+}
+
+/// Logs why a connection closes: ordinary ends at debug level, the rest as rate-limited
+/// warnings, one kind per reason.
+pub(super) fn log_close(peer: SocketAddr, id: ConnId, reason: &CloseReason) {
+    match reason {
+        CloseReason::PeerClosed | CloseReason::LocalClose | CloseReason::Shutdown => {
+            log::debug!("closing {peer} ({id}): {reason}")
+        }
+        CloseReason::IdleTimeout { .. } => {
+            crawlfleet_core::warn_limited!("close-idle", "closing {peer} ({id}): {reason}")
+        }
+        CloseReason::MemoryCap { .. } => {
+            crawlfleet_core::warn_limited!("close-memory", "closing {peer} ({id}): {reason}")
+        }
+        CloseReason::Oversized { .. } | CloseReason::BadFrame(_) => {
+            crawlfleet_core::warn_limited!("close-bad-input", "closing {peer} ({id}): {reason}")
+        }
+        // A peer that went away (reset, broken pipe) is the peer's business, like a close.
+        CloseReason::Io(e)
+            if matches!(
+                e.kind,
+                io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+            ) =>
+        {
+            log::debug!("closing {peer} ({id}): {reason}")
+        }
+        CloseReason::Io(_) | CloseReason::LingerExpired => {
+            crawlfleet_core::warn_limited!("close-io", "closing {peer} ({id}): {reason}")
         }
     }
 }
