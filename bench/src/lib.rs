@@ -39,6 +39,21 @@ impl fmt::Display for BenchError {
 
 impl std::error::Error for BenchError {}
 
+/// A role the benchmark started as a child process, killed (and its data directory removed)
+/// when dropped.
+pub(crate) struct RoleChild {
+    pub(crate) child: std::process::Child,
+    pub(crate) dir: std::path::PathBuf,
+}
+
+impl Drop for RoleChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// The resident set size of this process, in bytes (Linux `/proc/self/status`).
 pub fn resident_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

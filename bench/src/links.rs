@@ -12,7 +12,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -21,24 +21,10 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 
 use crate::cli::BenchLinksArgs;
-use crate::BenchError;
+use crate::{BenchError, RoleChild};
 
 fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError(e.to_string())
-}
-
-/// A link store child process, killed (and its data dir removed) when dropped.
-struct StoreChild {
-    child: Child,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for StoreChild {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 fn bench_dir(what: &str) -> std::path::PathBuf {
@@ -48,7 +34,7 @@ fn bench_dir(what: &str) -> std::path::PathBuf {
     ))
 }
 
-fn start_store() -> Result<(StoreChild, SocketAddr), BenchError> {
+fn start_store() -> Result<(RoleChild, SocketAddr), BenchError> {
     let dir = bench_dir("store");
     let _ = std::fs::remove_dir_all(&dir);
     // This executable's hidden `role` runs the link store as `crawlfleet` itself would.
@@ -60,7 +46,7 @@ fn start_store() -> Result<(StoreChild, SocketAddr), BenchError> {
         .spawn()
         .map_err(err)?;
     let mut out = child.stdout.take().ok_or_else(|| err("no stdout"))?;
-    let store = StoreChild { child, dir };
+    let store = RoleChild { child, dir };
     let mut line = Vec::new();
     let mut byte = [0u8; 1];
     while out.read(&mut byte).map_err(err)? == 1 && byte[0] != b'\n' {

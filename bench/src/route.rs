@@ -10,7 +10,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -21,27 +21,13 @@ use crawlfleet_core::msg::{
 };
 
 use crate::cli::BenchRouteArgs;
-use crate::BenchError;
+use crate::{BenchError, RoleChild};
 
 fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError(e.to_string())
 }
 
-/// A multinode scheduler child process, killed when dropped.
-struct MultinodeChild {
-    child: Child,
-    dir: std::path::PathBuf,
-}
-
-impl Drop for MultinodeChild {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn start_multinode(collection: &str) -> Result<(MultinodeChild, SocketAddr), BenchError> {
+fn start_multinode(collection: &str) -> Result<(RoleChild, SocketAddr), BenchError> {
     let dir = std::env::temp_dir().join(format!("crawlfleet-bench-route-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(err)?;
@@ -77,7 +63,7 @@ fn start_multinode(collection: &str) -> Result<(MultinodeChild, SocketAddr), Ben
         .next()
         .and_then(|a| a.parse().ok())
         .ok_or_else(|| err(format!("multinode printed {line:?}")))?;
-    Ok((MultinodeChild { child, dir }, addr))
+    Ok((RoleChild { child, dir }, addr))
 }
 
 /// Reads whole frames from `s` into `buf`, calling `f` on each decoded message.

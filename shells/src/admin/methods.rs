@@ -240,6 +240,19 @@ fn queue_uris(role: &mut dyn Role, coll: &str, urgent: bool, uris: &[String]) ->
     Ok(cresult(queued > 0 || uris.is_empty(), text))
 }
 
+/// A node scheduler of a multinode setup changes its collections only with Force=1: they are
+/// the multinode scheduler's to `verb`.
+fn at_the_multinode_or_forced(role: &dyn Role, force: i64, verb: &str) -> Result<(), String> {
+    let force = flag(force, "Force")?;
+    if !role.is_multinode() && role.is_distributed() && !force {
+        return Err(format!(
+            "this node scheduler is part of a multinode setup: {verb} the collection at the \
+             multinode scheduler, or pass Force=1"
+        ));
+    }
+    Ok(())
+}
+
 /// CollectionAdd (MS-FSCADM 2.2.9.3, 3.3.5): adds or updates every collection of the
 /// configuration XML, each merged over its current (or the default) configuration and
 /// validated before anything is stored.
@@ -250,14 +263,7 @@ pub fn collection_add(
     force: i64,
     now: i64,
 ) -> R {
-    let force = flag(force, "Force")?;
-    if !role.is_multinode() && role.is_distributed() && !force {
-        return Err(
-            "this node scheduler is part of a multinode setup: add the collection at \
-                    the multinode scheduler, or pass Force=1"
-                .into(),
-        );
-    }
+    at_the_multinode_or_forced(role, force, "add")?;
     let specs = config::parse_xml(config_data).map_err(|e| format!("ConfigData: {e}"))?;
     if specs.is_empty() {
         return Err("ConfigData holds no DomainSpecification".into());
@@ -306,14 +312,7 @@ pub fn collection_delete(
     force: i64,
     now: i64,
 ) -> R {
-    let force = flag(force, "Force")?;
-    if !role.is_multinode() && role.is_distributed() && !force {
-        return Err(
-            "this node scheduler is part of a multinode setup: delete the collection at \
-             the multinode scheduler, or pass Force=1"
-                .into(),
-        );
-    }
+    at_the_multinode_or_forced(role, force, "delete")?;
     live_collection(role, coll)?;
     let cb = coll.as_bytes();
     role.delete_collection(cb, now)?;
