@@ -314,10 +314,6 @@ impl<F: Framing> EventLoop<F> {
             return;
         }
         let out = conn.read();
-        if matches!(out.status, ReadStatus::Finished) && !answer_half_closed {
-            conn.state = State::Open;
-            conn.finished = None;
-        }
         let (was, now) = (conn.held, conn.held_now());
         if was != now {
             conn.held = now;

@@ -43,8 +43,8 @@ pub enum DupError {
 }
 
 /// Log room to ask for before a record of these fields: the fields and a generous allowance
-/// for the record's framing (type, lengths, checksum, CRC).
-fn record_room(collection: &[u8], uri: &[u8], node: &[u8]) -> u64 {
+/// for the record's framing (header, operation byte, length prefixes, the 16-byte checksum).
+pub(crate) fn record_room(collection: &[u8], uri: &[u8], node: &[u8]) -> u64 {
     (collection.len() + uri.len() + node.len() + 64) as u64
 }
 

@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 
 use log::{debug, info, warn};
 
-use crate::checksum::durable::{DupError, DupStores};
+use crate::checksum::durable::{record_room, DupError, DupStores};
 use crate::checksum::wal::{SyncPoint, WalError};
 use crate::checksum::AddOutcome;
 use crate::frame::{self, Priority};
@@ -376,8 +376,8 @@ impl DupServer {
                 added.push((dn.to_vec(), marshal::to_bytes(&sc.config)));
             }
         }
-        let need: usize = added.iter().map(|(n, c)| n.len() + c.len() + 64).sum();
-        if let Err(e) = self.stores.make_room(need as u64) {
+        let need = added.iter().map(|(n, c)| record_room(n, c, b"")).sum();
+        if let Err(e) = self.stores.make_room(need) {
             // Nothing was changed; the node asks again (its configuration stays unacknowledged).
             let collection = sc.collection.as_deref().unwrap_or_default().to_vec();
             crate::warn_limited!("dupserver-no-room", "PPDUP_SET_CONFIG refused: {e}");
@@ -422,7 +422,7 @@ impl DupServer {
     /// the collection's messages until PPDUP_CONF_REMOVE2 and forwards the removal to its
     /// replica.
     fn on_ppdup_conf_remove(&mut self, peer: PeerId, cr: PpdupConfRemove<'_>) {
-        if let Err(e) = self.stores.make_room(cr.collection.len() as u64 + 64) {
+        if let Err(e) = self.stores.make_room(record_room(&cr.collection, b"", b"")) {
             crate::warn_limited!("dupserver-no-room", "PPDUP_CONF_REMOVE refused: {e}");
             self.error(peer, &cr.collection, &e.to_string());
             return;
