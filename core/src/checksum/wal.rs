@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::msg::Checksum;
-use crate::recordlog::{begin, put_bytes, read_next, seal, Next, HEADER};
+use crate::recordlog::{begin, put_bytes, read_next, seal, Cur, Next, HEADER};
 
 /// One logged state change.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,21 +156,9 @@ impl Record {
 
     /// Decodes one payload (without the 8-byte header); `None` if malformed.
     fn decode_payload(p: &[u8]) -> Option<Record> {
-        let mut r = p;
-        fn take<'a>(r: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-            let (a, b) = (r.get(..n)?, r.get(n..)?);
-            *r = b;
-            Some(a)
-        }
-        fn bytes(r: &mut &[u8]) -> Option<Vec<u8>> {
-            let n = u32::from_le_bytes(take(r, 4)?.try_into().ok()?) as usize;
-            take(r, n).map(<[u8]>::to_vec)
-        }
-        fn checksum(r: &mut &[u8]) -> Option<Checksum> {
-            Some(Checksum(take(r, 16)?.try_into().ok()?))
-        }
-        let op = take(&mut r, 1)?[0];
-        let rec = match op {
+        let mut r = Cur(p);
+        let bytes = |r: &mut Cur<'_>| r.bytes().map(<[u8]>::to_vec);
+        let rec = match r.u8()? {
             OP_COLLECTION => Record::Collection {
                 name: bytes(&mut r)?,
                 config: bytes(&mut r)?,
@@ -180,13 +168,13 @@ impl Record {
             },
             OP_SET => Record::Set {
                 collection: bytes(&mut r)?,
-                checksum: checksum(&mut r)?,
+                checksum: Checksum(r.array()?),
                 uri: bytes(&mut r)?,
                 node: bytes(&mut r)?,
             },
             OP_DELETE => Record::Delete {
                 collection: bytes(&mut r)?,
-                checksum: checksum(&mut r)?,
+                checksum: Checksum(r.array()?),
             },
             _ => return None,
         };
