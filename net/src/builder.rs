@@ -11,14 +11,18 @@ use std::time::Duration;
 use crawlfleet_core::marshal::Limits;
 use crossbeam_channel::Receiver;
 use mio::net::TcpListener;
-use mio::{Interest, Poll, Waker};
+use mio::Interest;
 
 use crate::backoff::BackoffPolicy;
 use crate::event::Event;
-use crate::event_loop::{listener_token, Config, EventLoop, Listener, WAKER};
+use crate::event_loop::{listener_token, Config, EventLoop, Listener};
 use crate::framing::{Framing, FscmtFraming};
 use crate::handle::{Handle, Shared, WakeOnDrop};
 use crate::limits::{PartialBudget, PortLimits};
+use crate::reactor::Reactor;
+
+/// Readiness events taken per poll.
+const EVENT_CAPACITY: usize = 1024;
 
 /// The event channel's default capacity, in events (a `Frames` event holds up to 256 KiB).
 pub const DEFAULT_EVENT_CAPACITY: usize = 1024;
@@ -171,7 +175,7 @@ impl<F: Framing> Builder<F> {
 
     /// Binds the listeners and builds the loop, to be run on the caller's thread.
     pub fn build(self) -> Result<(EventLoop<F>, Handle, Receiver<Event>), BuildError> {
-        let poll = Poll::new().map_err(BuildError::Poll)?;
+        let reactor = Reactor::new(EVENT_CAPACITY).map_err(BuildError::Poll)?;
         let mut listeners = Vec::with_capacity(self.listen.len());
         for (i, on) in self.listen.into_iter().enumerate() {
             let (mut socket, wanted) = match on {
@@ -185,7 +189,8 @@ impl<F: Framing> Builder<F> {
                 }
             };
             let addr = socket.local_addr().map_err(BuildError::Poll)?;
-            poll.registry()
+            reactor
+                .registry()
                 .register(&mut socket, listener_token(i), Interest::READABLE)
                 .map_err(|e| BuildError::Bind(wanted.unwrap_or(addr), e))?;
             listeners.push(Listener {
@@ -194,7 +199,7 @@ impl<F: Framing> Builder<F> {
                 pending: false,
             });
         }
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(BuildError::Poll)?);
+        let waker = reactor.waker();
         let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
         let (ev_tx, ev_rx) = match self.event_capacity {
             Some(cap) => crossbeam_channel::bounded(cap.max(1)),
@@ -210,15 +215,15 @@ impl<F: Framing> Builder<F> {
             }),
         };
         let lp = EventLoop::from_parts(
-            poll,
+            reactor,
             listeners,
             cmd_rx,
-            waker,
             wake_pending,
             ev_tx,
             self.framing,
             self.config,
-        );
+        )
+        .map_err(BuildError::Poll)?;
         Ok((lp, handle, ev_rx))
     }
 

@@ -9,6 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use mio::event::Event as MioEvent;
 use mio::net::{TcpListener, TcpStream};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Interest, Registry, Token, Waker};
 use slab::Slab;
 
 use crate::backoff::{Backoff, BackoffPolicy};
@@ -28,14 +29,12 @@ use crate::handle::Command;
 use crate::ids::{ConnId, LinkId, ListenerId};
 use crate::io_util::{interrupted, would_block};
 use crate::limits::{InRole, PortLimits};
+use crate::reactor::{Reactor, Turn, WAKER};
 use crate::sendq::Flushed;
 use crate::timer::{TimerKey, Timers};
 
 mod upkeep;
 
-/// The waker's token. Listener `i` has `Token(usize::MAX - 1 - i)`; a connection's token is its
-/// slab key, which never comes near those.
-pub(crate) const WAKER: Token = Token(usize::MAX);
 /// Most commands carried out per turn, so a flood of sends cannot starve reads.
 const MAX_COMMANDS: usize = 16 << 10;
 /// How often the loop checks whether a full event channel has drained.
@@ -84,14 +83,43 @@ struct Link {
 /// [`Builder::spawn`](crate::Builder::spawn) instead, which runs it on a thread of its own.
 #[derive(Debug)]
 pub struct EventLoop<F> {
-    poll: Poll,
+    reactor: Reactor,
+    state: Loop<F>,
+}
+
+impl<F: Framing> EventLoop<F> {
+    /// The bound addresses of the listeners, in `listen` order (the real port of a `:0` bind).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.state.listeners.iter().map(|l| l.addr).collect()
+    }
+
+    /// Runs until [`Handle::shutdown`](crate::Handle::shutdown), until every handle is dropped,
+    /// or until the event receiver is dropped. Fails only if `mio::Poll` itself fails.
+    pub fn run(self) -> Result<(), LoopError> {
+        let EventLoop {
+            mut reactor,
+            mut state,
+        } = self;
+        reactor.run(&mut state).map_err(|e| {
+            log::error!("event loop: poll failed: {e}");
+            state.shutdown_all();
+            LoopError::Poll(e)
+        })
+    }
+}
+
+/// The message loop's state: the [`Turn`] the reactor runs.
+#[derive(Debug)]
+pub(crate) struct Loop<F> {
+    /// A clone of the reactor's registry, to register sockets while it runs this loop.
+    registry: Registry,
     listeners: Vec<Listener>,
     conns: Slab<Conn<F>>,
     links: HashMap<LinkId, Link>,
     timers: Timers,
     commands: Receiver<Command>,
-    /// Kept so the waker's descriptor outlives the handles (see `WakeOnDrop`).
-    _waker: Arc<Waker>,
+    /// The reactor's waker, handed to what the role holds so a drop can wake the loop.
+    waker: Arc<Waker>,
     /// Shared with the handles; see `Handle::command` for the protocol.
     wake_pending: Arc<AtomicBool>,
     events: Sender<Event>,
@@ -113,82 +141,78 @@ pub struct EventLoop<F> {
 }
 
 impl<F: Framing> EventLoop<F> {
-    /// Assembles a loop from the builder's parts (listeners already registered).
-    #[allow(clippy::too_many_arguments)]
+    /// Assembles a loop from the builder's parts (listeners already registered on `reactor`).
     pub(crate) fn from_parts(
-        poll: Poll,
+        reactor: Reactor,
         listeners: Vec<Listener>,
         commands: Receiver<Command>,
-        waker: Arc<Waker>,
         wake_pending: Arc<AtomicBool>,
         events: Sender<Event>,
         framing: F,
         config: Config,
-    ) -> Self {
+    ) -> io::Result<Self> {
         let mut timers = Timers::default();
         if let Some(period) = config.limits.sweep_period() {
             timers.set(TimerKey::IdleSweep, Instant::now() + period, Some(period));
         }
-        EventLoop {
-            poll,
-            listeners,
-            conns: Slab::new(),
-            links: HashMap::new(),
-            timers,
-            commands,
-            _waker: waker,
-            wake_pending,
-            events,
-            outbox: VecDeque::new(),
-            read_ready: Vec::new(),
-            dirty: Vec::new(),
-            held_back: Vec::new(),
-            framing,
-            config,
-            serial: 0,
-            more_commands: false,
-            stopping: false,
-            expired: Vec::new(),
-        }
+        let registry = reactor.registry().try_clone()?;
+        let waker = reactor.waker();
+        Ok(EventLoop {
+            reactor,
+            state: Loop {
+                registry,
+                listeners,
+                conns: Slab::new(),
+                links: HashMap::new(),
+                timers,
+                commands,
+                waker,
+                wake_pending,
+                events,
+                outbox: VecDeque::new(),
+                read_ready: Vec::new(),
+                dirty: Vec::new(),
+                held_back: Vec::new(),
+                framing,
+                config,
+                serial: 0,
+                more_commands: false,
+                stopping: false,
+                expired: Vec::new(),
+            },
+        })
     }
+}
 
-    /// The bound addresses of the listeners, in `listen` order (the real port of a `:0` bind).
-    pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.listeners.iter().map(|l| l.addr).collect()
-    }
-
-    /// Runs until [`Handle::shutdown`](crate::Handle::shutdown), until every handle is dropped,
-    /// or until the event receiver is dropped. Fails only if `mio::Poll` itself fails.
-    pub fn run(mut self) -> Result<(), LoopError> {
-        let mut events = Events::with_capacity(1024);
-        loop {
-            let timeout = self.poll_timeout();
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if interrupted(&e) {
-                    continue;
-                }
-                log::error!("event loop: poll failed: {e}");
-                self.shutdown_all();
-                return Err(LoopError::Poll(e));
-            }
-            for ev in events.iter() {
-                self.dispatch(ev);
-            }
-            self.drain_commands();
-            self.flush_dirty();
-            self.expire_timers();
-            self.flush_outbox();
-            if !self.paused() {
-                self.resume();
-            }
-            if self.stopping {
-                self.shutdown_all();
-                return Ok(());
-            }
-        }
-    }
-
+impl<F: Framing> Turn for Loop<F> {
     fn poll_timeout(&mut self) -> Option<Duration> {
+        self.next_timeout()
+    }
+
+    fn on_event(&mut self, ev: &MioEvent) {
+        self.dispatch(ev);
+    }
+
+    /// Carries out the commands, flushes what they queued, fires due timers, passes on held
+    /// events and resumes paused reads; stops once shut down.
+    fn after_events(&mut self) -> ControlFlow<()> {
+        self.drain_commands();
+        self.flush_dirty();
+        self.expire_timers();
+        self.flush_outbox();
+        if !self.paused() {
+            self.resume();
+        }
+        if self.stopping {
+            self.shutdown_all();
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl<F: Framing> Loop<F> {
+    fn next_timeout(&mut self) -> Option<Duration> {
         let paused = self.paused();
         let resumable = !self.read_ready.is_empty() || self.listeners.iter().any(|l| l.pending);
         if self.stopping || self.more_commands || (!paused && resumable) {
@@ -256,12 +280,12 @@ impl<F: Framing> EventLoop<F> {
         self.serial = self.serial.wrapping_add(1);
         let id = ConnId::new(key, self.serial)
             .ok_or_else(|| io::Error::other("connection table full"))?;
-        self.poll.registry().register(
+        self.registry.register(
             &mut stream,
             Token(key),
             Interest::READABLE | Interest::WRITABLE,
         )?;
-        let in_role = InRole::new(self.config.limits.max_in_role, Arc::clone(&self._waker));
+        let in_role = InRole::new(self.config.limits.max_in_role, Arc::clone(&self.waker));
         entry.insert(Conn::new(
             id,
             stream,
@@ -400,7 +424,7 @@ impl<F: Framing> EventLoop<F> {
         self.conn_mut(id)?;
         // `conn_mut` just found this key occupied, so `remove` cannot panic.
         let mut conn = self.conns.remove(id.key());
-        let _ = self.poll.registry().deregister(&mut conn.stream);
+        let _ = self.registry.deregister(&mut conn.stream);
         self.timers.cancel(TimerKey::Conn(id));
         if conn.held > 0 {
             self.config.limits.partial.update(conn.held, 0);
@@ -754,7 +778,7 @@ impl<F: Framing> EventLoop<F> {
             let Some(mut conn) = self.conns.try_remove(key) else {
                 continue;
             };
-            let _ = self.poll.registry().deregister(&mut conn.stream);
+            let _ = self.registry.deregister(&mut conn.stream);
             if conn.state == State::Connecting {
                 continue; // The role never saw it.
             }

@@ -59,8 +59,9 @@
 //! delivered flagged with its status ([`FrameBatch::refusal`]) so the role answers before it
 //! closes.
 //!
-//! The [`fetch`] module is the crawl engine's HTTP/1.1 and HTTPS client; it runs a poll thread
-//! of its own rather than this loop.
+//! The [`fetch`] module is the crawl engine's HTTP/1.1 and HTTPS client. It turns on the same
+//! reactor as this loop (one `mio::Poll` implementation, in `reactor.rs`), as a driver of its
+//! own: a pool of outgoing keep-alive connections with TLS, answering fetch requests.
 #![deny(missing_docs)]
 
 mod backoff;
@@ -75,6 +76,7 @@ pub mod http;
 mod ids;
 mod io_util;
 mod limits;
+mod reactor;
 mod sendq;
 mod timer;
 

@@ -6,14 +6,14 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{EventLoop, FINISH_QUIET};
+use super::{Loop, FINISH_QUIET};
 use crate::conn::State;
 use crate::event::CloseReason;
 use crate::framing::Framing;
 use crate::ids::ConnId;
 use crate::timer::TimerKey;
 
-impl<F: Framing> EventLoop<F> {
+impl<F: Framing> Loop<F> {
     /// A connection whose peer finished sending closes once the role has answered: it holds
     /// none of its messages, everything queued is written and nothing was queued for
     /// `FINISH_QUIET`; or, at the latest, once the idle timeout (or linger) has passed.

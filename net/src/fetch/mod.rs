@@ -1,6 +1,7 @@
-//! The crawl engine's HTTP/1.1 and HTTPS client: a [`Fetcher`] runs its own mio poll thread
-//! (not the FSCMT event loop, no async runtime), takes [`FetchRequest`]s over a channel and
-//! answers each with exactly one [`FetchResult`] on [`Fetcher::results`].
+//! The crawl engine's HTTP/1.1 and HTTPS client: a [`Fetcher`] runs a poll thread on the
+//! project's one reactor (`reactor.rs`, the same turn as the message loop's; no async runtime),
+//! takes [`FetchRequest`]s over a channel and answers each with exactly one [`FetchResult`] on
+//! [`Fetcher::results`].
 //!
 //! The poll thread keeps a keep-alive pool keyed by (scheme, address, host), caps the number of
 //! open sockets (requests beyond it wait; an idle socket of another key is closed to make
@@ -52,6 +53,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use mio::Waker;
+
+use crate::reactor::Reactor;
 
 /// Settings of a [`Fetcher`].
 #[derive(Clone, Debug)]
@@ -240,8 +243,9 @@ impl Fetcher {
     /// certificate is not a usable CA certificate.
     pub fn spawn(opts: FetcherOptions) -> io::Result<Fetcher> {
         let tls = tls::client_config(&opts.extra_roots)?;
-        let poll = mio::Poll::new()?;
-        let waker = Arc::new(Waker::new(poll.registry(), pool::WAKER)?);
+        let mut reactor = Reactor::new(pool::EVENT_CAPACITY)?;
+        let waker = reactor.waker();
+        let registry = reactor.registry().try_clone()?;
         let (submit, submitted) = crossbeam_channel::unbounded();
         let (done, results) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared {
@@ -250,10 +254,15 @@ impl Fetcher {
             open: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
         });
-        let driver = pool::Driver::new(poll, opts, tls, submitted, done, shared.clone());
+        let mut driver = pool::Driver::new(registry, opts, tls, submitted, done, shared.clone());
         let thread = std::thread::Builder::new()
             .name("fetch".into())
-            .spawn(move || driver.run())?;
+            .spawn(move || {
+                if let Err(e) = reactor.run(&mut driver) {
+                    log::error!("fetch: poll failed, stopping the fetcher: {e}");
+                }
+                driver.finish();
+            })?;
         Ok(Fetcher {
             results,
             submit,

@@ -1,9 +1,9 @@
-//! The poll thread: a slab of connections (slab key = mio token), the keep-alive pool keyed by
+//! The fetcher's driver on the reactor (`crate::reactor`): a slab of connections (slab key = mio token), the keep-alive pool keyed by
 //! (scheme, address, host), the queue of requests waiting for a socket under `max_connections`,
 //! and one min-heap of request deadlines.
 //!
-//! Each turn: poll (sleeping until the next deadline or idle expiry at most), drive the
-//! connections that had events, take new submissions, fire due deadlines, close expired idle
+//! Each turn of the reactor: poll (sleeping until the next deadline or idle expiry at most),
+//! drive the connections that had events, take new submissions, fire due deadlines, close expired idle
 //! connections, and hand free sockets to waiting requests.
 //!
 //! Timers are lazy: a connection has at most one live heap entry, for the earliest deadline it
@@ -14,23 +14,23 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use mio::{Events, Interest, Poll, Token};
+use mio::event::Event;
+use mio::{Interest, Registry, Token};
 use rustls::ClientConfig;
 use slab::Slab;
 
 use super::conn::{Conn, Job, Phase, Step};
 use super::{FetchError, FetchRequest, FetchResult, FetcherOptions, Response, Shared, Submitted};
-use crate::io_util::interrupted;
+use crate::reactor::{Turn, WAKER};
 
-/// The waker's token; connection tokens are slab keys and never come near it.
-pub(super) const WAKER: Token = Token(usize::MAX);
 /// Readiness events taken per poll.
-const EVENT_CAPACITY: usize = 1024;
+pub(super) const EVENT_CAPACITY: usize = 1024;
 
 /// A request not on a connection yet.
 #[derive(Debug)]
@@ -52,10 +52,8 @@ struct IdleMark {
 
 /// The poll thread's state.
 pub(super) struct Driver {
-    poll: Poll,
-    events: Events,
-    /// Tokens that had events this turn (copied out so the connections can be borrowed).
-    ready: Vec<usize>,
+    /// A clone of the reactor's registry.
+    registry: Registry,
     opts: FetcherOptions,
     tls: Arc<ClientConfig>,
     submitted: Receiver<Submitted>,
@@ -74,9 +72,51 @@ pub(super) struct Driver {
     next_uid: u64,
 }
 
+impl Turn for Driver {
+    /// Sleeps until the earliest request deadline or idle expiry.
+    fn poll_timeout(&mut self) -> Option<Duration> {
+        self.next_wakeup()
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+
+    /// Drives the connection the event is for (the waker's only ends the sleep: submissions
+    /// are taken after the events).
+    fn on_event(&mut self, ev: &Event) {
+        if ev.token() != WAKER {
+            self.on_ready(ev.token().0);
+        }
+    }
+
+    /// Takes new submissions, fires due deadlines, closes expired idle connections and hands
+    /// free sockets to waiting requests; stops once the fetcher shuts down.
+    fn after_events(&mut self) -> ControlFlow<()> {
+        // Acquire pairs with the Release in `Fetcher::stop`.
+        if self.shared.stop.load(Ordering::Acquire) {
+            return ControlFlow::Break(());
+        }
+        let now = Instant::now();
+        while let Ok(s) = self.submitted.try_recv() {
+            let p = Pending {
+                req: s.req,
+                submitted: s.at,
+                retried: false,
+            };
+            if self.waiting.is_empty() {
+                self.dispatch(p, now);
+            } else {
+                self.waiting.push_back(p); // first come, first served
+            }
+        }
+        self.fire_timers(now);
+        self.expire_idle(now);
+        self.pump_waiting(now);
+        ControlFlow::Continue(())
+    }
+}
+
 impl Driver {
     pub(super) fn new(
-        poll: Poll,
+        registry: Registry,
         opts: FetcherOptions,
         tls: Arc<ClientConfig>,
         submitted: Receiver<Submitted>,
@@ -84,9 +124,7 @@ impl Driver {
         shared: Arc<Shared>,
     ) -> Driver {
         Driver {
-            poll,
-            events: Events::with_capacity(EVENT_CAPACITY),
-            ready: Vec::with_capacity(EVENT_CAPACITY),
+            registry,
             opts: FetcherOptions {
                 max_connections: opts.max_connections.max(1),
                 ..opts
@@ -104,51 +142,9 @@ impl Driver {
         }
     }
 
-    /// The poll thread's body: runs until the fetcher stops, then answers what is left.
-    pub(super) fn run(mut self) {
-        loop {
-            let timeout = self
-                .next_wakeup()
-                .map(|at| at.saturating_duration_since(Instant::now()));
-            if let Err(e) = self.poll.poll(&mut self.events, timeout) {
-                if interrupted(&e) {
-                    continue;
-                }
-                log::error!("fetch: poll failed, stopping the fetcher: {e}");
-                break;
-            }
-            self.ready.clear();
-            self.ready.extend(
-                self.events
-                    .iter()
-                    .map(|ev| ev.token())
-                    .filter(|&t| t != WAKER)
-                    .map(|t| t.0),
-            );
-            for i in 0..self.ready.len() {
-                self.on_ready(self.ready[i]);
-            }
-            // Acquire pairs with the Release in `Fetcher::stop`.
-            if self.shared.stop.load(Ordering::Acquire) {
-                break;
-            }
-            let now = Instant::now();
-            while let Ok(s) = self.submitted.try_recv() {
-                let p = Pending {
-                    req: s.req,
-                    submitted: s.at,
-                    retried: false,
-                };
-                if self.waiting.is_empty() {
-                    self.dispatch(p, now);
-                } else {
-                    self.waiting.push_back(p); // first come, first served
-                }
-            }
-            self.fire_timers(now);
-            self.expire_idle(now);
-            self.pump_waiting(now);
-        }
+    /// Answers every request not finished with [`FetchError::Shutdown`]; the poll thread's
+    /// last act, after the reactor stopped running this driver.
+    pub(super) fn finish(mut self) {
         self.answer_all_shutdown();
     }
 
@@ -263,8 +259,7 @@ impl Driver {
         let conn = entry.insert(conn);
         let interest = Interest::READABLE | Interest::WRITABLE;
         if let Err(e) = self
-            .poll
-            .registry()
+            .registry
             .register(&mut conn.stream, Token(id), interest)
         {
             self.conns.remove(id);
@@ -379,7 +374,7 @@ impl Driver {
             return;
         };
         self.count_open();
-        if let Err(e) = self.poll.registry().deregister(&mut conn.stream) {
+        if let Err(e) = self.registry.deregister(&mut conn.stream) {
             log::debug!("fetch: deregistering a socket to {}: {e}", conn.addr);
         }
         if conn.phase == Phase::Idle {
