@@ -119,8 +119,8 @@ impl NodeScheduler {
     /// The PPDUP_ADDs of collection `name` not answered yet, sent again to `addr` after its
     /// SET_CONFIG: those sent on a connection that closed (or to the replica a node failed over
     /// to) would otherwise never be answered, and their documents never fed. A duplicate server
-    /// answers an add whose checksum it has with the owner it holds (MS-FSCMT 3.3.5.4), and an answer for
-    /// a URI no longer pending is ignored (3.1.5.23).
+    /// answers an add whose checksum it has with the owner it holds (MS-FSCMT 3.3.5.4), and an
+    /// answer for a URI no longer pending is ignored (3.1.5.23).
     fn send_pending_adds(&mut self, name: &[u8], addr: &str) {
         let Some(c) = self.collections.get(name) else {
             return;
