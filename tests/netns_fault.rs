@@ -30,7 +30,7 @@ use crate::util::{checkout_path, temp_dir, TempDir};
 const COLLECTION: &str = "netnsweb";
 /// The web, and the delay between two requests to one site: about a minute of crawl, long enough
 /// for the three faults to land in the middle of it.
-const WEB: &str = "6:80";
+const WEB: &str = "6:100";
 const DELAY: &str = "0.5";
 /// Where the script serves the web: site i on 198.19.1.i, port 80.
 const WEB_BASE: Ipv4Addr = Ipv4Addr::new(198, 19, 1, 1);
@@ -59,7 +59,7 @@ impl Cluster {
             .env("CRAWLFLEET_BIN", env!("CARGO_BIN_EXE_crawlfleet"))
             .env("NETNS_CLUSTER_WEB", WEB)
             .env("NETNS_CLUSTER_DELAY", DELAY)
-            .env("NETNS_CLUSTER_DUP_KEEPALIVE", "1")
+            .env("NETNS_CLUSTER_DUP_KEEPALIVE", "2")
             .env("NETNS_CLUSTER_NETEM", "delay 2ms 1ms loss 0.2%")
             .env(
                 "RUST_LOG",
