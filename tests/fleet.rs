@@ -96,7 +96,7 @@ fn free_port(ip: Ipv4Addr) -> u16 {
         .port()
 }
 
-fn access_lines(path: &Path) -> Vec<String> {
+pub(crate) fn access_lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()

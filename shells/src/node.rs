@@ -1,7 +1,7 @@
 //! `crawlfleet node`: a node scheduler (MS-FSCMT 3.1), wiring `core::sched::node` to the event
 //! loop: one link to the multinode scheduler (re-registering with CMD_UM_INIT on every
-//! reconnect), one link per duplicate server the collections name, the four timers of 3.1.2 and
-//! the sync timer of the crawl queues.
+//! reconnect), one link per duplicate server the collections name (failing over to its replica
+//! when it stays silent), the four timers of 3.1.2 and the sync timer of the crawl queues.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::ToSocketAddrs;
@@ -31,6 +31,19 @@ const MAX_RESULTS: usize = 1024;
 const MAX_BATCH_EVENTS: usize = 1024;
 /// Frames for the multinode scheduler kept while it is unreachable.
 const MAX_HELD_FRAMES: usize = 1 << 20;
+/// Keep-alive intervals a duplicate server may stay silent (or unreachable) before the node
+/// fails over to its replica.
+const DUP_MAX_MISSED: u32 = 3;
+
+/// The link to one duplicate server the collections name, which fails over to its replica
+/// (MS-FSCMT 3.4) once the server has been silent for [`DUP_MAX_MISSED`] keep-alive
+/// intervals. The node keeps naming the server (`Dest::Dup`) either way.
+struct DupLink {
+    link: LinkId,
+    /// When something last came from it (or the link was made).
+    heard: std::time::Instant,
+    on_replica: bool,
+}
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.001))
@@ -115,6 +128,8 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
     let mut unresolvable: std::collections::HashSet<String> = Default::default();
     let mut dup_conns: HashMap<String, ConnId> = HashMap::new();
     let mut conn_dest: HashMap<ConnId, Dest> = HashMap::new();
+    let mut dup_state: HashMap<String, DupLink> = HashMap::new();
+    let dup_silence = secs(args.dup_keepalive.max(1.0)) * DUP_MAX_MISSED;
     loop {
         // Connect to duplicate servers the collections name.
         for addr in sm.dup_servers() {
@@ -124,7 +139,16 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
             match addr.to_socket_addrs().ok().and_then(|mut a| a.next()) {
                 Some(sa) => {
                     let link = handle.connect(sa).map_err(stopped)?;
-                    dup_links.insert(link, addr);
+                    dup_links.insert(link, addr.clone());
+                    let heard = std::time::Instant::now();
+                    dup_state.insert(
+                        addr,
+                        DupLink {
+                            link,
+                            heard,
+                            on_replica: false,
+                        },
+                    );
                 }
                 None => {
                     warn!("duplicate server address {addr:?} does not resolve");
@@ -176,7 +200,10 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                             .send(conn, Priority::Normal, sm.init_frame())
                             .map_err(stopped)?;
                     } else if let Some(addr) = dup_links.get(&link) {
-                        info!("connected to duplicate server {addr}");
+                        info!("connected to duplicate server {addr} at {peer}");
+                        if let Some(d) = dup_state.get_mut(addr) {
+                            d.heard = std::time::Instant::now();
+                        }
                         dup_conns.insert(addr.clone(), conn);
                         conn_dest.insert(conn, Dest::Dup(addr.clone()));
                         sm.dup_connected(addr);
@@ -194,6 +221,11 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                 }
                 Event::Frames(batch) => {
                     let from = conn_dest.get(&batch.conn()).cloned();
+                    if let Some(Dest::Dup(a)) = &from {
+                        if let Some(d) = dup_state.get_mut(a) {
+                            d.heard = std::time::Instant::now();
+                        }
+                    }
                     let mut r = Ok(());
                     if let Some(from) = from {
                         for (_, body) in batch.iter() {
@@ -227,6 +259,34 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                 }
                 Event::Timer(DUP_KEEPALIVE_TIMER) => {
                     sm.dup_keepalive_tick();
+                    for (addr, d) in dup_state.iter_mut() {
+                        if d.on_replica || d.heard.elapsed() <= dup_silence {
+                            continue;
+                        }
+                        let Some(replica) = sm.dup_replica(addr) else {
+                            continue;
+                        };
+                        let Some(sa) = replica.to_socket_addrs().ok().and_then(|mut a| a.next())
+                        else {
+                            warn!("replica address {replica:?} does not resolve");
+                            continue;
+                        };
+                        warn!(
+                            "duplicate server {addr} silent for {dup_silence:?}: failing over to its replica {replica}"
+                        );
+                        handle.disconnect(d.link).map_err(stopped)?;
+                        dup_links.remove(&d.link);
+                        if let Some(c) = dup_conns.remove(addr) {
+                            conn_dest.remove(&c);
+                            sm.dup_closed(addr);
+                        }
+                        // On connecting, the replica gets the configurations and every add
+                        // not answered yet (NodeScheduler::dup_connected).
+                        d.link = handle.connect(sa).map_err(stopped)?;
+                        dup_links.insert(d.link, addr.clone());
+                        d.on_replica = true;
+                        d.heard = std::time::Instant::now();
+                    }
                     Ok(())
                 }
                 Event::Timer(QUARANTINE_TIMER) => {

@@ -20,6 +20,9 @@
 //!   PPDUP_SET_CONFIG for every collection, then every entry as a forwarded PPDUP_ADD.
 //! - A replica also accepts PPDUP_ADD / PPDUP_REMOVE straight from node schedulers (no
 //!   PKT_PPDUP_ID): it then acts as the duplicate server, which is how node schedulers fail over.
+//!   From then on it holds checksums the server does not, so a PPDUP_CONF_REMOVE forwarded by
+//!   the server (its full resynchronization, when it comes back) no longer deletes a collection:
+//!   the entries that follow are added to what the replica acknowledged itself.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -96,6 +99,8 @@ pub struct DupServer {
     direct: Vec<(PeerId, Vec<u8>)>,
     /// The last collection forwarded and its PKT_DBNAME.
     dbname_of: Option<(Vec<u8>, Vec<u8>)>,
+    /// A replica that has answered a node scheduler's checksum message itself (module docs).
+    served_nodes: bool,
 }
 
 /// What [`DupServer::write_log`] hands over: frames to send now, and frames to send only once
@@ -164,6 +169,7 @@ impl DupServer {
             batch: 0,
             direct: Vec::new(),
             dbname_of: None,
+            served_nodes: false,
         }
     }
 
@@ -422,6 +428,13 @@ impl DupServer {
     /// the collection's messages until PPDUP_CONF_REMOVE2 and forwards the removal to its
     /// replica.
     fn on_ppdup_conf_remove(&mut self, peer: PeerId, cr: PpdupConfRemove<'_>) {
+        if self.mode == Mode::Replica && self.served_nodes && cr.ppdup_id.is_some() {
+            crate::warn_limited!(
+                "replica-keeps-collection",
+                "the duplicate server removes a collection (resynchronizing): kept, node schedulers failed over to this replica"
+            );
+            return;
+        }
         if let Err(e) = self.stores.make_room(record_room(&cr.collection, b"", b"")) {
             crate::warn_limited!("dupserver-no-room", "PPDUP_CONF_REMOVE refused: {e}");
             self.error(peer, &cr.collection, &e.to_string());
@@ -524,6 +537,7 @@ impl DupServer {
             );
             return;
         }
+        self.served_nodes |= self.mode == Mode::Replica;
         if self.wait_behind(peer, &add, false) {
             return;
         }
@@ -582,6 +596,7 @@ impl DupServer {
             self.send(peer, &reply_to(&rm, true));
             return;
         }
+        self.served_nodes |= self.mode == Mode::Replica;
         if self.wait_behind(peer, &rm, true) {
             return;
         }

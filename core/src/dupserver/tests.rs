@@ -498,3 +498,54 @@ fn held_answers_go_out_in_order_when_the_replica_is_lost_and_conf_remove_drops_i
         ]
     );
 }
+
+#[test]
+fn a_replica_nodes_failed_over_to_keeps_its_checksums_through_the_servers_resync() {
+    // Failover (module docs): the replica answers a node itself; then the server comes back and
+    // resynchronizes it in full (PPDUP_CONF_REMOVE, SET_CONFIG, every entry it holds). What the
+    // replica acknowledged alone stays, with its owner (3.3.5.4), beside the server's entries.
+    let (mut r, _dir) = server("replica-resync", Mode::Replica, false);
+    let from_server = |m: Message<'static>| match m {
+        Message::PpdupAdd(mut x) => {
+            x.ppdup_id = Some(b("dup-1"));
+            Message::PpdupAdd(x)
+        }
+        other => other,
+    };
+    let answers = |r: &mut DupServer| -> Vec<(PeerId, Message<'static>)> {
+        sent(r)
+            .into_iter()
+            .filter(|(_, m)| matches!(m, Message::PpdupAddOk(_)))
+            .collect()
+    };
+    r.handle_message(REPLICA, set_config("c", 1));
+    r.handle_message(REPLICA, from_server(add("c", "na", "http://a/", cs(1))));
+    sent(&mut r);
+    // The node fails over to the replica.
+    r.handle_message(NODE_B, set_config("c", 1));
+    r.handle_message(NODE_B, add("c", "nb", "http://b/", cs(2)));
+    assert_eq!(
+        answers(&mut r),
+        vec![(NODE_B, add_ok("c", "nb", "http://b/", "http://b/"))]
+    );
+    // The server is back.
+    r.handle_message(
+        REPLICA,
+        Message::PpdupConfRemove(PpdupConfRemove {
+            collection: b("c"),
+            ppdup_id: Some(b("dup-1")),
+        }),
+    );
+    r.handle_message(REPLICA, set_config("c", 2));
+    r.handle_message(REPLICA, from_server(add("c", "na", "http://a/", cs(1))));
+    sent(&mut r);
+    r.handle_message(NODE_A, add("c", "na", "http://a2/", cs(1)));
+    r.handle_message(NODE_A, add("c", "na", "http://b2/", cs(2)));
+    assert_eq!(
+        answers(&mut r),
+        vec![
+            (NODE_A, add_ok("c", "na", "http://a2/", "http://a/")),
+            (NODE_A, add_ok("c", "na", "http://b2/", "http://b/")),
+        ]
+    );
+}

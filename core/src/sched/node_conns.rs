@@ -112,7 +112,57 @@ impl NodeScheduler {
             .collect();
         for n in names {
             self.send_set_config(&n, &[addr.to_string()]);
+            self.send_pending_adds(&n, addr);
         }
+    }
+
+    /// The PPDUP_ADDs of collection `name` not answered yet, sent again to `addr` after its
+    /// SET_CONFIG: those sent on a connection that closed (or to the replica a node failed over
+    /// to) would otherwise never be answered, and their documents never fed. A duplicate server
+    /// answers an add whose checksum it has with the owner it holds (MS-FSCMT 3.3.5.4), and an
+    /// answer for a URI no longer pending is ignored (3.1.5.23).
+    fn send_pending_adds(&mut self, name: &[u8], addr: &str) {
+        let Some(c) = self.collections.get(name) else {
+            return;
+        };
+        let mut adds: Vec<(&Vec<u8>, &Checksum)> = c.dedup.pending_adds.iter().collect();
+        adds.sort();
+        let frames: Vec<Message<'static>> = adds
+            .into_iter()
+            .map(|(uri, checksum)| {
+                Message::PpdupAdd(PpdupChecksum {
+                    collection: owned(name),
+                    node_id: owned(&self.opts.node_id),
+                    uri: owned(uri),
+                    checksum: *checksum,
+                    ppdup_id: None,
+                    dbname: None,
+                })
+            })
+            .collect();
+        if !frames.is_empty() {
+            info!(
+                "sending the {} unanswered PPDUP_ADDs of {} to {addr} again",
+                frames.len(),
+                show(name)
+            );
+        }
+        for m in frames {
+            self.out
+                .send(Dest::Dup(addr.to_string()), Priority::Normal, &m);
+        }
+    }
+
+    /// The replica to fail over to from duplicate server `addr`: the entry of a collection's
+    /// `ppdup.replicas` list at the position `addr` has in its `dupservers` list.
+    pub fn dup_replica(&self, addr: &str) -> Option<String> {
+        self.collections.values().find_map(|c| {
+            let at = ppdup_servers(&c.dict).iter().position(|s| s == addr)?;
+            let list = c.dict.get(b"ppdup")?.get(b"replicas")?;
+            let list = list.as_list().or_else(|| list.as_tuple())?;
+            let r = list.get(at)?.as_bytes()?;
+            Some(String::from_utf8_lossy(r).into_owned())
+        })
     }
 
     /// A duplicate server connection is gone.

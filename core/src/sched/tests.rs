@@ -666,3 +666,77 @@ fn questions_lost_with_the_multinode_are_asked_again_when_it_is_back() {
 
 #[path = "tests_multinode.rs"]
 mod multinode;
+
+#[test]
+fn unanswered_adds_go_again_when_a_duplicate_server_connects() {
+    // A PPDUP_ADD whose connection closed before its PPDUP_ADD_OK (3.1.5.23) goes again after
+    // the SET_CONFIG of the next connection (3.1.5.11), to the same server or to the replica
+    // the shell failed over to: otherwise its document waits for an answer that never comes.
+    let (mut n, _dir) = node("adds-again");
+    let (server, replica) = ("198.18.0.21:14200", "198.18.0.22:14200");
+    let list = |s: &str| Value::list(vec![Value::owned_bytes(s.as_bytes().to_vec())]);
+    let cfg = dict(vec![
+        ("start_uris", Value::list(Vec::new())),
+        (
+            "ppdup",
+            dict(vec![
+                ("dupservers", list(server)),
+                ("replicas", list(replica)),
+            ]),
+        ),
+    ]);
+    n.dup_connected(server);
+    n.conf_add(b"c", cfg).unwrap();
+    assert_eq!(n.dup_replica(server).as_deref(), Some(replica));
+    assert_eq!(n.dup_replica(replica), None);
+    let doc = crate::crawl::Document {
+        collection: b"c".to_vec(),
+        uri: b"http://a.com/x".to_vec(),
+        checksum: Checksum([9; 16]),
+        status: 200,
+        headers: Vec::new(),
+        body: b"x".to_vec(),
+        uri_flags: 0,
+        redirected_from: Vec::new(),
+        seq: 0,
+    };
+    assert_eq!(n.document(Box::new(doc)).unwrap(), None);
+    n.take_output();
+    let sent = |n: &mut NodeScheduler| -> Vec<String> {
+        decoded(n.take_output())
+            .into_iter()
+            .filter_map(|(to, _, m)| match (to, m) {
+                (Dest::Dup(a), Message::PpdupSetConfig(_)) => Some(format!("{a} SET_CONFIG")),
+                (Dest::Dup(a), Message::PpdupAdd(c)) => {
+                    Some(format!("{a} ADD {}", String::from_utf8_lossy(&c.uri)))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    n.dup_closed(server);
+    n.dup_connected(server);
+    assert_eq!(
+        sent(&mut n),
+        [
+            format!("{server} SET_CONFIG"),
+            format!("{server} ADD http://a.com/x")
+        ]
+    );
+    // Answered: the document is fed, and the next connection sends only the configuration.
+    let ok = PpdupAddOk {
+        collection: b("c"),
+        node_id: b("n1"),
+        uri: b("http://a.com/x"),
+        owner_uri: Some(b("http://a.com/x")),
+        ppdup_id: None,
+        dbname: None,
+    };
+    n.handle_message(&Dest::Dup(server.into()), Message::PpdupAddOk(ok), 0)
+        .unwrap();
+    let fates: Vec<_> = n.take_verdicts().into_iter().map(|v| v.fate).collect();
+    assert_eq!(fates, [crate::sched::node::Fate::Added]);
+    n.dup_closed(server);
+    n.dup_connected(server);
+    assert_eq!(sent(&mut n), [format!("{server} SET_CONFIG")]);
+}
