@@ -61,6 +61,7 @@ impl NodeScheduler {
     pub fn is_drained(&self, name: &[u8]) -> bool {
         self.collections.get(name).is_none_or(|c| {
             c.queue.is_empty()
+                && !c.has_spill()
                 && c.sites.ready.is_empty()
                 && c.sites.waiting.values().all(|w| w.records.is_empty())
                 && c.dedup.pending_adds.is_empty()
