@@ -39,6 +39,9 @@ pub trait LogFile: Write {
     fn cut_back(&mut self, len: u64) -> io::Result<()>;
     /// Makes the file's data durable (fdatasync).
     fn sync_data(&mut self) -> io::Result<()>;
+    /// Allocates the blocks under `[offset, offset + len)` without changing the file's size,
+    /// so that appending there needs no room from the file system.
+    fn allocate(&mut self, offset: u64, len: u64) -> io::Result<()>;
 }
 
 impl LogFile for File {
@@ -47,6 +50,14 @@ impl LogFile for File {
     }
     fn sync_data(&mut self) -> io::Result<()> {
         File::sync_data(self)
+    }
+    fn allocate(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        use rustix::fs::{fallocate, FallocateFlags};
+        match fallocate(&*self, FallocateFlags::KEEP_SIZE, offset, len) {
+            // A file system that cannot allocate ahead gives no guarantee; appending will tell.
+            Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
+            r => r.map_err(io::Error::from),
+        }
     }
 }
 
@@ -87,6 +98,8 @@ pub struct Appender<F: LogFile = File> {
     cap: usize,
     /// Bytes written since the last fdatasync.
     dirty: bool,
+    /// The file's blocks are allocated up to here ([`Appender::reserve`]).
+    reserved_to: u64,
 }
 
 impl<F: LogFile> Appender<F> {
@@ -99,7 +112,22 @@ impl<F: LogFile> Appender<F> {
             pending: Vec::new(),
             cap,
             dirty: false,
+            reserved_to: 0,
         }
+    }
+
+    /// Makes sure `need` more bytes (past what is queued) can be appended without room from
+    /// the file system, allocating at least `chunk` bytes ahead when it must: a full disk then
+    /// fails here, before the caller does what the record must be journaled for.
+    pub fn reserve(&mut self, need: u64, chunk: u64) -> io::Result<()> {
+        let end = self.len() + need;
+        if end <= self.reserved_to {
+            return Ok(());
+        }
+        let to = end.max(self.len + chunk);
+        self.file.allocate(self.len, to - self.len)?;
+        self.reserved_to = to;
+        Ok(())
     }
 
     /// Queues one whole record. Writes the queue when it reached the capacity; a full disk
@@ -122,7 +150,11 @@ impl<F: LogFile> Appender<F> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        append_or_cut(&mut self.file, &mut self.len, &self.pending)?;
+        if let Err(e) = append_or_cut(&mut self.file, &mut self.len, &self.pending) {
+            // The cut may have released the blocks allocated ahead.
+            self.reserved_to = self.len;
+            return Err(e);
+        }
         self.pending.clear();
         self.dirty = true;
         Ok(())
@@ -143,6 +175,7 @@ impl<F: LogFile> Appender<F> {
         self.pending.clear();
         self.file.cut_back(0)?;
         self.len = 0;
+        self.reserved_to = 0;
         self.file.sync_data()?;
         self.dirty = false;
         Ok(())
@@ -223,6 +256,12 @@ mod tests {
             self.syncs += 1;
             Ok(())
         }
+        fn allocate(&mut self, offset: u64, len: u64) -> io::Result<()> {
+            if (offset + len) as usize > self.room {
+                return Err(io::Error::from_raw_os_error(28));
+            }
+            Ok(())
+        }
     }
 
     #[test]
@@ -265,6 +304,23 @@ mod tests {
     }
 
     #[test]
+    fn room_reserved_ahead_is_asked_for_once_per_chunk_and_refused_when_full() {
+        let mut a = Appender::new(SmallDisk::new(20), 0, 1 << 10);
+        a.reserve(4, 8).unwrap(); // blocks up to 8
+        a.push(b"1234").unwrap();
+        a.reserve(4, 8).unwrap(); // 4 queued + 4 needed: within the 8 reserved
+        a.push(b"5678").unwrap();
+        a.reserve(4, 8).unwrap(); // past 8: up to 16
+        a.sync().unwrap();
+        assert_eq!(a.reserved_to, 16);
+        a.push(b"abcdefgh").unwrap();
+        let e = a.reserve(8, 8).unwrap_err(); // 24 > 20
+        assert!(is_full(&e));
+        a.sync().unwrap();
+        assert_eq!(a.file().data, b"12345678abcdefgh");
+    }
+
+    #[test]
     fn other_errors_are_returned_with_the_record_kept() {
         struct Broken(Vec<u8>);
         impl Write for Broken {
@@ -281,6 +337,9 @@ mod tests {
                 Ok(())
             }
             fn sync_data(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+            fn allocate(&mut self, _: u64, _: u64) -> io::Result<()> {
                 Ok(())
             }
         }

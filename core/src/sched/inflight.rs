@@ -19,6 +19,8 @@ use crate::diskfull::Appender;
 
 /// Journal size that triggers a rewrite.
 pub const COMPACT_BYTES: u64 = 32 << 20;
+/// Bytes the journal allocates ahead at a time ([`Inflight::reserve`]).
+const RESERVE_CHUNK: u64 = 1 << 20;
 
 /// The journal of one collection.
 pub struct Inflight {
@@ -109,6 +111,22 @@ impl Inflight {
         self.outstanding.insert(seq, rec.to_vec());
         self.dirty = true;
         Ok(seq)
+    }
+
+    /// Makes sure the journal can take an entry of up to `need` bytes without room from the
+    /// file system (allocating ahead): call before taking the entry from its queue, whose pop
+    /// outlives the process at once while the journal record waits for the next write. A full
+    /// disk fails here, with the entry still in its queue.
+    pub fn reserve(&mut self, need: u64) -> Result<(), StoreError> {
+        self.file
+            .reserve(13 + need, RESERVE_CHUNK)
+            .map_err(io_err(&self.path))
+    }
+
+    /// Writes the queued records to the file (no fdatasync): from there they outlive the
+    /// process.
+    pub fn write(&mut self) -> Result<(), StoreError> {
+        self.file.write().map_err(io_err(&self.path))
     }
 
     /// Journals that entry `seq` is finished (crawled, skipped, or back in a queue).

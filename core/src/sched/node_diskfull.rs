@@ -26,6 +26,9 @@ use super::{show, Collection, NodeScheduler, SchedError};
 use crate::msg::types::conf_state;
 use crate::queue::CrawlQueue;
 
+/// Room the in-flight journal keeps allocated for one more entry before one is taken from a
+/// queue (a crawl queue entry: URI, flags and the like; a larger one still goes, unreserved).
+pub(super) const ENTRY_RESERVE: u64 = 128 << 10;
 /// How often a paused collection's writes are tried again.
 pub const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// Entries kept in memory per collection while its queues have no room; past it an entry is
@@ -169,6 +172,9 @@ impl Collection {
     /// Every write of the collection, in the order that finishes nothing before what it
     /// depends on is durable (see `node_store.rs`).
     fn sync_all(&mut self) -> Result<(), SchedError> {
+        // First the journal of the entries taken from the queues (into room reserved for
+        // them): their pops already outlive a kill, so must their records.
+        self.inflight.write()?;
         self.drain_spill()?;
         self.queue.sync()?;
         self.quarantine_queue.sync()?;
@@ -176,6 +182,8 @@ impl Collection {
         self.seen.sync()?;
         NodeScheduler::sync_store(self)?;
         self.inflight.sync()?;
+        // Room for the next entry taken, or the crawl would pause again at once.
+        self.inflight.reserve(ENTRY_RESERVE)?;
         Ok(())
     }
 }

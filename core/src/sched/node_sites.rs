@@ -37,6 +37,15 @@ impl NodeScheduler {
                 if c.sites.ready.len() + held >= capacity || c.is_disk_full() {
                     break;
                 }
+                // The entry is journaled once taken: no room for that, no entry taken.
+                if let Err(e) = c.inflight.reserve(diskfull::ENTRY_RESERVE) {
+                    let e = SchedError::from(e);
+                    if !e.is_disk_full() {
+                        return Err(e);
+                    }
+                    c.pause_disk_full(&e, std::time::Instant::now());
+                    break;
+                }
                 let Some(rec) = c.queue.pop_front()? else {
                     break;
                 };
