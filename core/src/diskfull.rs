@@ -124,7 +124,7 @@ impl<F: LogFile> Appender<F> {
         if end <= self.reserved_to {
             return Ok(());
         }
-        let to = end.max(self.len + chunk);
+        let to = end.max(self.len() + chunk);
         self.file.allocate(self.len, to - self.len)?;
         self.reserved_to = to;
         Ok(())
