@@ -22,7 +22,10 @@ impl NodeScheduler {
             if !refresh_only && !c.refresh.new_held.is_empty() {
                 // New content may be crawled again: what was held goes back to the queue.
                 let mut n = 0u64;
-                while let Some(rec) = c.refresh.new_held.pop_front()? {
+                while !c.is_disk_full() {
+                    let Some(rec) = c.refresh.new_held.pop_front()? else {
+                        break;
+                    };
                     c.enqueue(diskfull::Target::Queue, false, &rec, None)?;
                     n += 1;
                 }

@@ -41,6 +41,11 @@ impl NodeScheduler {
     /// freed sites return to the front of the crawl queue.
     pub fn quarantine_tick(&mut self, now: i64) -> Result<(), SchedError> {
         for (name, c) in self.collections.iter_mut() {
+            if c.is_disk_full() {
+                // The entries stay where they are durable until room returns (a move the crawl
+                // queue refused would wait in memory); the next tick after that moves them.
+                continue;
+            }
             let before = c.sites.quarantine.len() + c.sites.blocked.len();
             c.sites.quarantine.retain(|_, &mut t| t > now);
             c.sites.blocked.retain(|_, &mut t| t > now);
