@@ -78,18 +78,17 @@ fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
 }
 
-fn status(admin: &str) -> String {
+fn admin_call(admin: &str, method: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-        .args([
-            "admin",
-            "--server",
-            admin,
-            "CollectionGetStatus",
-            "synthweb",
-        ])
+        .args(["admin", "--json", "--server", admin, method, "synthweb"])
         .output()
         .expect("crawlfleet admin runs");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// CollectionGetStatus (MS-FSCADM 2.2.10.3).
+fn status(admin: &str) -> String {
+    admin_call(admin, "CollectionGetStatus")
 }
 
 /// Waits until `count` has not changed for `quiet`, polling (30 s at most).
@@ -198,6 +197,9 @@ fn a_full_disk_pauses_the_crawl_and_it_resumes_losing_nothing() {
         "the status while paused: {}",
         status(&admin)
     );
+    // The flattened statistics name the state (2.2.5 Status: "Disk full").
+    let stats = admin_call(&admin, "CollectionGetStatistics2");
+    assert!(stats.contains("Disk full"), "{stats}");
     std::thread::sleep(Duration::from_millis(1200));
     assert_eq!(lines(&access), paused_at, "no fetch while paused");
     assert_eq!(
