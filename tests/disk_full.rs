@@ -14,10 +14,10 @@ use crawlfleet_core::msg::{Checksum, Message, PpdupChecksum, PpdupSetConfig};
 use crate::util::{temp_dir, Client, Role};
 
 /// A tmpfs of `mib` MiB mounted at `at`, unmounted when dropped.
-struct Tmpfs(PathBuf);
+pub struct Tmpfs(pub PathBuf);
 
 impl Tmpfs {
-    fn mount(at: &Path, mib: u32) -> Option<Tmpfs> {
+    pub fn mount(at: &Path, mib: u32) -> Option<Tmpfs> {
         std::fs::create_dir_all(at).ok()?;
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])

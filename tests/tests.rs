@@ -8,6 +8,7 @@ mod data_dir_lock;
 mod decode_errors;
 mod differential;
 mod disk_full;
+mod disk_full_node;
 mod docs_cli;
 mod dupserver;
 mod fleet;

@@ -20,6 +20,7 @@ pub mod clock;
 pub mod config;
 pub mod crawl;
 pub mod datadir;
+pub mod diskfull;
 pub mod dupserver;
 pub mod feed;
 pub mod frame;

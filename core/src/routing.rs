@@ -235,8 +235,12 @@ impl RoutingDb {
     /// Writes pending changes and makes them durable.
     pub fn sync(&mut self) -> Result<(), RoutingError> {
         if !self.buf.is_empty() {
-            let buf = std::mem::take(&mut self.buf);
-            self.file.write_all(&buf).map_err(|e| self.err(e))?;
+            // A failed write (a full disk) is cut back off the file and the changes stay
+            // queued for the next sync: nothing half-written is followed by later records.
+            let mut len = self.file.metadata().map_err(|e| self.err(e))?.len();
+            crate::diskfull::append_or_cut(&mut self.file, &mut len, &self.buf)
+                .map_err(|e| self.err(e))?;
+            self.buf.clear();
             self.dirty = true;
         }
         if self.dirty {

@@ -8,8 +8,9 @@ use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 use crawlfleet_core::sched::dns::DnsEntry;
+use crawlfleet_core::sched::multinode::SchedError;
 use crawlfleet_core::sched::node::{Dest, NodeOptions, NodeScheduler};
-use crawlfleet_net::{ConnId, Event, EventLoop, LinkId, Priority, TimerId};
+use crawlfleet_net::{ConnId, Event, EventLoop, Handle, LinkId, Priority, TimerId};
 use crossbeam_channel::select;
 use log::{info, warn};
 
@@ -43,6 +44,23 @@ struct DupLink {
     /// When something last came from it (or the link was made).
     heard: std::time::Instant,
     on_replica: bool,
+}
+
+/// What an error of the scheduler does: a store without room pauses the crawl until space
+/// returns (the sync timer tries again, `NodeScheduler::sync`); anything else stops the node.
+fn answer(
+    sm: &mut NodeScheduler,
+    handle: &Handle,
+    r: Result<(), SchedError>,
+) -> Result<(), String> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_disk_full() => {
+            sm.disk_full(&e);
+            Ok(())
+        }
+        Err(e) => Err(fatal(handle, e)),
+    }
 }
 
 fn secs(s: f64) -> Duration {
@@ -166,15 +184,18 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                 if let Ok((host, addrs)) = a {
                     let now = now_secs();
                     let e = DnsEntry { addrinfo: addrs, resolved_at: now, ttl: 3600 };
-                    sm.dns_answer(&host, e, now).map_err(|e| e.to_string())?;
+                    let r = sm.dns_answer(&host, e, now);
+                    answer(&mut sm, &handle, r)?;
                 }
             }
             recv(crawler.results()) -> r => {
                 if let Ok(r) = r {
-                    crawler.on_result(&mut sm, r).map_err(|e| fatal(&handle, e))?;
+                    let done = crawler.on_result(&mut sm, r);
+                    answer(&mut sm, &handle, done)?;
                     for _ in 1..MAX_RESULTS {
                         let Ok(r) = crawler.results().try_recv() else { break };
-                        crawler.on_result(&mut sm, r).map_err(|e| fatal(&handle, e))?;
+                        let done = crawler.on_result(&mut sm, r);
+                        answer(&mut sm, &handle, done)?;
                     }
                 }
             }
@@ -309,18 +330,15 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                 }
                 Event::Timer(_) | Event::Accepted { .. } => Ok(()),
             };
-            if let Err(e) = r {
-                return Err(fatal(&handle, e));
-            }
+            answer(&mut sm, &handle, r)?;
             handled += 1;
             if handled < MAX_BATCH_EVENTS {
                 event = spawned.events.try_recv().ok();
             }
         }
         crawler.collect_verdicts(&mut sm);
-        if let Err(e) = crawler.step(&mut sm, now_secs()) {
-            return Err(fatal(&handle, e));
-        }
+        let stepped = crawler.step(&mut sm, now_secs());
+        answer(&mut sm, &handle, stepped)?;
         let out = sm.take_output();
         for host in &out.lookups {
             resolver.lookup(host.clone());

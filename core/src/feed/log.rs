@@ -317,7 +317,8 @@ impl DocLog {
     }
 }
 
-/// Creates a segment holding only its header (synced).
+/// Creates a segment holding only its header (synced). One that cannot be written whole (a
+/// full disk) is removed again, so that the next attempt can create it.
 fn create_segment(path: &Path, first_seq: u64) -> Result<(), FeedError> {
     let mut f = OpenOptions::new()
         .write(true)
@@ -326,8 +327,11 @@ fn create_segment(path: &Path, first_seq: u64) -> Result<(), FeedError> {
         .map_err(io_err(path))?;
     let mut h = MAGIC.to_vec();
     h.extend_from_slice(&first_seq.to_le_bytes());
-    f.write_all(&h).map_err(io_err(path))?;
-    f.sync_all().map_err(io_err(path))
+    let r = f.write_all(&h).and_then(|()| f.sync_all());
+    if r.is_err() {
+        let _ = fs::remove_file(path);
+    }
+    r.map_err(io_err(path))
 }
 
 impl FeedSink for DocLog {
@@ -343,13 +347,22 @@ impl FeedSink for DocLog {
         if self.seg_len > SEGMENT_HEADER
             && self.seg_len + self.buf.len() as u64 > self.opts.segment_bytes
         {
-            self.roll_over()?;
+            match self.roll_over() {
+                // A full disk: the document stays in the current segment, queued (which then
+                // grows past its size); the next document tries the new segment again.
+                Err(e) if e.is_disk_full() => {}
+                r => r?,
+            }
         }
         self.pending.extend_from_slice(&self.buf);
         self.seg_len += self.buf.len() as u64;
         self.next_seq += 1;
         if self.pending.len() >= WRITE_CHUNK {
-            self.write_pending()?;
+            match self.write_pending() {
+                // Fed all the same: it waits queued, and the next sync reports the disk.
+                Err(e) if e.is_disk_full() => {}
+                r => r?,
+            }
         }
         Ok(seq)
     }

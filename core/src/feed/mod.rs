@@ -158,6 +158,14 @@ impl fmt::Display for FeedError {
 
 impl std::error::Error for FeedError {}
 
+impl FeedError {
+    /// True when the file system had no room ([`crate::diskfull::is_full`]): the same write
+    /// can succeed once space returns.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, FeedError::Io { error, .. } if crate::diskfull::is_full(error))
+    }
+}
+
 /// Maps an I/O error on `path` to a [`FeedError`].
 pub(crate) fn io_err(path: &std::path::Path) -> impl Fn(io::Error) -> FeedError + '_ {
     move |error| FeedError::Io {

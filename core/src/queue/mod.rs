@@ -170,6 +170,12 @@ pub enum QueueError {
 }
 
 impl QueueError {
+    /// True when the file system had no room ([`crate::diskfull::is_full`]): the operation
+    /// changed nothing and can succeed once space returns.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, QueueError::Io { error, .. } if crate::diskfull::is_full(error))
+    }
+
     fn io(path: &Path, op: &'static str, error: io::Error) -> Self {
         QueueError::Io {
             path: path.to_owned(),

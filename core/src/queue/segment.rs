@@ -139,8 +139,7 @@ impl Segment {
             .truncate(true)
             .open(&path)
             .map_err(|e| QueueError::io(&path, "creating a segment", e))?;
-        file.set_len(len)
-            .map_err(|e| QueueError::io(&path, "sizing a segment", e))?;
+        let sized = file.set_len(len);
         let mut seg = Segment {
             start,
             len,
@@ -150,8 +149,16 @@ impl Segment {
             dirty_from: start,
             allocated_to: start,
         };
-        seg.map_file(&file)?;
-        seg.ensure_allocated(start + HEADER)?;
+        let made = sized
+            .map_err(|e| QueueError::io(&seg.path, "sizing a segment", e))
+            .and_then(|()| seg.map_file(&file))
+            .and_then(|()| seg.ensure_allocated(start + HEADER));
+        if let Err(e) = made {
+            // No room for its first blocks (a full disk): a segment without its header would
+            // make the queue unreadable at the next open, so it goes again.
+            let _ = seg.remove();
+            return Err(e);
+        }
         let h = header_bytes(kind, start, first_seq);
         seg.bytes_mut()[..HEADER as usize].copy_from_slice(&h);
         Ok(seg)

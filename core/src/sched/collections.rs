@@ -20,6 +20,8 @@ pub struct StoreError {
     pub path: PathBuf,
     /// What failed.
     pub error: String,
+    /// The file system had no room ([`crate::diskfull::is_full`]): the write can succeed later.
+    pub disk_full: bool,
 }
 
 impl fmt::Display for StoreError {
@@ -34,6 +36,7 @@ impl std::error::Error for StoreError {}
 pub(super) fn io_err(path: &Path) -> impl Fn(io::Error) -> StoreError + '_ {
     move |e| StoreError {
         path: path.to_path_buf(),
+        disk_full: crate::diskfull::is_full(&e),
         error: e.to_string(),
     }
 }

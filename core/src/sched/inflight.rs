@@ -11,21 +11,25 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::collections::{io_err, StoreError};
+use crate::diskfull::Appender;
 
 /// Journal size that triggers a rewrite.
 pub const COMPACT_BYTES: u64 = 32 << 20;
+/// Bytes the journal allocates ahead at a time ([`Inflight::reserve`]).
+const RESERVE_CHUNK: u64 = 1 << 20;
 
 /// The journal of one collection.
 pub struct Inflight {
     path: PathBuf,
-    file: BufWriter<File>,
+    /// The journal file: a record that finds no room (a full disk) waits queued in memory, in
+    /// order, until a sync finds room; nothing half-written stays in the file.
+    file: Appender,
     outstanding: BTreeMap<u64, Vec<u8>>,
     next: u64,
-    written: u64,
     dirty: bool,
 }
 
@@ -74,10 +78,9 @@ impl Inflight {
         Ok((
             Inflight {
                 path: path.to_path_buf(),
-                file: BufWriter::with_capacity(256 << 10, file),
+                file: Appender::new(file, bytes.len() as u64, 256 << 10),
                 outstanding: BTreeMap::new(),
                 next: 1,
-                written: bytes.len() as u64,
                 dirty: false,
             },
             pending,
@@ -96,18 +99,34 @@ impl Inflight {
         let len = u32::try_from(rec.len()).map_err(|_| StoreError {
             path: self.path.clone(),
             error: "entry over 4 GiB".into(),
+            disk_full: false,
         })?;
-        let w = &mut self.file;
-        let r = w
-            .write_all(b"+")
-            .and_then(|()| w.write_all(&seq.to_le_bytes()))
-            .and_then(|()| w.write_all(&len.to_le_bytes()))
-            .and_then(|()| w.write_all(rec));
-        r.map_err(io_err(&self.path))?;
-        self.written += 13 + rec.len() as u64;
+        // One record, whole: queued or written together, never a part of it.
+        let mut r = Vec::with_capacity(13 + rec.len());
+        r.push(b'+');
+        r.extend_from_slice(&seq.to_le_bytes());
+        r.extend_from_slice(&len.to_le_bytes());
+        r.extend_from_slice(rec);
+        self.file.push(&r).map_err(io_err(&self.path))?;
         self.outstanding.insert(seq, rec.to_vec());
         self.dirty = true;
         Ok(seq)
+    }
+
+    /// Makes sure the journal can take an entry of up to `need` bytes without room from the
+    /// file system (allocating ahead): call before taking the entry from its queue, whose pop
+    /// outlives the process at once while the journal record waits for the next write. A full
+    /// disk fails here, with the entry still in its queue.
+    pub fn reserve(&mut self, need: u64) -> Result<(), StoreError> {
+        self.file
+            .reserve(13 + need, RESERVE_CHUNK)
+            .map_err(io_err(&self.path))
+    }
+
+    /// Writes the queued records to the file (no fdatasync): from there they outlive the
+    /// process.
+    pub fn write(&mut self) -> Result<(), StoreError> {
+        self.file.write().map_err(io_err(&self.path))
     }
 
     /// Journals that entry `seq` is finished (crawled, skipped, or back in a queue).
@@ -115,11 +134,9 @@ impl Inflight {
         if self.outstanding.remove(&seq).is_none() {
             return Ok(());
         }
-        let w = &mut self.file;
-        w.write_all(b"-")
-            .and_then(|()| w.write_all(&seq.to_le_bytes()))
-            .map_err(io_err(&self.path))?;
-        self.written += 9;
+        let mut r = [b'-'; 9];
+        r[1..].copy_from_slice(&seq.to_le_bytes());
+        self.file.push(&r).map_err(io_err(&self.path))?;
         self.dirty = true;
         Ok(())
     }
@@ -136,17 +153,17 @@ impl Inflight {
 
     /// Makes the journal durable; rewrites it when it has grown large.
     pub fn sync(&mut self) -> Result<(), StoreError> {
-        if self.written > COMPACT_BYTES {
-            return self.rewrite();
+        if self.file.len() > COMPACT_BYTES {
+            match self.rewrite() {
+                // No room for the new file: appending may still find some.
+                Err(e) if e.disk_full => {}
+                r => return r,
+            }
         }
         if !self.dirty {
             return Ok(());
         }
-        self.file.flush().map_err(io_err(&self.path))?;
-        self.file
-            .get_ref()
-            .sync_data()
-            .map_err(io_err(&self.path))?;
+        self.file.sync().map_err(io_err(&self.path))?;
         self.dirty = false;
         Ok(())
     }
@@ -162,8 +179,11 @@ impl Inflight {
             buf.extend_from_slice(rec);
         }
         let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-        f.write_all(&buf).map_err(io_err(&tmp))?;
-        f.sync_data().map_err(io_err(&tmp))?;
+        if let Err(e) = f.write_all(&buf).and_then(|()| f.sync_data()) {
+            // A half-written copy (a full disk) is no use and takes room.
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err(&tmp)(e));
+        }
         fs::rename(&tmp, &self.path).map_err(io_err(&self.path))?;
         if let Some(dir) = self.path.parent() {
             if let Ok(d) = File::open(dir) {
@@ -174,8 +194,7 @@ impl Inflight {
             .append(true)
             .open(&self.path)
             .map_err(io_err(&self.path))?;
-        self.file = BufWriter::with_capacity(256 << 10, file);
-        self.written = buf.len() as u64;
+        self.file = Appender::new(file, buf.len() as u64, 256 << 10);
         self.dirty = false;
         Ok(())
     }

@@ -109,6 +109,19 @@ impl std::fmt::Display for SchedError {
 
 impl std::error::Error for SchedError {}
 
+impl SchedError {
+    /// True when a store found no room on its file system ([`crate::diskfull::is_full`]): a
+    /// node pauses the collection's crawl until space returns instead of stopping.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            SchedError::Queue(e) => e.is_disk_full(),
+            SchedError::Routing(e) => crate::diskfull::is_full(&e.error),
+            SchedError::Store(e) => e.disk_full,
+            SchedError::Feed(e) => e.is_disk_full(),
+        }
+    }
+}
+
 impl From<QueueError> for SchedError {
     fn from(e: QueueError) -> Self {
         SchedError::Queue(e)
@@ -262,6 +275,7 @@ impl Multinode {
     pub fn open(data_dir: &Path, opts: MultinodeOptions) -> Result<Multinode, SchedError> {
         fs::create_dir_all(data_dir).map_err(|e| StoreError {
             path: data_dir.to_path_buf(),
+            disk_full: crate::diskfull::is_full(&e),
             error: e.to_string(),
         })?;
         let dirs = CollectionDirs::open(&data_dir.join("collections"))?;

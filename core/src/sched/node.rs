@@ -41,6 +41,8 @@ use super::{parse_record, record, show, start_uri_entry, start_uris, Outbox};
 
 #[path = "node_conns.rs"]
 mod conns;
+#[path = "node_diskfull.rs"]
+mod diskfull;
 #[path = "node_docs.rs"]
 mod docs;
 #[path = "node_frames.rs"]
@@ -68,6 +70,7 @@ use crate::msg::{
 use crate::queue::{CrawlQueue, QueueOptions, SyncPolicy};
 use crate::routing::{crawl_site, routing_attribute, site_host, RoutingDb};
 use crate::store::{store_dir, CrawlStore, UriState};
+pub use diskfull::RETRY_EVERY as DISK_FULL_RETRY;
 pub use docs::Verdict;
 pub use refresh::{RefreshOnly, RefreshPolicy};
 pub use store::Fate;
@@ -193,6 +196,8 @@ const FORWARD_RESEND_WINDOW: std::time::Duration = std::time::Duration::from_sec
 const FORWARD_RESEND_MAX: usize = 1 << 16;
 
 struct Collection {
+    /// The collection's name (PKT_DSPECNAME).
+    name: Vec<u8>,
     dict: Value<'static>,
     /// `dict` parsed, shared with the crawler ([`NodeScheduler::collection_settings`]).
     settings: Arc<CollectionConfig>,
@@ -226,6 +231,8 @@ struct Collection {
     sent: NodeCounters,
     /// The node's clock (see [`NodeOptions::clock`]).
     clock: Clock,
+    /// The crawl paused for a full disk, and the entries waiting for room in the queues.
+    disk: diskfull::DiskPause,
 }
 
 /// A collection's refresh cycles and crawl mode.
@@ -372,11 +379,7 @@ fn queue_local(
         return Ok(());
     }
     let rec = record(entry, urgent);
-    if urgent {
-        c.queue.push_front(&rec)?;
-    } else {
-        c.queue.push_back(&rec)?;
-    }
+    c.enqueue(diskfull::Target::Queue, urgent, &rec, None)?;
     c.counters.uris_queued += 1;
     Ok(())
 }
@@ -386,6 +389,7 @@ impl NodeScheduler {
     pub fn open(data_dir: &Path, opts: NodeOptions) -> Result<NodeScheduler, SchedError> {
         fs::create_dir_all(data_dir).map_err(|e| StoreError {
             path: data_dir.to_path_buf(),
+            disk_full: crate::diskfull::is_full(&e),
             error: e.to_string(),
         })?;
         let dirs = CollectionDirs::open(&data_dir.join("collections"))?;
@@ -487,6 +491,7 @@ impl NodeScheduler {
         let settings = crate::config::parsed(name, &dict);
         let policy = RefreshPolicy::of(&settings);
         let mut c = Collection {
+            name: name.to_vec(),
             dict,
             settings,
             state: conf_state::ACTIVE,
@@ -520,6 +525,7 @@ impl NodeScheduler {
             counters: NodeCounters::default(),
             sent: NodeCounters::default(),
             clock: self.opts.clock.clone(),
+            disk: diskfull::DiskPause::default(),
         };
         c.count_documents();
         Ok(c)

@@ -57,10 +57,13 @@ impl NodeScheduler {
         Ok(())
     }
 
-    /// True when the collection's crawl queues and the site manager hold nothing.
+    /// True when the collection's crawl queues and the site manager hold nothing (and its crawl
+    /// is not paused for a full disk, with what it fetched still unwritten).
     pub fn is_drained(&self, name: &[u8]) -> bool {
         self.collections.get(name).is_none_or(|c| {
             c.queue.is_empty()
+                && !c.has_spill()
+                && !c.is_disk_full()
                 && c.sites.ready.is_empty()
                 && c.sites.waiting.values().all(|w| w.records.is_empty())
                 && c.dedup.pending_adds.is_empty()

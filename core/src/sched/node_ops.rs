@@ -2,6 +2,7 @@
 //! (their handlers are in `node_frames.rs`) and that the shell calls directly: add, update and
 //! refresh a collection, queue an entry, stop, release, delete and quarantine sites.
 
+use super::diskfull::Target;
 use super::*;
 
 impl NodeScheduler {
@@ -219,17 +220,15 @@ impl NodeScheduler {
             .filter(|s| which(s))
             .cloned()
             .collect();
+        // Each finished in the journal once it is back in the queue.
         if front {
-            for (_, r) in records.iter().rev() {
-                c.queue.push_front(r)?;
+            for (seq, r) in records.iter().rev() {
+                c.enqueue(Target::Queue, true, r, Some(*seq))?;
             }
         } else {
-            for (_, r) in &records {
-                c.queue.push_back(r)?;
+            for (seq, r) in &records {
+                c.enqueue(Target::Queue, false, r, Some(*seq))?;
             }
-        }
-        for (seq, _) in &records {
-            c.inflight.done(*seq)?;
         }
         for s in stopped {
             self.release_site(name, &s);
@@ -290,14 +289,16 @@ impl NodeScheduler {
             })
         };
         let mut dropped = 0u64;
-        for q in [&mut c.queue, &mut c.quarantine_queue] {
-            let n = q.len();
+        for to in [Target::Queue, Target::Quarantine] {
+            let n = c.queue_of(to).len();
             for _ in 0..n {
-                let Some(rec) = q.pop_front()? else { break };
+                let Some(rec) = c.queue_of(to).pop_front()? else {
+                    break;
+                };
                 if matches(&rec) {
                     dropped += 1;
                 } else {
-                    q.push_back(&rec)?;
+                    c.enqueue(to, false, &rec, None)?;
                 }
             }
         }
@@ -363,7 +364,7 @@ impl NodeScheduler {
             // quarantine queue until the quarantine ends, then comes back first).
             let mut e = start_uri_entry(format!("http://{site}/").as_bytes());
             e.uri_flags = uri_flags::URIF_SITEURI;
-            c.queue.push_front(&record(&e, true))?;
+            c.enqueue(Target::Queue, true, &record(&e, true), None)?;
         }
         info!(
             "collection {}: site {site} quarantined for {seconds} s",

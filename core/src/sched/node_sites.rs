@@ -13,7 +13,7 @@ impl NodeScheduler {
         let names: Vec<Vec<u8>> = self
             .collections
             .iter()
-            .filter(|(_, c)| c.state == conf_state::ACTIVE)
+            .filter(|(_, c)| c.state == conf_state::ACTIVE && !c.is_disk_full())
             .map(|(n, _)| n.clone())
             .collect();
         for name in names {
@@ -22,8 +22,11 @@ impl NodeScheduler {
             if !refresh_only && !c.refresh.new_held.is_empty() {
                 // New content may be crawled again: what was held goes back to the queue.
                 let mut n = 0u64;
-                while let Some(rec) = c.refresh.new_held.pop_front()? {
-                    c.queue.push_back(&rec)?;
+                while !c.is_disk_full() {
+                    let Some(rec) = c.refresh.new_held.pop_front()? else {
+                        break;
+                    };
+                    c.enqueue(diskfull::Target::Queue, false, &rec, None)?;
                     n += 1;
                 }
                 info!(
@@ -34,7 +37,16 @@ impl NodeScheduler {
             loop {
                 let c = self.collections.get_mut(&name).expect("listed above");
                 let held: usize = c.sites.waiting.values().map(|w| w.records.len()).sum();
-                if c.sites.ready.len() + held >= capacity {
+                if c.sites.ready.len() + held >= capacity || c.is_disk_full() {
+                    break;
+                }
+                // The entry is journaled once taken: no room for that, no entry taken.
+                if let Err(e) = c.inflight.reserve(diskfull::ENTRY_RESERVE) {
+                    let e = SchedError::from(e);
+                    if !e.is_disk_full() {
+                        return Err(e);
+                    }
+                    c.pause_disk_full(&e, std::time::Instant::now());
                     break;
                 }
                 let Some(rec) = c.queue.pop_front()? else {
@@ -48,7 +60,7 @@ impl NodeScheduler {
                         .as_ref()
                         .is_some_and(|(e, _)| c.store.get(&e.uri.uri).is_none())
                 {
-                    c.refresh.new_held.push_back(&rec)?;
+                    c.enqueue(diskfull::Target::NewHeld, false, &rec, None)?;
                     c.counters.uris_held_refresh_only += 1;
                     continue;
                 }
@@ -64,7 +76,7 @@ impl NodeScheduler {
                 if c.sites.quarantine.get(&site).is_some_and(|&t| t > now)
                     || c.sites.blocked.get(&site).is_some_and(|&t| t > now)
                 {
-                    c.quarantine_queue.push_back(&rec)?;
+                    c.enqueue(diskfull::Target::Quarantine, false, &rec, None)?;
                     c.counters.uris_quarantined += 1;
                     continue;
                 }
@@ -104,7 +116,9 @@ impl NodeScheduler {
     /// Entries the crawl engine may fetch now (at most `max`).
     pub fn take_ready(&mut self, max: usize) -> Vec<Ready> {
         let mut out = Vec::new();
-        for c in self.collections.values_mut() {
+        // A collection paused for a full disk hands out nothing: its fetches would only grow
+        // what waits in memory.
+        for c in self.collections.values_mut().filter(|c| !c.is_disk_full()) {
             while out.len() < max {
                 match c.sites.ready.pop_front() {
                     Some(mut r) => {
@@ -276,11 +290,8 @@ impl NodeScheduler {
                 .blocked
                 .insert(site.to_string(), now.saturating_add(block));
             c.counters.sites_blocked += 1;
-            for (_, r) in w.records.iter().rev() {
-                c.queue.push_front(r)?;
-            }
-            for (seq, _) in &w.records {
-                c.inflight.done(*seq)?;
+            for (seq, r) in w.records.iter().rev() {
+                c.enqueue(diskfull::Target::Queue, true, r, Some(*seq))?;
             }
             info!(
                 "collection {}: site {site} ({ip}) blocked for {block} s ({})",

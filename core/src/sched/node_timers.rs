@@ -2,6 +2,7 @@
 //! Duplicate Server Keep-Alive timeouts, the Quarantine and Statistics timeouts), CMD_UM_LOG
 //! lines, and the shell's sync timer.
 
+use super::diskfull::Target;
 use super::*;
 
 impl NodeScheduler {
@@ -40,6 +41,11 @@ impl NodeScheduler {
     /// freed sites return to the front of the crawl queue.
     pub fn quarantine_tick(&mut self, now: i64) -> Result<(), SchedError> {
         for (name, c) in self.collections.iter_mut() {
+            if c.is_disk_full() {
+                // The entries stay where they are durable until room returns (a move the crawl
+                // queue refused would wait in memory); the next tick after that moves them.
+                continue;
+            }
             let before = c.sites.quarantine.len() + c.sites.blocked.len();
             c.sites.quarantine.retain(|_, &mut t| t > now);
             c.sites.blocked.retain(|_, &mut t| t > now);
@@ -58,13 +64,13 @@ impl NodeScheduler {
                     .and_then(|(e, _)| crawl_site(&e.uri.uri))
                     .unwrap_or_default();
                 if c.sites.quarantine.contains_key(&site) || c.sites.blocked.contains_key(&site) {
-                    c.quarantine_queue.push_back(&rec)?;
+                    c.enqueue(Target::Quarantine, false, &rec, None)?;
                 } else {
                     free.push(rec);
                 }
             }
             for r in free.iter().rev() {
-                c.queue.push_front(r)?;
+                c.enqueue(Target::Queue, true, r, None)?;
             }
             debug!(
                 "collection {}: {} entries back from quarantine",
@@ -114,19 +120,5 @@ impl NodeScheduler {
             message: owned(message),
         });
         self.send_multinode(Priority::Normal, &m);
-    }
-
-    /// Makes queues and routes durable (the shell's sync timer).
-    pub fn sync(&mut self) -> Result<(), SchedError> {
-        self.routing.sync()?;
-        for c in self.collections.values_mut() {
-            c.queue.sync()?;
-            c.quarantine_queue.sync()?;
-            c.refresh.new_held.sync()?;
-            c.seen.sync()?;
-            Self::sync_store(c)?;
-            c.inflight.sync()?;
-        }
-        Ok(())
     }
 }

@@ -7,8 +7,8 @@
 //! in 64 bits is a 1-in-2^64 event per pair: at 10^9 URIs the chance of any collision is about
 //! 3%, and the cost of one is one URI not crawled in one cycle.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Write};
+use std::fs::OpenOptions;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use std::collections::HashSet;
@@ -17,6 +17,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::collections::{io_err, StoreError};
+use crate::diskfull::Appender;
 
 /// The keys are xxh3 hashes already: hashing them again would only cost time.
 #[derive(Default)]
@@ -42,7 +43,9 @@ type Hashes = HashSet<u64, BuildHasherDefault<Identity>>;
 pub struct SeenSet {
     path: PathBuf,
     set: Hashes,
-    file: BufWriter<File>,
+    /// The file: a record that finds no room (a full disk) waits queued in memory, in order,
+    /// until a sync finds room.
+    file: Appender,
     dirty: bool,
 }
 
@@ -69,7 +72,7 @@ impl SeenSet {
         Ok(SeenSet {
             path: path.to_path_buf(),
             set,
-            file: BufWriter::with_capacity(64 << 10, file),
+            file: Appender::new(file, whole as u64, 64 << 10),
             dirty: false,
         })
     }
@@ -81,7 +84,7 @@ impl SeenSet {
             return Ok(false);
         }
         self.file
-            .write_all(&h.to_le_bytes())
+            .push(&h.to_le_bytes())
             .map_err(io_err(&self.path))?;
         self.dirty = true;
         Ok(true)
@@ -107,23 +110,14 @@ impl SeenSet {
         if !self.dirty {
             return Ok(());
         }
-        self.file.flush().map_err(io_err(&self.path))?;
-        self.file
-            .get_ref()
-            .sync_data()
-            .map_err(io_err(&self.path))?;
+        self.file.sync().map_err(io_err(&self.path))?;
         self.dirty = false;
         Ok(())
     }
 
     /// Forgets everything (a new refresh cycle).
     pub fn clear(&mut self) -> Result<(), StoreError> {
-        self.file.flush().map_err(io_err(&self.path))?;
-        self.file.get_ref().set_len(0).map_err(io_err(&self.path))?;
-        self.file
-            .get_ref()
-            .sync_data()
-            .map_err(io_err(&self.path))?;
+        self.file.clear().map_err(io_err(&self.path))?;
         self.set.clear();
         self.dirty = false;
         Ok(())
@@ -133,6 +127,7 @@ impl SeenSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn survives_reopen_and_a_torn_tail() {

@@ -65,6 +65,7 @@ pub fn store_dir(collection_dir: &Path) -> PathBuf {
 fn io_err(path: &Path) -> impl Fn(io::Error) -> StoreError + '_ {
     move |e| StoreError {
         path: path.to_path_buf(),
+        disk_full: crate::diskfull::is_full(&e),
         error: e.to_string(),
     }
 }
@@ -172,6 +173,7 @@ impl CrawlStore {
                 return Err(StoreError {
                     path,
                     error: "not a crawl store (bad magic)".into(),
+                    disk_full: false,
                 });
             }
             crate::recordlog::write_atomic(&path, MAGIC).map_err(io_err(&path))?;
@@ -228,6 +230,7 @@ impl CrawlStore {
             return Err(StoreError {
                 path,
                 error: "not a crawl store (bad magic)".into(),
+                disk_full: false,
             });
         }
         let mut good = MAGIC.len() as u64;
@@ -302,6 +305,7 @@ impl CrawlStore {
         StoreError {
             path: self.path.clone(),
             error: format!("{what} of {len} bytes is over the {MAX_FIELD}-byte limit"),
+            disk_full: false,
         }
     }
 
@@ -335,9 +339,15 @@ impl CrawlStore {
         Ok(Some(prev))
     }
 
+    /// Writes the queued records once they reach [`WRITE_CHUNK`]. A full disk leaves them
+    /// queued: the put or remove has taken effect and the next [`CrawlStore::sync`] reports the
+    /// failure (and tries again), so the caller's operation is never cut in half by it.
     fn write_if_full(&mut self) -> Result<(), StoreError> {
         if self.pending.len() >= WRITE_CHUNK {
-            self.write_pending()?;
+            match self.write_pending() {
+                Err(e) if e.disk_full => {}
+                r => r?,
+            }
         }
         Ok(())
     }
@@ -370,7 +380,13 @@ impl CrawlStore {
         if self.file_len > self.opts.compact_min_bytes
             && self.file_len > live.saturating_mul(self.opts.compact_ratio)
         {
-            self.compact()?;
+            match self.compact() {
+                // Everything is durable already; the rewrite waits for room (next sync).
+                Err(e) if e.disk_full => {
+                    warn!("{}: not compacted: {}", self.path.display(), e.error)
+                }
+                r => r?,
+            }
         }
         Ok(())
     }
@@ -378,26 +394,36 @@ impl CrawlStore {
     /// Rewrites the file with the live records only (also durable for every queued record):
     /// a temporary file, fdatasync, rename over `crawl.log`, directory fsync.
     pub fn compact(&mut self) -> Result<(), StoreError> {
+        let tmp = self.path.with_extension("tmp");
+        let r = self.compact_into(&tmp);
+        if r.is_err() {
+            // A half-written copy (a full disk) takes room the live file needs; the next
+            // compaction starts over.
+            let _ = fs::remove_file(&tmp);
+        }
+        r
+    }
+
+    fn compact_into(&mut self, tmp: &Path) -> Result<(), StoreError> {
         let started = Instant::now();
         let before = self.file_len + self.pending.len() as u64;
-        let tmp = self.path.with_extension("tmp");
-        let f = File::create(&tmp).map_err(io_err(&tmp))?;
+        let f = File::create(tmp).map_err(io_err(tmp))?;
         let mut w = BufWriter::with_capacity(1 << 20, f);
         let mut buf = Vec::with_capacity(4096);
         let mut written = MAGIC.len() as u64;
-        w.write_all(MAGIC).map_err(io_err(&tmp))?;
+        w.write_all(MAGIC).map_err(io_err(tmp))?;
         for e in self.table.iter() {
             buf.clear();
             let start = begin(&mut buf);
             record::encode_put(&mut buf, &e.uri, &e.rec);
             seal(&mut buf, start);
-            w.write_all(&buf).map_err(io_err(&tmp))?;
+            w.write_all(&buf).map_err(io_err(tmp))?;
             written += buf.len() as u64;
         }
-        let f = w.into_inner().map_err(|e| io_err(&tmp)(e.into_error()))?;
-        f.sync_data().map_err(io_err(&tmp))?;
+        let f = w.into_inner().map_err(|e| io_err(tmp)(e.into_error()))?;
+        f.sync_data().map_err(io_err(tmp))?;
         drop(f);
-        fs::rename(&tmp, &self.path).map_err(io_err(&self.path))?;
+        fs::rename(tmp, &self.path).map_err(io_err(&self.path))?;
         if let Some(dir) = self.path.parent() {
             sync_dir(dir).map_err(io_err(dir))?;
         }

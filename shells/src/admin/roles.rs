@@ -72,7 +72,14 @@ impl Role for NodeScheduler {
     }
 
     fn collections(&self) -> Vec<(Vec<u8>, i64)> {
+        // A collection paused for a full disk reads as state 5, "Disk full".
         NodeScheduler::collections(self)
+            .into_iter()
+            .map(|(n, s)| {
+                let s = self.reported_state(&n).unwrap_or(s);
+                (n, s)
+            })
+            .collect()
     }
 
     fn config(&self, name: &[u8]) -> Option<M<'static>> {

@@ -313,6 +313,7 @@ impl Multinode {
                 .and_then(|()| OpenOptions::new().create(true).append(true).open(&path))
                 .map_err(|e| StoreError {
                     path: path.clone(),
+                    disk_full: crate::diskfull::is_full(&e),
                     error: e.to_string(),
                 })?;
             self.logs.insert(key.clone(), BufWriter::new(f));

@@ -1,0 +1,270 @@
+//! A full disk pauses a collection's crawl on the node instead of stopping the node (issue
+//! "Disk full": an answer, never an exit).
+//!
+//! - The stores never cut an operation in half for lack of room: the crawl store, the document
+//!   log, the in-flight journal and the seen set keep what they could not write queued in
+//!   memory (cut back off the file, [`crate::diskfull`]) and report the failure at their sync.
+//!   A crawl queue cannot queue without room (its segments are allocated before a record is
+//!   copied in), so an entry it refuses waits in the collection's *spill*, in order, with the
+//!   in-flight entry it replaces still journaled.
+//! - The first such failure pauses the collection: no entry is taken from its queues and none
+//!   of its ready entries is handed to the crawl engine; fetches under way finish into memory.
+//!   Its state reads as 5, "Disk full" (MS-FSCADM 2.2.3.3, MS-FSCMT 2.2.3.21), in the
+//!   administrative status; the node logs one line (rate-limited when repeated).
+//! - Every second the sync timer tries the collection's writes again: the spill first, then
+//!   the syncs in their usual order (feed, crawl store, then the finished entries). Nothing is
+//!   finished while anything before it failed, so a SIGKILL during the pause loses only what no
+//!   one was told was done: those entries are fetched again after the restart. When a whole
+//!   sync succeeds the crawl resumes by itself.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use log::{debug, info};
+
+use super::{show, Collection, NodeScheduler, SchedError};
+use crate::msg::types::conf_state;
+use crate::queue::CrawlQueue;
+
+/// Room the in-flight journal keeps allocated for one more entry before one is taken from a
+/// queue (a crawl queue entry: URI, flags and the like; a larger one still goes, unreserved).
+pub(super) const ENTRY_RESERVE: u64 = 128 << 10;
+/// How often a paused collection's writes are tried again.
+pub const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// Entries kept in memory per collection while its queues have no room; past it an entry is
+/// dropped (and logged), so a multinode scheduler sending on cannot exhaust the memory.
+const MAX_SPILL: usize = 1 << 20;
+
+/// One of a collection's crawl queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Target {
+    /// The crawl queue.
+    Queue,
+    /// The quarantine queue.
+    Quarantine,
+    /// New URIs held while the collection only refreshes.
+    NewHeld,
+}
+
+/// An entry a crawl queue had no room for.
+struct Spilled {
+    to: Target,
+    front: bool,
+    rec: Vec<u8>,
+    /// The in-flight entry it came from: finished once the entry is back in a queue.
+    done: Option<u64>,
+}
+
+/// A collection's disk-full pause.
+#[derive(Default)]
+pub(super) struct DiskPause {
+    /// Why the crawl is paused, since when, when to try again.
+    full: Option<(String, Instant, Instant)>,
+    spill: VecDeque<Spilled>,
+}
+
+impl Collection {
+    pub(super) fn queue_of(&mut self, to: Target) -> &mut CrawlQueue {
+        match to {
+            Target::Queue => &mut self.queue,
+            Target::Quarantine => &mut self.quarantine_queue,
+            Target::NewHeld => &mut self.refresh.new_held,
+        }
+    }
+
+    fn push_to(&mut self, to: Target, front: bool, rec: &[u8]) -> Result<(), SchedError> {
+        let q = self.queue_of(to);
+        if front {
+            q.push_front(rec)?;
+        } else {
+            q.push_back(rec)?;
+        }
+        Ok(())
+    }
+
+    /// Puts `rec` in queue `to` (front or back); `done` is the in-flight entry it came from,
+    /// finished once it is queued. Without room it waits in the spill (and the crawl pauses);
+    /// while the spill holds anything, later entries wait behind it, keeping their order.
+    pub(super) fn enqueue(
+        &mut self,
+        to: Target,
+        front: bool,
+        rec: &[u8],
+        done: Option<u64>,
+    ) -> Result<(), SchedError> {
+        if self.disk.spill.is_empty() {
+            match self.push_to(to, front, rec) {
+                Ok(()) => {
+                    if let Some(seq) = done {
+                        self.inflight.done(seq)?;
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.is_disk_full() => self.pause_disk_full(&e, Instant::now()),
+                Err(e) => return Err(e),
+            }
+        }
+        if self.disk.spill.len() >= MAX_SPILL {
+            // Still journaled when it came from the in-flight journal: back after a restart.
+            self.counters.uris_dropped += 1;
+            crate::warn_limited!(
+                "node-spill-full",
+                "collection {}: disk full and {MAX_SPILL} entries waiting in memory: an entry dropped",
+                show(&self.name)
+            );
+            return Ok(());
+        }
+        self.disk.spill.push_back(Spilled {
+            to,
+            front,
+            rec: rec.to_vec(),
+            done,
+        });
+        Ok(())
+    }
+
+    /// Queues what waited in the spill, oldest first; stops at the first refusal.
+    fn drain_spill(&mut self) -> Result<(), SchedError> {
+        while let Some(s) = self.disk.spill.front() {
+            let (to, front, done) = (s.to, s.front, s.done);
+            let rec = std::mem::take(&mut self.disk.spill[0].rec);
+            if let Err(e) = self.push_to(to, front, &rec) {
+                self.disk.spill[0].rec = rec;
+                return Err(e);
+            }
+            self.disk.spill.pop_front();
+            if let Some(seq) = done {
+                self.inflight.done(seq)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pauses the crawl for a full disk (logged once; the next try in [`RETRY_EVERY`]).
+    pub(super) fn pause_disk_full(&mut self, e: &SchedError, now: Instant) {
+        match &mut self.disk.full {
+            Some((_, _, next)) => {
+                *next = now + RETRY_EVERY;
+                debug!("collection {}: still no room: {e}", show(&self.name));
+            }
+            None => {
+                crate::warn_limited!(
+                    "node-disk-full",
+                    "collection {}: crawl paused, the disk is full: {e}; trying again every {} s",
+                    show(&self.name),
+                    RETRY_EVERY.as_secs()
+                );
+                self.disk.full = Some((e.to_string(), now, now + RETRY_EVERY));
+            }
+        }
+    }
+
+    /// True when entries wait in memory for room in the queues.
+    pub(super) fn has_spill(&self) -> bool {
+        !self.disk.spill.is_empty()
+    }
+
+    /// True while the crawl is paused for a full disk.
+    pub(super) fn is_disk_full(&self) -> bool {
+        self.disk.full.is_some()
+    }
+
+    /// Every write of the collection, in the order that finishes nothing before what it
+    /// depends on is durable (see `node_store.rs`).
+    fn sync_all(&mut self) -> Result<(), SchedError> {
+        // First the journal of the entries taken from the queues (into room reserved for
+        // them): their pops already outlive a kill, so must their records.
+        self.inflight.write()?;
+        self.drain_spill()?;
+        self.queue.sync()?;
+        self.quarantine_queue.sync()?;
+        self.refresh.new_held.sync()?;
+        self.seen.sync()?;
+        NodeScheduler::sync_store(self)?;
+        self.inflight.sync()?;
+        // Room for the next entry taken, or the crawl would pause again at once.
+        self.inflight.reserve(ENTRY_RESERVE)?;
+        Ok(())
+    }
+}
+
+impl NodeScheduler {
+    /// Makes queues, routes, feed and stores durable (the shell's sync timer). A store without
+    /// room pauses its collection (the routing database: every collection); a paused
+    /// collection is tried again every [`RETRY_EVERY`] and resumes when everything is written.
+    /// Only other failures are returned.
+    pub fn sync(&mut self) -> Result<(), SchedError> {
+        self.sync_at(Instant::now())
+    }
+
+    /// [`NodeScheduler::sync`] at `now`.
+    pub fn sync_at(&mut self, now: Instant) -> Result<(), SchedError> {
+        let routes = match self.routing.sync() {
+            Ok(()) => None,
+            Err(e) => {
+                let e = SchedError::from(e);
+                if !e.is_disk_full() {
+                    return Err(e);
+                }
+                Some(e)
+            }
+        };
+        for c in self.collections.values_mut() {
+            if let Some(e) = &routes {
+                c.pause_disk_full(e, now);
+            }
+            if c.disk.full.as_ref().is_some_and(|(_, _, next)| now < *next) {
+                continue;
+            }
+            match c.sync_all() {
+                Ok(()) => {
+                    if let Some((why, since, _)) = c.disk.full.take() {
+                        info!(
+                            "collection {}: room again, crawl resumed after {:.1} s paused ({why})",
+                            show(&c.name),
+                            now.duration_since(since).as_secs_f64()
+                        );
+                    }
+                }
+                Err(e) if e.is_disk_full() => c.pause_disk_full(&e, now),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// A store found no room in the middle of an operation the node could not finish: every
+    /// collection pauses until a sync writes everything again.
+    pub fn disk_full(&mut self, e: &SchedError) {
+        let now = Instant::now();
+        for c in self.collections.values_mut() {
+            c.pause_disk_full(e, now);
+        }
+    }
+
+    /// Why collection `name`'s crawl is paused for a full disk, if it is.
+    pub fn disk_full_reason(&self, name: &[u8]) -> Option<&str> {
+        self.collections
+            .get(name)
+            .and_then(|c| c.disk.full.as_ref())
+            .map(|(why, _, _)| why.as_str())
+    }
+
+    /// Entries of `name` waiting in memory for room in its queues.
+    pub fn spilled(&self, name: &[u8]) -> usize {
+        self.collections.get(name).map_or(0, |c| c.disk.spill.len())
+    }
+
+    /// The state the administrative status reports for `name`: its state, or 5 (suspended,
+    /// disk full: MS-FSCADM 2.2.3.3, "Disk full" in 2.2.5) while an active collection is paused
+    /// for a full disk.
+    pub fn reported_state(&self, name: &[u8]) -> Option<i64> {
+        self.collections.get(name).map(|c| {
+            if c.state == conf_state::ACTIVE && c.is_disk_full() {
+                conf_state::SUSPENDED_DISK
+            } else {
+                c.state
+            }
+        })
+    }
+}
