@@ -40,6 +40,10 @@ pub enum BenchCommand {
     /// Pages per second of a refresh cycle (conditional GET, mostly 304) over a plain
     /// synthetic web served by nginx that a cluster crawled before.
     Refresh(BenchRefreshArgs),
+    /// What a client that floods a running role costs it: the role's peak resident memory and
+    /// a well-behaved client's round trips meanwhile (pipelined requests never read, or partial
+    /// messages held open).
+    Flood(BenchFloodArgs),
     /// Runs a crawlfleet role (`role multinode ...`, `role linkstore ...`: any `crawlfleet`
     /// subcommand): the benchmarks that measure a role in a child process of its own start this
     /// executable so, and need no `crawlfleet` binary beside it.
@@ -255,6 +259,95 @@ impl Flow {
         match self {
             Flow::Windows => "windows",
             Flow::Stream => "stream",
+        }
+    }
+}
+
+/// Arguments of `crawlfleet bench flood`.
+#[derive(Debug, Args)]
+pub struct BenchFloodArgs {
+    /// What the flooding connections send.
+    #[arg(long, value_enum)]
+    pub load: FloodLoad,
+    /// The port flooded.
+    #[arg(long)]
+    pub target: SocketAddr,
+    /// The process behind it, whose memory is sampled (/proc/PID/status: VmRSS, VmHWM).
+    #[arg(long)]
+    pub pid: u32,
+    /// Seconds of flood (and of holding partial messages).
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Flooding connections (default: 1 for the pipelined loads, 32 for the partial ones).
+    #[arg(long)]
+    pub connections: Option<usize>,
+    /// The size a partial message announces, in MiB; all of it but the last MiB is sent.
+    #[arg(long, default_value_t = 60)]
+    pub frame_mib: u32,
+    /// The well-behaved client's round trip: `auto` is the one the load's port speaks.
+    #[arg(long, value_enum, default_value_t = FloodProbe::Auto)]
+    pub probe: FloodProbe,
+    /// The well-behaved client's server (default: --target).
+    #[arg(long)]
+    pub probe_target: Option<SocketAddr>,
+    /// Print one JSON object (rss_peak_mb, hwm_mb, round_trips, p50_us, p99_us, sent, closed,
+    /// ...).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `bench flood` sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FloodLoad {
+    /// Pipelined PPDUP_ADD (after a PPDUP_SET_CONFIG), answers never read.
+    PpdupAdd,
+    /// Pipelined XML-RPC CollectionGetList calls over HTTP/1.1, answers never read.
+    Xmlrpc,
+    /// An FSCMT frame header announcing --frame-mib, then most of its body.
+    PartialFscmt,
+    /// An HTTP POST whose Content-Length is --frame-mib, then most of its body.
+    PartialHttp,
+    /// A link store message: a marshal string declaring --frame-mib, then most of it.
+    PartialWasdr,
+}
+
+impl FloodLoad {
+    /// The flag's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            FloodLoad::PpdupAdd => "ppdup-add",
+            FloodLoad::Xmlrpc => "xmlrpc",
+            FloodLoad::PartialFscmt => "partial-fscmt",
+            FloodLoad::PartialHttp => "partial-http",
+            FloodLoad::PartialWasdr => "partial-wasdr",
+        }
+    }
+}
+
+/// The well-behaved client of `bench flood`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FloodProbe {
+    /// The one the load's port speaks.
+    Auto,
+    /// None.
+    None,
+    /// PPDUP_ADD round trips (duplicate server).
+    Ppdup,
+    /// XML-RPC CollectionGetList calls (administrative port).
+    Xmlrpc,
+    /// One-document link store messages, each answered `ack`.
+    Wasdr,
+}
+
+impl FloodProbe {
+    /// The flag's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            FloodProbe::Auto => "auto",
+            FloodProbe::None => "none",
+            FloodProbe::Ppdup => "ppdup",
+            FloodProbe::Xmlrpc => "xmlrpc",
+            FloodProbe::Wasdr => "wasdr",
         }
     }
 }

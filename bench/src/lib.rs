@@ -17,6 +17,7 @@ pub mod cli;
 pub mod crawl;
 pub mod dup;
 pub mod dupstore;
+pub mod flood;
 pub mod links;
 pub mod queue;
 pub mod refresh;
@@ -88,6 +89,7 @@ pub fn run(command: cli::BenchCommand) -> ExitCode {
         BenchCommand::Links(args) => links::run(&args),
         BenchCommand::Refresh(args) => refresh::run(&args),
         BenchCommand::Crawl(args) => crawl::run(&args),
+        BenchCommand::Flood(args) => flood::run(&args),
         BenchCommand::Role(role) => return run_role(role),
     };
     match result {

@@ -10,7 +10,7 @@ fn help_lists_every_benchmark_but_not_the_role_runner() {
     assert!(out.status.success(), "{}", show(&args, &out));
     let help = String::from_utf8_lossy(&out.stdout);
     for name in [
-        "dupstore", "dup", "route", "queue", "links", "crawl", "refresh",
+        "dupstore", "dup", "route", "queue", "links", "crawl", "refresh", "flood",
     ] {
         assert!(
             help.lines().any(|l| l.trim_start().starts_with(name)),

@@ -12,14 +12,14 @@ use std::sync::{Arc, Mutex};
 use crate::util::run_json;
 
 /// A duplicate server child process on a fresh data dir, killed and removed on drop.
-struct DupServer {
-    child: Child,
+pub(crate) struct DupServer {
+    pub(crate) child: Child,
     dir: std::path::PathBuf,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 impl DupServer {
-    fn start(name: &str) -> DupServer {
+    pub(crate) fn start(name: &str) -> DupServer {
         let dir =
             std::env::temp_dir().join(format!("crawlfleet-bench-it-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

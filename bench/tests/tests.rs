@@ -3,6 +3,7 @@
 
 mod cli;
 mod dup;
+mod flood;
 mod queue;
 mod roles;
 mod util;
