@@ -14,6 +14,7 @@ mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;
 mod linkstore;
+mod nameserver;
 mod port_limits;
 mod queue_crash;
 mod sched;

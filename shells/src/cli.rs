@@ -20,6 +20,8 @@ pub enum Command {
     /// Print FSCMT frames (or bare marshal values) as JSON lines, or encode them back.
     ///
     /// Each frame becomes one line: {"priority": 0, "command": "PPDUP_ADD", "message": {...}}.
+    /// A name server frame (docs/nameserver.md) says what it is instead of "command":
+    /// {"nameserver": "request bind" | "result" | "exception resolve_exception", ...}.
     /// Tuples are JSON arrays; lists are {"$list": [...]}; byte strings that are not UTF-8 are
     /// {"$hex": "..."}; see `crawlfleet_core::marshal::json` for every form. Lines read back
     /// with --encode give the same bytes.
