@@ -232,3 +232,29 @@ fn inspect_names_nameserver_frames() {
     assert_eq!(line["nameserver"], "request list", "{line}");
     assert_eq!(line["message"]["method"], "list", "{line}");
 }
+
+#[test]
+fn docs_example_frames_decode_as_what_they_say() {
+    use crawlfleet_core::frame;
+    use crawlfleet_core::marshal::Limits;
+    use crawlfleet_core::nameserver::{Reply, Request};
+    let doc = std::fs::read_to_string(crate::util::checkout_path("docs/nameserver.md")).unwrap();
+    let mut methods = Vec::new();
+    let mut replies = 0;
+    for block in doc.split("```hex\n").skip(1) {
+        let hex = block.split("```").next().unwrap().trim();
+        let wire = crate::util::unhex(hex);
+        let (body, used) = frame::split(&wire, &Limits::default()).unwrap().unwrap();
+        assert_eq!(used, wire.len(), "one whole frame: {hex}");
+        let f = frame::decode_body(body, &Limits::default()).unwrap();
+        match Request::from_dict(&f.message) {
+            Ok(req) => methods.push(req.call.method()),
+            Err(_) => {
+                Reply::from_dict(&f.message).unwrap_or_else(|e| panic!("{e}: {hex}"));
+                replies += 1;
+            }
+        }
+    }
+    assert_eq!(methods, ["bind", "resolve", "unbind", "list", "__ping"]);
+    assert_eq!(replies, 3);
+}
