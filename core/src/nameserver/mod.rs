@@ -222,6 +222,8 @@ impl NameServer {
                     format!("{triple} is bound to object {:?}", old.object_id),
                 ));
             }
+            // The same reference again (a server re-binding by itself): nothing to write.
+            Some(old) if old == aor => return Ok(Value::None),
             Some(_) => {}
             None if self.bindings.len() >= self.max_bindings => {
                 return Err(raise(

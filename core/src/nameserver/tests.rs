@@ -82,7 +82,8 @@ fn bind_over_another_object_raises_unless_it_names_it() {
         raised(ns.on_bind(&factory("cd2"), Some("cd3"))),
         Exception::Bind
     );
-    // The same object again updates its reference.
+    // The same reference again is a no-op; the same object elsewhere updates its reference.
+    ns.on_bind(&factory("cd1"), None).unwrap();
     let mut moved = factory("cd1");
     moved.port = 14390;
     ns.on_bind(&moved, None).unwrap();
