@@ -207,6 +207,47 @@ fn nameserver_answers_hostile_input_closes_and_serves_the_next_client() {
 }
 
 #[test]
+fn nameserver_answers_pipelined_requests_before_a_broken_one_and_after_a_half_close() {
+    use crawlfleet_core::nameserver::{Call, Request};
+    let dir = temp_dir("ns-pipeline");
+    let ns = start(dir.path().to_str().unwrap());
+    let mut wire = Vec::new();
+    for id in 1..=2 {
+        Request {
+            object: "nameserver".into(),
+            id,
+            call: Call::Ping,
+        }
+        .encode_frame(&mut wire);
+    }
+    // A third frame whose body is not marshal, then a fourth request never read.
+    wire.extend_from_slice(&[0, 0, 0, 2, 0xff, 0xff]);
+    Request {
+        object: "nameserver".into(),
+        id: 4,
+        call: Call::List,
+    }
+    .encode_frame(&mut wire);
+    let ping = |id: i64| json!({"method": "__ping", "id": id, "half_close": true});
+    let steps = [
+        json!({"raw_hex": crate::util::hex(&wire), "replies": 3}),
+        json!({"eof": true}),
+        json!({"reconnect": true}),
+        // Requests sent before the peer's FIN are answered (DESIGN.md "Limits every port
+        // keeps": half-close).
+        ping(5),
+        json!({"eof": true}),
+    ];
+    let r = speak(&ns, &steps);
+    assert_eq!(result(&r[0][0], 1), &json!(true));
+    assert_eq!(result(&r[0][1], 2), &json!(true));
+    assert_eq!(r[0][2]["exception"], "bad_frame", "{}", r[0][2]);
+    assert_eq!(r[1], json!({"closed": true}));
+    assert_eq!(result(&r[3], 5), &json!(true));
+    assert_eq!(r[4], json!({"closed": true}));
+}
+
+#[test]
 fn inspect_names_nameserver_frames() {
     let mut wire = Vec::new();
     crawlfleet_core::nameserver::Request {

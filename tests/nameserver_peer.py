@@ -9,6 +9,8 @@
 #     {"eof": true}                                        prints {"closed": true} when the
 #                                                          server has closed the connection
 #     {"reconnect": true}                                  opens a new connection, prints {}
+#   A sending step may add "half_close": true (shut the write side down after sending) and
+#   "replies": N (read N replies, printed as a list; default one, printed alone).
 #   A reply is printed as its dict with strings as text, plus "priority"; a connection the
 #   server closed instead of answering prints {"closed": true}.
 import json
@@ -84,9 +86,14 @@ def main():
                 wire = struct.pack(">I", len(body)) + body
             try:
                 s.sendall(wire)
+                if step.get("half_close"):
+                    s.shutdown(socket.SHUT_WR)
             except (BrokenPipeError, ConnectionResetError):
                 pass
-            out = reply(s)
+            if "replies" in step:
+                out = [reply(s) for _ in range(step["replies"])]
+            else:
+                out = reply(s)
         print(json.dumps(out), flush=True)
 
 
