@@ -37,8 +37,11 @@ pub use wire::{
     NAMESERVER_OBJECT,
 };
 
-/// Most bindings a name server holds; a bind past it raises bind_exception.
-pub const MAX_BINDINGS: usize = 65_536;
+/// Most bindings a name server holds; a bind past it raises bind_exception. A distributor
+/// binds three objects at most (MS-FSCDFT 3.1.3, 3.3.3, 3.5.3), so this is far beyond any
+/// cluster; it bounds what a hostile client can make the server hold (at most 5 KiB a
+/// binding) and rewrite on every change.
+pub const MAX_BINDINGS: usize = 4096;
 
 /// The file in the data directory that holds the bindings.
 pub const BINDINGS_FILE: &str = "bindings";
