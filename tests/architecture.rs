@@ -1,6 +1,7 @@
 //! docs/ARCHITECTURE.md against the code: every `on_<message>` handler the map names is defined
-//! as a function under core/src, net/src or shells/src, and every MS-FSCMT handler the roles
-//! define (`on_cmd_*`, `on_ppdup_*`) is in the map. Only files of the repository are read.
+//! as a function under core/src, net/src or shells/src, and every handler of a wire message the
+//! roles define (MS-FSCMT's `on_cmd_*`, `on_ppdup_*`, and the name server's methods under
+//! core/src/nameserver) is in the map. Only files of the repository are read.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,9 @@ use crate::util::checkout_path;
 
 /// The source trees searched for handlers.
 const SOURCE_DIRS: [&str; 3] = ["core/src", "net/src", "shells/src"];
+
+/// The tree whose every handler answers a name server method (docs/nameserver.md).
+const NAMESERVER_DIR: &str = "core/src/nameserver";
 
 fn is_ident(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
@@ -64,23 +68,35 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The handlers defined in the source trees: every one, and those of MS-FSCMT messages.
+/// The handlers defined in the source trees: every one, and those of wire messages (MS-FSCMT
+/// messages and name server methods).
 fn handlers_in_sources() -> (BTreeSet<String>, BTreeSet<String>) {
     let mut all = BTreeSet::new();
+    let mut nameserver = BTreeSet::new();
     for dir in SOURCE_DIRS {
         let mut files = Vec::new();
         rust_files(&checkout_path(dir), &mut files);
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap();
-            all.extend(defined_handlers(&text));
+            let defined = defined_handlers(&text);
+            if f.starts_with(checkout_path(NAMESERVER_DIR)) {
+                nameserver.extend(defined.iter().cloned());
+            }
+            all.extend(defined);
         }
     }
-    let fscmt = all
+    let mut wire: BTreeSet<String> = all
         .iter()
         .filter(|n| n.starts_with("on_cmd_") || n.starts_with("on_ppdup_"))
         .cloned()
         .collect();
-    (all, fscmt)
+    // The name server's methods: bind, resolve, unbind, list and __ping at least.
+    assert!(
+        nameserver.len() >= 5,
+        "name server handlers: {nameserver:?}"
+    );
+    wire.extend(nameserver);
+    (all, wire)
 }
 
 /// The names `doc` mentions that no source defines.
@@ -111,14 +127,14 @@ fn every_handler_the_architecture_map_names_exists() {
 }
 
 #[test]
-fn every_fscmt_handler_is_in_the_architecture_map() {
+fn every_wire_handler_is_in_the_architecture_map() {
     let doc = std::fs::read_to_string(checkout_path("docs/ARCHITECTURE.md")).unwrap();
     let named = handler_names(&doc);
-    let (_, fscmt) = handlers_in_sources();
-    let absent: Vec<&String> = fscmt.iter().filter(|n| !named.contains(*n)).collect();
+    let (_, wire) = handlers_in_sources();
+    let absent: Vec<&String> = wire.iter().filter(|n| !named.contains(*n)).collect();
     assert!(
         absent.is_empty(),
-        "handlers of MS-FSCMT messages missing from docs/ARCHITECTURE.md: {absent:?}"
+        "handlers of wire messages missing from docs/ARCHITECTURE.md: {absent:?}"
     );
 }
 

@@ -35,6 +35,7 @@ fn a_second_process_on_a_held_data_dir_is_refused_with_the_holders_pid() {
     refused(&["dupreplica", "--listen", "127.0.0.1:0"], d, &first);
     refused(&["multinode", "--listen", "127.0.0.1:0"], d, &first);
     refused(&["linkstore", "--listen", "127.0.0.1:0"], d, &first);
+    refused(&["nameserver", "--listen", "127.0.0.1:0"], d, &first);
     refused(
         &["node", "--standalone", "--admin", "127.0.0.1:0"],
         d,

@@ -15,6 +15,7 @@ mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;
 mod linkstore;
+mod nameserver;
 mod netns_fault;
 mod port_limits;
 mod queue_crash;

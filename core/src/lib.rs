@@ -27,6 +27,7 @@ pub mod frame;
 pub mod links;
 pub mod marshal;
 pub mod msg;
+pub mod nameserver;
 pub mod queue;
 pub mod ratelog;
 pub(crate) mod recordlog;

@@ -20,6 +20,8 @@ pub enum Command {
     /// Print FSCMT frames (or bare marshal values) as JSON lines, or encode them back.
     ///
     /// Each frame becomes one line: {"priority": 0, "command": "PPDUP_ADD", "message": {...}}.
+    /// A name server frame (docs/nameserver.md) says what it is instead of "command":
+    /// {"nameserver": "request bind" | "result" | "exception resolve_exception", ...}.
     /// Tuples are JSON arrays; lists are {"$list": [...]}; byte strings that are not UTF-8 are
     /// {"$hex": "..."}; see `crawlfleet_core::marshal::json` for every form. Lines read back
     /// with --encode give the same bytes.
@@ -56,6 +58,128 @@ pub enum Command {
     /// List the documents a node scheduler fed for a collection (its document log), one line
     /// each: sequence number, operation, HTTP status, URI, MD5 checksum in hex, body size.
     Docs(DocsArgs),
+    /// Run the name server the content distributors elect their master through (bind,
+    /// resolve, unbind and list of object references; docs/nameserver.md), or call it:
+    /// `crawlfleet nameserver list --nameserver HOST:PORT`.
+    Nameserver(NameserverArgs),
+}
+
+/// Arguments of `crawlfleet nameserver`: the server's flags, or a client command.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct NameserverArgs {
+    /// Address to listen on (port 0 picks a free port, printed on standard output).
+    #[arg(long, required = true)]
+    pub listen: Option<SocketAddr>,
+    /// Directory of the bindings (created if missing; locked while the server runs).
+    #[arg(long, required = true)]
+    pub data_dir: Option<PathBuf>,
+    /// A client command instead of the server.
+    #[command(subcommand)]
+    pub command: Option<NameserverCommand>,
+}
+
+/// Where a client command finds the name server.
+#[derive(Debug, Args)]
+pub struct NameserverConn {
+    /// The name server's address.
+    #[arg(long)]
+    pub nameserver: SocketAddr,
+    /// Seconds to wait for the connection and the answer.
+    #[arg(long, default_value_t = 10.0)]
+    pub timeout: f64,
+}
+
+/// The key of a binding (MS-FSCDFT 3.2.3).
+#[derive(Debug, Args)]
+pub struct TripleArgs {
+    /// The bound name, e.g. esp/subsystems/processing/dispatcher.
+    pub name: String,
+    /// The interface type, e.g. processing::session_factory.
+    pub interface_type: String,
+    /// The interface version, e.g. 5.1.
+    pub interface_version: String,
+}
+
+impl TripleArgs {
+    /// As the core's key.
+    pub fn triple(&self) -> crawlfleet_core::nameserver::Triple {
+        crawlfleet_core::nameserver::Triple {
+            name: self.name.clone(),
+            interface_type: self.interface_type.clone(),
+            interface_version: self.interface_version.clone(),
+        }
+    }
+}
+
+/// The client commands of `crawlfleet nameserver`.
+#[derive(Debug, Subcommand)]
+pub enum NameserverCommand {
+    /// Print every binding: name, interface type, version, object id, host:port (tab-separated).
+    List {
+        #[command(flatten)]
+        #[allow(missing_docs)]
+        conn: NameserverConn,
+        /// A JSON array of objects (name, object_id, host, port, interface_type,
+        /// interface_version).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the reference bound under a triple (object id, host:port); exits non-zero with
+    /// resolve_exception when none is.
+    Resolve {
+        #[command(flatten)]
+        #[allow(missing_docs)]
+        conn: NameserverConn,
+        #[command(flatten)]
+        #[allow(missing_docs)]
+        triple: TripleArgs,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bind a reference.
+    Bind {
+        #[command(flatten)]
+        #[allow(missing_docs)]
+        conn: NameserverConn,
+        #[command(flatten)]
+        #[allow(missing_docs)]
+        triple: TripleArgs,
+        /// The object's id.
+        #[arg(long)]
+        object_id: String,
+        /// The object's host.
+        #[arg(long)]
+        host: String,
+        /// The object's port.
+        #[arg(long)]
+        port: u16,
+        /// Take the binding over from this object id.
+        #[arg(long)]
+        replaces: Option<String>,
+    },
+    /// Remove a binding.
+    Unbind {
+        #[command(flatten)]
+        #[allow(missing_docs)]
+        conn: NameserverConn,
+        #[command(flatten)]
+        #[allow(missing_docs)]
+        triple: TripleArgs,
+        /// Remove it only when this object is the one bound.
+        #[arg(long)]
+        object_id: Option<String>,
+    },
+    /// Call __ping on an object the name server serves (its own: "nameserver").
+    Ping {
+        #[command(flatten)]
+        #[allow(missing_docs)]
+        conn: NameserverConn,
+        /// The object id.
+        #[arg(long, default_value = "nameserver")]
+        object: String,
+    },
 }
 
 /// Arguments of `crawlfleet docs`.

@@ -12,6 +12,7 @@ use crawlfleet_core::frame::{self, FrameError, HEADER_LEN};
 use crawlfleet_core::marshal::json::{from_json, hex_decode, hex_encode, to_json, JsonError};
 use crawlfleet_core::marshal::{self, DecodeError, Decoder, IntForm, Limits, Value};
 use crawlfleet_core::msg::command_of;
+use crawlfleet_core::nameserver::{Reply, Request, WireError};
 use serde_json::{Map, Value as Json};
 
 use crate::cli::InspectArgs;
@@ -154,6 +155,8 @@ pub fn frame_json(body: &[u8], limits: &Limits) -> Result<Json, DecodeError> {
             line.insert("priority".into(), Json::from(t[1].as_i64().unwrap_or(0)));
             if let Ok(cmd) = command_of(dict) {
                 line.insert("command".into(), Json::from(cmd.name()));
+            } else if let Some(kind) = nameserver_kind(dict) {
+                line.insert("nameserver".into(), Json::from(kind));
             }
             line.insert("message".into(), to_json(&t[0]));
         }
@@ -162,6 +165,21 @@ pub fn frame_json(body: &[u8], limits: &Limits) -> Result<Json, DecodeError> {
         }
     }
     Ok(Json::Object(line))
+}
+
+/// What a name server frame (docs/nameserver.md) is: `request <method>`, `result` or
+/// `exception <name>`; None for a dict that is neither.
+fn nameserver_kind(dict: &[(Value<'_>, Value<'_>)]) -> Option<String> {
+    match Request::from_dict(dict) {
+        Ok(req) => return Some(format!("request {}", req.call.method())),
+        // A request with a method the name server does not have is still a request.
+        Err((_, WireError::UnknownMethod(m))) => return Some(format!("request {m}")),
+        Err(_) => {}
+    }
+    match Reply::from_dict(dict).ok()?.outcome {
+        Ok(_) => Some("result".into()),
+        Err(raised) => Some(format!("exception {}", raised.exception)),
+    }
 }
 
 fn print_frames(

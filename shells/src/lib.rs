@@ -16,7 +16,9 @@ pub mod inspect;
 pub mod linkclient;
 pub mod linkstore;
 pub mod multinode;
+pub mod nameserver;
 pub mod node;
+pub mod nsclient;
 pub mod resolver;
 pub mod synthweb;
 pub mod up;
@@ -130,6 +132,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Linkstore(args) => linkstore::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Links(args) => linkstore::query::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Docs(args) => docs::run(&args).map_err(|e| e.to_string()),
+        cli::Command::Nameserver(args) => nameserver::main(&args),
     };
     match result {
         Ok(code) => code,
