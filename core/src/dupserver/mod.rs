@@ -20,9 +20,8 @@
 //!   PPDUP_SET_CONFIG for every collection, then every entry as a forwarded PPDUP_ADD.
 //! - A replica also accepts PPDUP_ADD / PPDUP_REMOVE straight from node schedulers (no
 //!   PKT_PPDUP_ID): it then acts as the duplicate server, which is how node schedulers fail over.
-//!   From then on it holds checksums the server does not, so a PPDUP_CONF_REMOVE forwarded by
-//!   the server (its full resynchronization, when it comes back) no longer deletes a collection:
-//!   the entries that follow are added to what the replica acknowledged itself.
+//!   It then holds checksums the server lacks, so the server's resync (PPDUP_CONF_REMOVE, then
+//!   the entries) no longer deletes a collection: the entries join what the replica holds.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -429,10 +428,8 @@ impl DupServer {
     /// replica.
     fn on_ppdup_conf_remove(&mut self, peer: PeerId, cr: PpdupConfRemove<'_>) {
         if self.mode == Mode::Replica && self.served_nodes && cr.ppdup_id.is_some() {
-            crate::warn_limited!(
-                "replica-keeps-collection",
-                "the duplicate server removes a collection (resynchronizing): kept, node schedulers failed over to this replica"
-            );
+            let why = "kept, node schedulers failed over to this replica";
+            crate::warn_limited!("replica-keeps", "the server resyncs a collection: {why}");
             return;
         }
         if let Err(e) = self.stores.make_room(record_room(&cr.collection, b"", b"")) {
