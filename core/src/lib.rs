@@ -28,7 +28,7 @@ pub mod marshal;
 pub mod msg;
 pub mod queue;
 pub mod ratelog;
-pub(crate) mod recordlog;
+pub mod recordlog;
 pub mod routing;
 pub mod sched;
 pub mod stats;
