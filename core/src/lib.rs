@@ -34,4 +34,5 @@ pub mod sched;
 pub mod stats;
 pub mod store;
 pub mod synthweb;
+pub mod sys;
 pub mod xmlrpc;
