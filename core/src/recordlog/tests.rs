@@ -352,3 +352,67 @@ fn an_error_names_the_file_and_what_was_done() {
     );
     assert!(!e.is_no_space());
 }
+
+/// Set (to the log's path) in the child process of
+/// [`a_failed_write_is_cut_back_and_the_log_goes_on_after_the_last_good_record`] only.
+const CHILD_ENV: &str = "CRAWLFLEET_RECORDLOG_CHILD";
+
+/// The child: commits 1000-byte records under a 32 KiB file size limit (RLIMIT_FSIZE, SIGXFSZ
+/// ignored) until one fails, as on a full disk; then checks the failed write was cut off and a
+/// small record still commits after the last good one.
+#[test]
+fn child_writes_past_a_file_size_limit() {
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let path = PathBuf::from(path);
+    let (mut w, _) = LogWriter::open(&path, Options::new(PLAIN), |_| true).unwrap();
+    let mut committed = 0;
+    let err = loop {
+        assert!(committed < 1000, "no write failed");
+        w.append(&[b'r'; 1000]);
+        match w.commit() {
+            Ok(()) => committed += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.action, "write", "{err}");
+    // Nothing of the failed record is left in the file, and it stays queued.
+    assert_eq!(fs::metadata(&path).unwrap().len(), w.committed_len());
+    assert_eq!(w.pending_records(), 1);
+    w.discard_pending();
+    w.append(b"small");
+    w.commit().unwrap();
+    println!("committed {committed}");
+}
+
+#[test]
+fn a_failed_write_is_cut_back_and_the_log_goes_on_after_the_last_good_record() {
+    let (_dir, path) = tmp("cutback");
+    // dash's and bash's `ulimit -f` count 512- or 1024-byte blocks: 32 or 64 KiB.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 64 && exec \"$0\" --exact --nocapture \"$1\"")
+        .arg(std::env::current_exe().unwrap())
+        .arg("recordlog::tests::child_writes_past_a_file_size_limit")
+        .env(CHILD_ENV, &path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let committed: usize = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("committed "))
+        .expect("the child's count")
+        .parse()
+        .unwrap();
+    assert!(committed >= 30, "{committed} records under the limit");
+    let (got, rec, _w) = reopen(&path, Options::new(PLAIN));
+    assert_eq!((rec.torn, rec.torn_bytes), (None, 0), "{rec:?}");
+    assert_eq!(got.len(), committed + 1);
+    assert_eq!(got.last().map(Vec::as_slice), Some(&b"small"[..]));
+}
