@@ -1,9 +1,9 @@
 //! The durable record log of the project: the checked record every log writes (`framing.rs`:
 //! `[u32 length][u32 check][payload]`, the torn-record reader, a payload cursor, crash-safe
 //! replacement), and one appending writer, [`LogWriter`], which the duplicate server's log, the
-//! link store's logs, the crawl store and a node's in-flight journal and seen set write through
-//! (the routing database and the document log frame and read their records with the same
-//! framing and keep their own commit). The writer offers what the stores need:
+//! link store's logs, the routing database, the crawl store and a node's in-flight journal and
+//! seen set write through (the document log frames and reads its records with the same framing
+//! and keeps its own segments). The writer offers what the stores need:
 //!
 //! - group commit: records are queued, [`LogWriter::commit`] writes them and fdatasyncs before
 //!   any of them may be acknowledged; or, pipelined, [`LogWriter::write_pending`] writes them and
