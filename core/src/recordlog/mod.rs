@@ -129,6 +129,29 @@ pub struct Recovered {
     pub torn: Option<&'static str>,
 }
 
+/// The bytes of the file at `path` when it is of an earlier, unversioned format: it exists and
+/// does not start with `format`'s magic (nor with a part of it: a log torn while it was being
+/// created). `None` for a missing file or a log of `format`. A store that finds some migrates
+/// them before opening the log.
+pub fn earlier_format(path: &Path, format: &Format) -> Result<Option<Vec<u8>>, LogError> {
+    let err = |e| LogError::new(path, "read", e);
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(err(e)),
+    };
+    let mut bytes = Vec::new();
+    (&mut file)
+        .take(format.magic.len() as u64)
+        .read_to_end(&mut bytes)
+        .map_err(err)?;
+    if format.magic.starts_with(&bytes) {
+        return Ok(None);
+    }
+    file.read_to_end(&mut bytes).map_err(err)?;
+    Ok(Some(bytes))
+}
+
 /// Reads every intact record of the log at `path`, in order, calling `each` with its payload;
 /// `each` returns false for a payload it cannot decode, which ends the log there like a torn
 /// record. A missing file has no records; one starting with something else than the format's

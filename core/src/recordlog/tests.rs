@@ -386,23 +386,38 @@ fn child_writes_past_a_file_size_limit() {
     println!("committed {committed}");
 }
 
-#[test]
-fn a_failed_write_is_cut_back_and_the_log_goes_on_after_the_last_good_record() {
-    let (_dir, path) = tmp("cutback");
-    // dash's and bash's `ulimit -f` count 512- or 1024-byte blocks: 32 or 64 KiB.
+/// Runs the test `child` of this binary with `env` set to `path`, under a file size limit set
+/// by `ulimit` (SIGXFSZ ignored, so that a write past it fails with EFBIG as on a full disk);
+/// returns what it printed, once it succeeded. dash's and bash's `ulimit -f` count 512- or
+/// 1024-byte blocks: 64 of them are 32 or 64 KiB.
+fn run_limited(ulimit: &str, child: &str, env: &str, path: &std::path::Path) -> String {
     let out = std::process::Command::new("sh")
         .arg("-c")
-        .arg("trap '' XFSZ; ulimit -f 64 && exec \"$0\" --exact --nocapture \"$1\"")
+        .arg(format!(
+            "trap '' XFSZ; {ulimit} && exec \"$0\" --exact --nocapture \"$1\""
+        ))
         .arg(std::env::current_exe().unwrap())
-        .arg("recordlog::tests::child_writes_past_a_file_size_limit")
-        .env(CHILD_ENV, &path)
+        .arg(format!("recordlog::tests::{child}"))
+        .env(env, path)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn a_failed_write_is_cut_back_and_the_log_goes_on_after_the_last_good_record() {
+    let (_dir, path) = tmp("cutback");
+    let stdout = run_limited(
+        "ulimit -f 64",
+        "child_writes_past_a_file_size_limit",
+        CHILD_ENV,
+        &path,
     );
     let committed: usize = stdout
         .lines()
@@ -470,6 +485,13 @@ fn a_failed_compaction_leaves_the_log_and_no_temporary_file() {
     assert_eq!(got, vec![b"new cycle".to_vec()]);
 }
 
+/// Record `i` of 1000 bytes.
+fn kilo_payload(i: usize) -> Vec<u8> {
+    let mut p = payload(i);
+    p.resize(1000, b'q');
+    p
+}
+
 /// Set (to the log's path) in the child process of
 /// [`records_wait_queued_while_the_disk_is_full_and_go_out_in_order`] only.
 const QUEUE_CHILD_ENV: &str = "CRAWLFLEET_RECORDLOG_QUEUE_CHILD";
@@ -487,9 +509,7 @@ fn child_queues_records_past_a_file_size_limit() {
     let path = PathBuf::from(path);
     let (mut w, _) = LogWriter::open(&path, Options::new(PLAIN), |_| true).unwrap();
     for i in 0..100 {
-        let mut p = payload(i);
-        p.resize(1000, b'q');
-        w.append(&p);
+        w.append(&kilo_payload(i));
         w.write_over(4096).unwrap();
     }
     let e = w.commit().unwrap_err();
@@ -507,28 +527,16 @@ fn child_queues_records_past_a_file_size_limit() {
 #[test]
 fn records_wait_queued_while_the_disk_is_full_and_go_out_in_order() {
     let (_dir, path) = tmp("queued");
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("trap '' XFSZ; ulimit -S -f 64 && exec \"$0\" --exact --nocapture \"$1\"")
-        .arg(std::env::current_exe().unwrap())
-        .arg("recordlog::tests::child_queues_records_past_a_file_size_limit")
-        .env(QUEUE_CHILD_ENV, &path)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("queued "),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    // A soft limit only: the child lifts it again.
+    let stdout = run_limited(
+        "ulimit -S -f 64",
+        "child_queues_records_past_a_file_size_limit",
+        QUEUE_CHILD_ENV,
+        &path,
     );
+    assert!(stdout.contains("queued "), "{stdout}");
     let (got, rec, _w) = reopen(&path, Options::new(PLAIN));
     assert_eq!((rec.torn, rec.torn_bytes), (None, 0), "{rec:?}");
-    let want: Vec<Vec<u8>> = (0..100)
-        .map(|i| {
-            let mut p = payload(i);
-            p.resize(1000, b'q');
-            p
-        })
-        .collect();
+    let want: Vec<Vec<u8>> = (0..100).map(kilo_payload).collect();
     assert_eq!(got, want);
 }

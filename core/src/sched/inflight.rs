@@ -16,12 +16,12 @@
 //! crash during the migration leaves one or the other.
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::io;
 use std::path::Path;
 
 use super::collections::{io_err, StoreError};
-use crate::recordlog::{begin, seal, write_atomic, Cur, Format, LogWriter, Options, HEADER};
+use crate::recordlog::{
+    begin, earlier_format, seal, write_atomic, Cur, Format, LogWriter, Options, HEADER,
+};
 
 /// Journal size that triggers a rewrite.
 pub const COMPACT_BYTES: u64 = 32 << 20;
@@ -126,12 +126,7 @@ impl Inflight {
     /// run, oldest first. The caller puts them back in its queue, syncs it, then calls
     /// [`Inflight::reset`]. A journal of the first format is migrated.
     pub fn open(path: &Path) -> Result<(Inflight, Vec<Vec<u8>>), StoreError> {
-        let old = match fs::read(path) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_err(path)(e)),
-        };
-        if let Some(old) = old.filter(|b| !FORMAT.magic.starts_with(&b[..b.len().min(8)])) {
+        if let Some(old) = earlier_format(path, &FORMAT)? {
             migrate(path, &old)?;
         }
         let mut last = BTreeMap::new();
@@ -240,6 +235,7 @@ impl Drop for Inflight {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     /// A journal of the first format as its code wrote it: `a` (seq 1), `bb` (2), `ccc` (3)
     /// taken, 1 and 3 done, then the first bytes of a `+` torn by a crash.

@@ -14,8 +14,6 @@
 //! in 64 bits is a 1-in-2^64 event per pair: at 10^9 URIs the chance of any collision is about
 //! 3%, and the cost of one is one URI not crawled in one cycle.
 
-use std::fs;
-use std::io;
 use std::path::Path;
 
 use std::collections::HashSet;
@@ -24,7 +22,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::collections::{io_err, StoreError};
-use crate::recordlog::{begin, seal, write_atomic, Format, LogWriter, Options};
+use crate::recordlog::{begin, earlier_format, seal, write_atomic, Format, LogWriter, Options};
 
 /// The seen set's file: a magic saying the format's version, then records of hashes.
 const FORMAT: Format = Format {
@@ -87,12 +85,7 @@ fn migrate(path: &Path, old: &[u8]) -> Result<(), StoreError> {
 impl SeenSet {
     /// Opens (or creates) the set stored at `path`; a file of the first format is migrated.
     pub fn open(path: &Path) -> Result<SeenSet, StoreError> {
-        let old = match fs::read(path) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_err(path)(e)),
-        };
-        if let Some(old) = old.filter(|b| !FORMAT.magic.starts_with(&b[..b.len().min(8)])) {
+        if let Some(old) = earlier_format(path, &FORMAT)? {
             migrate(path, &old)?;
         }
         let mut set = Hashes::default();
