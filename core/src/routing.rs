@@ -6,21 +6,18 @@
 //! `www.example.co.uk` and `news.example.co.uk` are crawled by the same node, and the host itself
 //! for IP addresses and names without a public suffix (`localhost`, `127.0.0.2`).
 //!
-//! A log record is the project's checked record (`crate::recordlog`: `[u32 length][u32 check]
-//! [payload]`); the payload is an operation byte and length-prefixed fields. Recovery stops at the first torn or corrupt record and cuts the file
-//! there. [`RoutingDb::sync`] makes every change so far durable; the schedulers call it on their
+//! The log is a [`crate::recordlog`] log without magic: checked records (`[u32 length][u32 check]
+//! [payload]`), the payload an operation byte and length-prefixed fields. Recovery stops at the
+//! first torn or corrupt record and cuts the file there. [`RoutingDb::sync`] makes every change so far durable; the schedulers call it on their
 //! sync timer and before acting on a new route where it matters.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use log::warn;
-
-use crate::recordlog::{begin, read_next, seal, Next, HEADER};
+use crate::recordlog::{Format, LogError, LogWriter, Options};
 
 /// The routing database could not be read or written.
 #[derive(Debug)]
@@ -44,10 +41,22 @@ impl fmt::Display for RoutingError {
 
 impl std::error::Error for RoutingError {}
 
+impl From<LogError> for RoutingError {
+    /// The file and the failure, with what was being done (the failure's kind kept).
+    fn from(e: LogError) -> Self {
+        RoutingError {
+            path: e.path,
+            error: io::Error::new(e.error.kind(), format!("{}: {}", e.action, e.error)),
+        }
+    }
+}
+
 const OP_SET: u8 = 1;
 const OP_DROP: u8 = 2;
 /// Rewrite the log on open when it holds this many more records than live routes.
 const COMPACT_SLACK: u64 = 100_000;
+/// The log's records: no magic, payloads up to 1 MiB.
+const FORMAT: Format = Format::plain("routing database", 1 << 20);
 
 /// One collection's routes: routing attribute -> node. Looked up for every routed entry, so
 /// hashed with foldhash (seeded per map) rather than SipHash.
@@ -55,81 +64,40 @@ type Routes = HashMap<Vec<u8>, Vec<u8>, foldhash::fast::RandomState>;
 
 /// Routes of all collections: collection -> routing attribute -> node id.
 pub struct RoutingDb {
-    path: PathBuf,
-    file: File,
+    log: LogWriter,
     /// Collection -> routing attribute -> node (looked up for every routed entry: hashed).
     routes: HashMap<Vec<u8>, Routes>,
     /// Routes per node over all collections, for balancing.
     load: HashMap<Vec<u8>, u64>,
-    buf: Vec<u8>,
-    dirty: bool,
 }
 
 impl RoutingDb {
     /// Opens (or creates) the database at `path`, replaying its log.
     pub fn open(path: &Path) -> Result<RoutingDb, RoutingError> {
-        let err = |error| RoutingError {
-            path: path.to_path_buf(),
-            error,
-        };
         let mut routes: HashMap<Vec<u8>, Routes> = HashMap::new();
-        let mut records = 0u64;
-        let mut good_len = 0u64;
-        if path.exists() {
-            let file = File::open(path).map_err(err)?;
-            let size = file.metadata().map_err(err)?.len();
-            let mut r = BufReader::new(file);
-            let mut payload = Vec::new();
-            loop {
-                match read_next(&mut r, size - good_len, 1 << 20, &mut payload).map_err(err)? {
-                    Next::Record => {}
-                    Next::End => break,
-                    Next::Torn(why) => {
-                        warn!("{}: {why} at byte {good_len}: cut", path.display());
-                        break;
-                    }
+        let (log, found) = LogWriter::open(path, Options::new(FORMAT), |payload| {
+            match Op::parse(payload) {
+                Some(Op::Set(c, a, n)) => {
+                    routes
+                        .entry(c.to_vec())
+                        .or_default()
+                        .insert(a.to_vec(), n.to_vec());
                 }
-                let Some(op) = Op::parse(&payload) else {
-                    warn!(
-                        "{}: unreadable record at byte {good_len}: cut",
-                        path.display()
-                    );
-                    break;
-                };
-                match op {
-                    Op::Set(c, a, n) => {
-                        routes
-                            .entry(c.to_vec())
-                            .or_default()
-                            .insert(a.to_vec(), n.to_vec());
-                    }
-                    Op::Drop(c) => {
-                        routes.remove(c);
-                    }
+                Some(Op::Drop(c)) => {
+                    routes.remove(c);
                 }
-                records += 1;
-                good_len += (HEADER + payload.len()) as u64;
+                None => return false,
             }
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(err)?;
-        if file.metadata().map_err(err)?.len() != good_len {
-            file.set_len(good_len).map_err(err)?;
-        }
+            true
+        })?;
         let mut db = RoutingDb {
-            path: path.to_path_buf(),
-            file,
+            log,
             routes,
             load: HashMap::new(),
-            buf: Vec::new(),
-            dirty: false,
         };
         db.recount();
         let live: u64 = db.routes.values().map(|m| m.len() as u64).sum();
-        if records > live + COMPACT_SLACK {
+        if found.records > live + COMPACT_SLACK {
             db.compact()?;
         }
         Ok(db)
@@ -144,35 +112,17 @@ impl RoutingDb {
         }
     }
 
-    fn err(&self, error: io::Error) -> RoutingError {
-        RoutingError {
-            path: self.path.clone(),
-            error,
-        }
-    }
-
     /// Rewrites the log with only the live routes (through a temporary file and a rename).
     pub fn compact(&mut self) -> Result<(), RoutingError> {
-        let tmp = self.path.with_extension("compact");
-        let mut out = Vec::new();
-        for (c, m) in &self.routes {
-            for (a, n) in m {
-                encode(&mut out, Op::Set(c, a, n));
+        let routes = &self.routes;
+        self.log.compact(|c| {
+            for (coll, m) in routes {
+                for (a, n) in m {
+                    c.record(|out| payload(out, Op::Set(coll, a, n)))?;
+                }
             }
-        }
-        let mut f = File::create(&tmp).map_err(|e| self.err(e))?;
-        f.write_all(&out).map_err(|e| self.err(e))?;
-        f.sync_data().map_err(|e| self.err(e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| self.err(e))?;
-        if let Some(dir) = self.path.parent() {
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        self.file = OpenOptions::new()
-            .append(true)
-            .open(&self.path)
-            .map_err(|e| self.err(e))?;
+            Ok(())
+        })?;
         Ok(())
     }
 
@@ -198,7 +148,8 @@ impl RoutingDb {
         }
         m.insert(attr.to_vec(), node.to_vec());
         *self.load.entry(node.to_vec()).or_default() += 1;
-        encode(&mut self.buf, Op::Set(collection, attr, node));
+        self.log
+            .append_with(|out| payload(out, Op::Set(collection, attr, node)));
         true
     }
 
@@ -206,7 +157,8 @@ impl RoutingDb {
     pub fn drop_collection(&mut self, collection: &[u8]) {
         if self.routes.remove(collection).is_some() {
             self.recount();
-            encode(&mut self.buf, Op::Drop(collection));
+            self.log
+                .append_with(|out| payload(out, Op::Drop(collection)));
         }
     }
 
@@ -232,21 +184,11 @@ impl RoutingDb {
         self.load.get(node).copied().unwrap_or(0)
     }
 
-    /// Writes pending changes and makes them durable.
+    /// Writes pending changes and makes them durable. A failed write (a full disk) is cut back
+    /// off the file and the changes stay queued for the next sync: nothing half-written is
+    /// followed by later records.
     pub fn sync(&mut self) -> Result<(), RoutingError> {
-        if !self.buf.is_empty() {
-            // A failed write (a full disk) is cut back off the file and the changes stay
-            // queued for the next sync: nothing half-written is followed by later records.
-            let mut len = self.file.metadata().map_err(|e| self.err(e))?.len();
-            crate::diskfull::append_or_cut(&mut self.file, &mut len, &self.buf)
-                .map_err(|e| self.err(e))?;
-            self.buf.clear();
-            self.dirty = true;
-        }
-        if self.dirty {
-            self.file.sync_data().map_err(|e| self.err(e))?;
-            self.dirty = false;
-        }
+        self.log.commit()?;
         Ok(())
     }
 }
@@ -282,8 +224,8 @@ impl<'a> Op<'a> {
     }
 }
 
-fn encode(out: &mut Vec<u8>, op: Op<'_>) {
-    let start = begin(out);
+/// Appends the payload of `op` (operation byte, u16-length-prefixed fields) to `out`.
+fn payload(out: &mut Vec<u8>, op: Op<'_>) {
     let put = |out: &mut Vec<u8>, f: &[u8]| {
         // Names longer than 64 KiB are refused before they get here (site names are hosts).
         let n = f.len().min(u16::MAX as usize);
@@ -302,7 +244,6 @@ fn encode(out: &mut Vec<u8>, op: Op<'_>) {
             put(out, c);
         }
     }
-    seal(out, start);
 }
 
 /// The crawl site of a URI: its lower-cased host, with `:port` when the port is not the scheme's
@@ -466,6 +407,8 @@ pub fn routing_attribute(site: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
+    use std::io::Write;
     use tempfile::TempDir;
 
     /// A scratch directory (removed when the guard drops) and the database's path in it.

@@ -94,18 +94,15 @@ pub struct DupStores {
     job: Option<SnapshotJob>,
 }
 
-fn io_err(path: &Path) -> impl Fn(std::io::Error) -> WalError + '_ {
-    move |error| WalError::Io {
-        path: path.to_owned(),
-        error,
-    }
+fn io_err<'a>(path: &'a Path, action: &'static str) -> impl Fn(std::io::Error) -> WalError + 'a {
+    move |error| WalError::new(path, action, error)
 }
 
 /// Files `prefix<gen>` in `dir`, sorted by generation.
 fn generations(dir: &Path, prefix: &str) -> Result<Vec<u64>, WalError> {
     let mut gens = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_err(dir))? {
-        let entry = entry.map_err(io_err(dir))?;
+    for entry in fs::read_dir(dir).map_err(io_err(dir, "list"))? {
+        let entry = entry.map_err(io_err(dir, "list"))?;
         let name = entry.file_name();
         if let Some(g) = name
             .to_str()
@@ -124,9 +121,9 @@ impl DupStores {
     /// created from now on have `shards` shards.
     pub fn open(dir: &Path, shards: usize) -> Result<(DupStores, Recovery), WalError> {
         let started = Instant::now();
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        fs::create_dir_all(dir).map_err(io_err(dir, "create"))?;
         // Unfinished snapshots are worthless.
-        for entry in fs::read_dir(dir).map_err(io_err(dir))?.flatten() {
+        for entry in fs::read_dir(dir).map_err(io_err(dir, "list"))?.flatten() {
             if entry.file_name().to_string_lossy().ends_with(".tmp") {
                 let _ = fs::remove_file(entry.path());
             }
@@ -328,7 +325,7 @@ impl DupStores {
         self.wal = Wal::open(&self.dir.join(format!("wal-{gen}")), 0)?;
         self.gen = gen;
         let tmp = self.dir.join(format!("snapshot-{gen}.tmp"));
-        let file = File::create(&tmp).map_err(io_err(&tmp))?;
+        let file = File::create(&tmp).map_err(io_err(&tmp, "create"))?;
         let mut buf = Vec::new();
         let mut todo = Vec::new();
         for (name, c) in &self.collections {
@@ -366,11 +363,15 @@ impl DupStores {
                     Record::encode_set(&mut job.buf, &name, &cs, uri, node);
                 }
             }
-            job.out.write_all(&job.buf).map_err(io_err(&job.tmp))?;
+            job.out
+                .write_all(&job.buf)
+                .map_err(io_err(&job.tmp, "write"))?;
             job.buf.clear();
         }
         if !job.buf.is_empty() {
-            job.out.write_all(&job.buf).map_err(io_err(&job.tmp))?;
+            job.out
+                .write_all(&job.buf)
+                .map_err(io_err(&job.tmp, "write"))?;
             job.buf.clear();
         }
         if !job.todo.is_empty() {
@@ -381,11 +382,11 @@ impl DupStores {
         let file = job
             .out
             .into_inner()
-            .map_err(|e| io_err(&tmp)(e.into_error()))?;
-        file.sync_all().map_err(io_err(&tmp))?;
+            .map_err(|e| io_err(&tmp, "write")(e.into_error()))?;
+        file.sync_all().map_err(io_err(&tmp, "sync"))?;
         let done = self.dir.join(format!("snapshot-{}", job.gen));
-        fs::rename(&tmp, &done).map_err(io_err(&done))?;
-        sync_parent(&done).map_err(io_err(&done))?;
+        fs::rename(&tmp, &done).map_err(io_err(&done, "rename"))?;
+        sync_parent(&done).map_err(io_err(&done, "sync directory"))?;
         for g in generations(&self.dir, "snapshot-")?
             .into_iter()
             .filter(|&g| g < job.gen)

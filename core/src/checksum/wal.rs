@@ -11,21 +11,17 @@
 //! the moment of a crash) and cuts the file there; nothing acknowledged is beyond that point,
 //! because acknowledgements are sent only after [`Wal::commit`] returned.
 //!
-//! The file is grown ahead of the records in steps of zeros ([`PREALLOC_STEP`]) and records are
-//! written over them, so that the fdatasync of a group has only data to flush: appending changed
+//! The log is a [`crate::recordlog::LogWriter`] grown ahead of the records in steps of zeros
+//! ([`PREALLOC_STEP`]), records written over them, so that the fdatasync of a group has only data to flush: appending changed
 //! the file size every time, and ext4 then commits its journal too (measured on this machine:
 //! 230-290 us per 32 KiB fdatasync against 370-440 us, and a third less system time). A zero
 //! header is never a record (no payload is empty), so the zeros read as the end of the log.
 
-use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader};
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
 use crate::msg::Checksum;
-use crate::recordlog::{begin, put_bytes, read_next, seal, Cur, Next, HEADER};
+use crate::recordlog::{begin, put_bytes, read_log, seal, Cur, Format, LogWriter, Options};
+pub use crate::recordlog::{sync_parent, LogError as WalError, SyncPoint};
 
 /// One logged state change.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,27 +66,8 @@ const OP_DELETE: u8 = 4;
 /// Largest record accepted when reading (a URI is at most 64 KiB; configurations are small).
 const MAX_RECORD: usize = 16 << 20;
 
-/// A log file that could not be used.
-#[derive(Debug)]
-pub enum WalError {
-    /// An I/O failure, with the file concerned.
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The failure.
-        error: io::Error,
-    },
-}
-
-impl fmt::Display for WalError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WalError::Io { path, error } => write!(f, "{}: {error}", path.display()),
-        }
-    }
-}
-
-impl std::error::Error for WalError {}
+/// The log's records: no magic, payloads up to [`MAX_RECORD`].
+const FORMAT: Format = Format::plain("duplicate server log", MAX_RECORD);
 
 fn set_payload(out: &mut Vec<u8>, collection: &[u8], cs: &Checksum, uri: &[u8], node: &[u8]) {
     out.push(OP_SET);
@@ -110,6 +87,12 @@ impl Record {
     /// Appends the framed record to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let start = begin(out);
+        self.encode_payload(out);
+        seal(out, start);
+    }
+
+    /// Appends the record's payload (operation and fields) to `out`.
+    fn encode_payload(&self, out: &mut Vec<u8>) {
         match self {
             Record::Collection { name, config } => {
                 out.push(OP_COLLECTION);
@@ -131,7 +114,6 @@ impl Record {
                 checksum,
             } => delete_payload(out, collection, checksum),
         }
-        seal(out, start);
     }
 
     /// Appends a framed `Set` record from borrowed fields (no intermediate copies).
@@ -183,40 +165,22 @@ impl Record {
 }
 
 /// Reads every intact record of the file at `path`, in order, and returns them with the byte
-/// length of the intact prefix. A missing file has no records.
+/// length of the intact prefix. A missing file has no records. A torn record ends the log, and
+/// so do the zeros the file was grown with past the last record (a zero length with a zero
+/// check is never a record: no payload is empty).
 pub fn read_records(path: &Path, mut each: impl FnMut(Record)) -> Result<u64, WalError> {
-    let err = |error| WalError::Io {
-        path: path.to_owned(),
-        error,
-    };
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(err(e)),
-    };
-    let size = file.metadata().map_err(err)?.len();
-    let mut r = BufReader::with_capacity(1 << 20, file);
-    let mut good: u64 = 0;
-    let mut payload = Vec::new();
-    // A torn record ends the log, and so do the zeros the file was grown with past the last
-    // record (a zero length with a zero check is never a record: no payload is empty).
-    while let Next::Record =
-        read_next(&mut r, size - good, MAX_RECORD, &mut payload).map_err(err)?
-    {
-        let Some(rec) = Record::decode_payload(&payload) else {
-            break;
-        };
-        each(rec);
-        good += (HEADER + payload.len()) as u64;
-    }
-    Ok(good)
+    let found = read_log(path, &FORMAT, |p| match Record::decode_payload(p) {
+        Some(rec) => {
+            each(rec);
+            true
+        }
+        None => false,
+    })?;
+    Ok(found.intact_len)
 }
 
 /// How far ahead of its records the log file is grown with zeros.
 pub const PREALLOC_STEP: u64 = 16 << 20;
-
-/// What the log file is grown with.
-static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
 /// An append-only log file with group commit.
 ///
@@ -226,211 +190,92 @@ static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 /// next group while another thread waits for the disk, and several groups written meanwhile
 /// share one fdatasync. [`Wal::commit`] does both at once.
 pub struct Wal {
-    path: Arc<PathBuf>,
-    file: Arc<File>,
-    pending: Vec<u8>,
-    /// Bytes of records written to the file (durable once a [`SyncPoint`] covering them was
-    /// synced); the next record goes at this offset.
-    written_len: u64,
-    /// The file's size: records, then zeros up to here.
-    allocated: u64,
-    /// Bytes [`Wal::commit`] made durable (a [`SyncPoint`] synced elsewhere is not counted).
-    committed_len: u64,
-}
-
-/// The log file and how many of its bytes were written when it was taken: once
-/// [`SyncPoint::sync`] returns, every record written up to then is durable and may be
-/// acknowledged.
-#[derive(Clone)]
-pub struct SyncPoint {
-    path: Arc<PathBuf>,
-    file: Arc<File>,
-    len: u64,
-}
-
-impl SyncPoint {
-    /// Bytes of the file this point covers.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// True when the point covers no byte.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// True when `other` is a point of the same log file.
-    pub fn same_file(&self, other: &SyncPoint) -> bool {
-        Arc::ptr_eq(&self.file, &other.file)
-    }
-
-    /// True when syncing `self` makes nothing durable that syncing `done` did not: same file,
-    /// no more bytes.
-    pub fn covered_by(&self, done: &SyncPoint) -> bool {
-        self.same_file(done) && self.len <= done.len
-    }
-
-    /// Waits until every byte this point covers is on disk (fdatasync). fdatasync covers every
-    /// write that returned before it was called, so it may run on any thread once the write
-    /// that produced this point has returned.
-    pub fn sync(&self) -> Result<(), WalError> {
-        self.file.sync_data().map_err(|error| WalError::Io {
-            path: self.path.to_path_buf(),
-            error,
-        })
-    }
+    log: LogWriter,
 }
 
 impl Wal {
     /// Opens (creating if needed) the log at `path`, cutting it to `intact_len` bytes (the
     /// intact prefix [`read_records`] found) so a torn tail is not appended after.
     pub fn open(path: &Path, intact_len: u64) -> Result<Wal, WalError> {
-        let err = |error| WalError::Io {
-            path: path.to_owned(),
-            error,
+        let opts = Options {
+            grow_step: PREALLOC_STEP,
+            ..Options::new(FORMAT)
         };
-        let file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .write(true)
-            .truncate(false)
-            .open(path)
-            .map_err(err)?;
-        file.set_len(intact_len).map_err(err)?;
-        file.sync_all().map_err(err)?;
-        sync_parent(path).map_err(err)?;
         Ok(Wal {
-            path: Arc::new(path.to_owned()),
-            file: Arc::new(file),
-            pending: Vec::with_capacity(1 << 16),
-            written_len: intact_len,
-            allocated: intact_len,
-            committed_len: intact_len,
+            log: LogWriter::open_at(path, intact_len, opts)?,
         })
     }
 
     /// Queues a record for the next commit.
     pub fn append(&mut self, rec: &Record) {
-        rec.encode(&mut self.pending);
+        self.log.append_with(|out| rec.encode_payload(out));
     }
 
     /// Queues a `Set` record for the next commit.
     pub fn append_set(&mut self, collection: &[u8], cs: &Checksum, uri: &[u8], node: &[u8]) {
-        Record::encode_set(&mut self.pending, collection, cs, uri, node);
+        self.log
+            .append_with(|out| set_payload(out, collection, cs, uri, node));
     }
 
     /// Queues a `Delete` record for the next commit.
     pub fn append_delete(&mut self, collection: &[u8], cs: &Checksum) {
-        Record::encode_delete(&mut self.pending, collection, cs);
+        self.log
+            .append_with(|out| delete_payload(out, collection, cs));
     }
 
     /// True when records wait for a commit.
     pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        self.log.has_pending()
     }
 
     /// Makes sure the file has room for `need` more bytes of records beyond those written and
-    /// queued, growing it (with zeros, a step ahead) now if not. An error (the disk is full,
+    /// queued, growing it now if not ([`LogWriter::make_room`]). An error (the disk is full,
     /// say) leaves the log as it was: the caller refuses the operation instead of queueing its
-    /// record, and [`Wal::write_pending`] never has to grow the file for what was admitted. The
-    /// usual case is one comparison.
+    /// record. The usual case is one comparison.
     pub fn make_room(&mut self, need: u64) -> Result<(), WalError> {
-        let end = self.written_len + self.pending.len() as u64 + need;
-        if end <= self.allocated {
-            return Ok(());
-        }
-        self.grow_to(end)
-    }
-
-    /// Grows the file with zeros to the step past `end`. On an error the allocated size stays
-    /// what it was (zeros written past it read as the end of the log, and are overwritten).
-    fn grow_to(&mut self, end: u64) -> Result<(), WalError> {
-        let target = end.div_ceil(PREALLOC_STEP) * PREALLOC_STEP;
-        let mut at = self.allocated;
-        while at < target {
-            let n = (target - at).min(ZEROS.len() as u64) as usize;
-            self.file
-                .write_all_at(&ZEROS[..n], at)
-                .map_err(|error| WalError::Io {
-                    path: self.path.to_path_buf(),
-                    error,
-                })?;
-            at += n as u64;
-        }
-        self.allocated = target;
-        Ok(())
+        self.log.make_room(need)
     }
 
     /// Writes the queued records to the file without waiting for the disk; the returned point
     /// is what a later [`SyncPoint::sync`] makes durable. Acknowledge the records only after
     /// that sync returned.
     pub fn write_pending(&mut self) -> Result<SyncPoint, WalError> {
-        if !self.pending.is_empty() {
-            let end = self.written_len + self.pending.len() as u64;
-            if end > self.allocated {
-                // Grow the file with zeros, a step past what this write needs. The size change
-                // becomes durable with the next sync, as an append's did.
-                self.grow_to(end)?;
-            }
-            self.file
-                .write_all_at(&self.pending, self.written_len)
-                .map_err(|error| WalError::Io {
-                    path: self.path.to_path_buf(),
-                    error,
-                })?;
-            self.written_len = end;
-            self.pending.clear();
-        }
-        Ok(self.sync_point())
+        self.log.write_pending()
     }
 
     /// The point covering every byte written so far.
     pub fn sync_point(&self) -> SyncPoint {
-        SyncPoint {
-            path: self.path.clone(),
-            file: self.file.clone(),
-            len: self.written_len,
-        }
+        self.log.sync_point()
     }
 
     /// Writes the queued records and waits until they are on disk (fdatasync). Only after this
     /// returns may the operations be acknowledged.
     pub fn commit(&mut self) -> Result<(), WalError> {
-        if self.pending.is_empty() && self.committed_len == self.written_len {
-            return Ok(());
-        }
-        self.write_pending()?.sync()?;
-        self.committed_len = self.written_len;
-        Ok(())
+        self.log.commit()
     }
 
     /// Bytes written to the file (see [`Wal::write_pending`]).
     pub fn len(&self) -> u64 {
-        self.written_len
+        self.log.len()
     }
 
     /// True when the file holds no record.
     pub fn is_empty(&self) -> bool {
-        self.written_len == 0
+        self.log.is_empty()
     }
 
     /// The file's path.
     pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-/// Makes a file's creation or rename in its directory durable.
-pub fn sync_parent(path: &Path) -> io::Result<()> {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => File::open(dir)?.sync_all(),
-        _ => Ok(()),
+        self.log.path()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
+    use std::os::unix::fs::FileExt;
+    use std::path::PathBuf;
     use tempfile::TempDir;
 
     /// A scratch directory (removed when the guard drops) and the log's path in it.

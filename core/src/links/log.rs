@@ -2,9 +2,10 @@
 //! acknowledged data message as received (MS-FSWASDR 3.2.5: "stored on disk, sorted by
 //! application and collection").
 //!
-//! A record is the project's checked record (`crate::recordlog`: `[u32 length][u32 check]
-//! [payload]`), the payload the marshal dict of one message, without its terminator. Messages are appended in groups and made durable with
-//! one fdatasync per group ([`LinkLog::commit`]); the store answers `ack\n` only after that
+//! The file is a [`crate::recordlog`] log without magic: checked records (`[u32 length][u32
+//! check][payload]`), the payload the marshal dict of one message, without its terminator.
+//! Messages are appended in groups and made durable with one fdatasync per group
+//! ([`LinkLog::commit`]); the store answers `ack\n` only after that
 //! returned. A failed write or sync cuts the file back to its last durable length, so a failed
 //! group leaves nothing behind that a later group could be appended after.
 //!
@@ -12,37 +13,15 @@
 //! moment of a crash); opening for append cuts the file there. Nothing acknowledged lies beyond
 //! that point.
 
-use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::recordlog::{begin, read_next, seal, Next, HEADER};
+pub use crate::recordlog::LogError;
+use crate::recordlog::{Format, LogWriter, Options};
 
-/// A log file that could not be read or written.
-#[derive(Debug)]
-pub struct LogError {
-    /// The file.
-    pub path: PathBuf,
-    /// What was being done.
-    pub action: &'static str,
-    /// The failure.
-    pub error: io::Error,
-}
-
-impl fmt::Display for LogError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}: {}",
-            self.path.display(),
-            self.action,
-            self.error
-        )
-    }
-}
-
-impl std::error::Error for LogError {}
+/// The log's records: no magic, and no limit but the file's size (the store refused longer
+/// messages before appending them).
+const FORMAT: Format = Format::plain("link store log", usize::MAX);
 
 /// What reading a log found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,99 +34,48 @@ pub struct RecoveredLog {
     pub torn_bytes: u64,
 }
 
+impl From<crate::recordlog::Recovered> for RecoveredLog {
+    fn from(r: crate::recordlog::Recovered) -> Self {
+        RecoveredLog {
+            messages: r.records,
+            intact_len: r.intact_len,
+            torn_bytes: r.torn_bytes,
+        }
+    }
+}
+
 /// Reads every intact record of the log at `path`, in order, calling `each` with its payload.
 /// A missing file has no records.
 pub fn read_log(path: &Path, mut each: impl FnMut(&[u8])) -> Result<RecoveredLog, LogError> {
-    let err = |action, error| LogError {
-        path: path.to_owned(),
-        action,
-        error,
-    };
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(RecoveredLog::default()),
-        Err(e) => return Err(err("open", e)),
-    };
-    let size = file.metadata().map_err(|e| err("stat", e))?.len();
-    let mut r = BufReader::with_capacity(1 << 20, file);
-    let mut out = RecoveredLog::default();
-    let mut payload = Vec::new();
-    // Nothing is allocated beyond what the file holds.
-    while let Next::Record = read_next(&mut r, size - out.intact_len, usize::MAX, &mut payload)
-        .map_err(|e| err("read", e))?
-    {
-        each(&payload);
-        out.messages += 1;
-        out.intact_len += (HEADER + payload.len()) as u64;
-    }
-    out.torn_bytes = size - out.intact_len;
-    Ok(out)
+    let found = crate::recordlog::read_log(path, &FORMAT, |p| {
+        each(p);
+        true
+    })?;
+    Ok(found.into())
 }
 
 /// An open log, appended to in groups.
 #[derive(Debug)]
 pub struct LinkLog {
-    path: PathBuf,
-    file: File,
-    pending: Vec<u8>,
-    pending_messages: usize,
-    /// Bytes known durable; the file is cut back to this after a failed commit.
-    durable_len: u64,
-    /// A failed commit could not cut the file back: the next commit must first.
-    needs_cut: bool,
+    log: LogWriter,
 }
 
 impl LinkLog {
     /// Opens (creating if needed) the log at `path` for appending: reads it, cuts a torn tail,
     /// and makes the file's existence durable. The directory must exist.
     pub fn open(path: &Path) -> Result<(LinkLog, RecoveredLog), LogError> {
-        let recovered = read_log(path, |_| {})?;
-        let err = |action, error| LogError {
-            path: path.to_owned(),
-            action,
-            error,
-        };
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| err("open", e))?;
-        if recovered.torn_bytes > 0 {
-            log::warn!(
-                "{}: cutting a torn tail of {} bytes after {} messages",
-                path.display(),
-                recovered.torn_bytes,
-                recovered.messages
-            );
-            file.set_len(recovered.intact_len)
-                .map_err(|e| err("truncate", e))?;
-        }
-        file.sync_all().map_err(|e| err("sync", e))?;
-        crate::checksum::wal::sync_parent(path).map_err(|e| err("sync directory", e))?;
-        Ok((
-            LinkLog {
-                path: path.to_owned(),
-                file,
-                pending: Vec::with_capacity(1 << 16),
-                pending_messages: 0,
-                durable_len: recovered.intact_len,
-                needs_cut: false,
-            },
-            recovered,
-        ))
+        let (log, recovered) = LogWriter::open(path, Options::new(FORMAT), |_| true)?;
+        Ok((LinkLog { log }, recovered.into()))
     }
 
     /// Queues one message (its marshal bytes) for the next commit.
     pub fn append(&mut self, payload: &[u8]) {
-        let start = begin(&mut self.pending);
-        self.pending.extend_from_slice(payload);
-        seal(&mut self.pending, start);
-        self.pending_messages += 1;
+        self.log.append(payload);
     }
 
     /// Messages queued since the last commit.
     pub fn pending_messages(&self) -> usize {
-        self.pending_messages
+        self.log.pending_records()
     }
 
     /// Writes the queued messages and waits until they are on disk (fdatasync). On success
@@ -155,68 +83,19 @@ impl LinkLog {
     /// its last durable length and the queue is emptied, so the caller answers `failed\n` for
     /// each and the log stays usable.
     pub fn commit(&mut self) -> Result<(), LogError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let n = self.pending.len() as u64;
-        let result = self.write_and_sync();
-        self.pending.clear();
-        self.pending_messages = 0;
-        match result {
-            Ok(()) => {
-                self.durable_len += n;
-                Ok(())
-            }
-            Err(e) => {
-                self.cut_back();
-                Err(e)
-            }
-        }
-    }
-
-    fn write_and_sync(&mut self) -> Result<(), LogError> {
-        let err = |action, error| LogError {
-            path: self.path.clone(),
-            action,
-            error,
-        };
-        if self.needs_cut {
-            self.file
-                .set_len(self.durable_len)
-                .map_err(|e| err("truncate", e))?;
-            self.needs_cut = false;
-        }
-        (&self.file)
-            .write_all(&self.pending)
-            .map_err(|e| err("write", e))?;
-        self.file.sync_data().map_err(|e| err("sync", e))
-    }
-
-    /// After a failed write or sync: remove whatever part of the group reached the file.
-    fn cut_back(&mut self) {
-        let cut = self
-            .file
-            .set_len(self.durable_len)
-            .and_then(|()| self.file.sync_data());
-        if let Err(e) = cut {
-            log::error!(
-                "{}: cannot cut back to {} bytes after a failed commit: {e}; retrying before \
-                 the next commit",
-                self.path.display(),
-                self.durable_len
-            );
-            self.needs_cut = true;
-        }
+        let result = self.log.commit();
+        self.log.discard_pending();
+        result
     }
 
     /// Bytes durable in the file.
     pub fn durable_len(&self) -> u64 {
-        self.durable_len
+        self.log.committed_len()
     }
 
     /// The file's path.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.log.path()
     }
 }
 
@@ -279,20 +158,10 @@ pub fn stored_logs(dir: &Path) -> Result<Vec<(super::Application, Vec<u8>, PathB
             {
                 continue
             }
-            Err(error) => {
-                return Err(LogError {
-                    path: sub,
-                    action: "list",
-                    error,
-                })
-            }
+            Err(error) => return Err(LogError::new(&sub, "list", error)),
         };
         for entry in entries {
-            let entry = entry.map_err(|error| LogError {
-                path: sub.clone(),
-                action: "list",
-                error,
-            })?;
+            let entry = entry.map_err(|error| LogError::new(&sub, "list", error))?;
             let name = entry.file_name();
             if let Some(coll) = name.to_str().and_then(collection_of) {
                 out.push((app, coll, entry.path()));

@@ -120,22 +120,6 @@ fn decode_slot(b: &[u8]) -> Option<(u64, State)> {
     ))
 }
 
-/// The running kernel's boot id (Linux), or `None` where there is none: then live slots are
-/// never trusted and a restart always resumes from the last sync.
-pub(crate) fn boot_id() -> Option<[u8; 16]> {
-    let text = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    let hex: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
-    if hex.len() != 32 {
-        return None;
-    }
-    let mut id = [0u8; 16];
-    for (i, pair) in hex.chunks(2).enumerate() {
-        let s = std::str::from_utf8(pair).ok()?;
-        id[i] = u8::from_str_radix(s, 16).ok()?;
-    }
-    (id != [0; 16]).then_some(id)
-}
-
 fn map(path: &Path, file: &File) -> Result<MmapMut, QueueError> {
     // SAFETY: the cursor file belongs to the one CrawlQueue that owns the directory (see
     // `super::segment`), and was checked to be exactly SIZE bytes; nothing else resizes it
@@ -194,7 +178,7 @@ impl CursorFile {
             .max_by_key(|(gen, _)| *gen);
         let active = map[ACTIVE] & 1;
         let live = decode_slot(&map[LIVE + active as usize * SLOT..][..SLOT]);
-        let same_boot = boot_id().is_some_and(|id| map[BOOT_ID..BOOT_ID + 16] == id);
+        let same_boot = crate::sys::boot_id().is_some_and(|id| map[BOOT_ID..BOOT_ID + 16] == id);
         let (state, source, live_gen) = match (live, synced) {
             (Some((lg, s)), _) if same_boot => (s, Source::Live, lg),
             (_, Some((_, s))) => (s, Source::Synced, 0),
@@ -229,7 +213,7 @@ impl CursorFile {
     /// Records the running kernel's boot id, so that the live slots written from now on are
     /// trusted by a restart on this boot.
     pub fn stamp_boot_id(&mut self) {
-        let id = boot_id().unwrap_or([0; 16]);
+        let id = crate::sys::boot_id().unwrap_or([0; 16]);
         self.map[BOOT_ID..BOOT_ID + 16].copy_from_slice(&id);
     }
 

@@ -288,7 +288,7 @@ impl Segment {
             .write(true)
             .open(&self.path)
             .map_err(err)?;
-        if allocate(&file, from - self.start, upto - from).map_err(err)? {
+        if crate::sys::allocate(&file, from - self.start, upto - from).map_err(err)? {
             self.allocated_to = upto;
         } else {
             // The file system cannot allocate ahead: the file stays sparse.
@@ -333,50 +333,6 @@ impl Segment {
     pub fn remove(mut self) -> Result<(), QueueError> {
         self.map = None;
         remove_file(&self.path)
-    }
-}
-
-/// Allocates the blocks of `len` bytes at `offset` of `file` (fallocate(2), through rustix's
-/// safe wrapper). A file system without fallocate gets what glibc's posix_fallocate did for it:
-/// a zero byte written into each block that reads as zero, which allocates it without changing
-/// the contents. False when the file system cannot allocate at all.
-fn allocate(file: &File, offset: u64, len: u64) -> io::Result<bool> {
-    use rustix::fs::FallocateFlags;
-    use rustix::io::Errno;
-    match rustix::fs::fallocate(file, FallocateFlags::empty(), offset, len) {
-        Ok(()) => Ok(true),
-        Err(Errno::OPNOTSUPP) if len > 0 => {
-            write_blocks(file, offset, len)?;
-            Ok(true)
-        }
-        Err(Errno::OPNOTSUPP | Errno::INVAL) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Allocates the blocks under `[offset, offset + len)` by writing a zero byte into each block
-/// (of the file's preferred I/O size) whose last byte in the range reads as zero: the contents
-/// stay as they were.
-pub(crate) fn write_blocks(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    use std::os::unix::fs::{FileExt, MetadataExt};
-    let block = match file.metadata()?.blksize() {
-        0 => 4096,
-        b => b,
-    };
-    let Some(last) = offset.checked_add(len).and_then(|end| end.checked_sub(1)) else {
-        return Ok(());
-    };
-    let mut at = offset - offset % block + block - 1;
-    loop {
-        let byte = at.min(last);
-        let mut b = [0u8];
-        if file.read_at(&mut b, byte)? == 0 || b[0] == 0 {
-            file.write_all_at(&[0], byte)?;
-        }
-        if at >= last {
-            return Ok(());
-        }
-        at += block;
     }
 }
 

@@ -600,12 +600,12 @@ fn blocks_allocated_by_writing_keep_the_contents() {
         .unwrap();
     f.set_len(64 * 1024).unwrap();
     f.write_all_at(b"kept", 5000).unwrap();
-    segment::write_blocks(&f, 4096, 40 * 1024).unwrap();
+    crate::sys::write_blocks(&f, 4096, 40 * 1024).unwrap();
     // st_blocks counts 512-byte units.
     assert!(f.metadata().unwrap().blocks() * 512 >= 40 * 1024);
     let mut want = vec![0u8; 64 * 1024];
     want[5000..5004].copy_from_slice(b"kept");
     assert!(fs::read(&path).unwrap() == want);
-    segment::write_blocks(&f, 0, 0).unwrap();
+    crate::sys::write_blocks(&f, 0, 0).unwrap();
     assert_eq!(fs::metadata(&path).unwrap().len(), 64 * 1024);
 }

@@ -5,35 +5,77 @@
 //! `-` was not synced before the kill is crawled again: the re-fetch window is the sync
 //! interval (100 ms by default).
 //!
-//! Records: `+` seq (u64 LE) len (u32 LE) entry bytes, or `-` seq. A torn last record is
-//! ignored. The file is rewritten with only the outstanding entries when it grows past
-//! [`COMPACT_BYTES`].
+//! The journal is a [`crate::recordlog`] log (magic `CFINFL02`) of checked records, each `+` seq
+//! (u64 LE) entry bytes, or `-` seq. A torn or damaged record ends it and is cut. The file is
+//! rewritten with only the outstanding entries (temporary file, fdatasync, rename) when it grows
+//! past [`COMPACT_BYTES`].
+//!
+//! The first format was unchecked and had no header: `+` seq len (u32 LE) entry, or `-` seq,
+//! a torn last record ignored. A file that does not start with the magic is of that format:
+//! opening reads it and replaces it with its outstanding entries in the current format, so a
+//! crash during the migration leaves one or the other.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::collections::{io_err, StoreError};
-use crate::diskfull::Appender;
+use crate::recordlog::{
+    begin, earlier_format, seal, write_atomic, Cur, Format, LogWriter, Options, HEADER,
+};
 
 /// Journal size that triggers a rewrite.
 pub const COMPACT_BYTES: u64 = 32 << 20;
+/// The journal's file: a magic saying the format's version, then records.
+const FORMAT: Format = Format {
+    magic: b"CFINFL02",
+    name: "in-flight journal",
+    max_record: usize::MAX,
+};
+/// Bytes of records queued that are written (without waiting for the disk) at once.
+const WRITE_CHUNK: usize = 256 << 10;
 /// Bytes the journal allocates ahead at a time ([`Inflight::reserve`]).
 const RESERVE_CHUNK: u64 = 1 << 20;
 
 /// The journal of one collection.
 pub struct Inflight {
-    path: PathBuf,
     /// The journal file: a record that finds no room (a full disk) waits queued in memory, in
-    /// order, until a sync finds room; nothing half-written stays in the file.
-    file: Appender,
+    /// order, until a write finds room; nothing half-written stays in the file.
+    log: LogWriter,
     outstanding: BTreeMap<u64, Vec<u8>>,
     next: u64,
-    dirty: bool,
 }
 
-fn replay(bytes: &[u8]) -> BTreeMap<u64, Vec<u8>> {
+fn taken_payload(out: &mut Vec<u8>, seq: u64, rec: &[u8]) {
+    out.push(b'+');
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(rec);
+}
+
+fn done_payload(out: &mut Vec<u8>, seq: u64) {
+    out.push(b'-');
+    out.extend_from_slice(&seq.to_le_bytes());
+}
+
+/// Applies one record of the current format; false when it is malformed.
+fn apply(map: &mut BTreeMap<u64, Vec<u8>>, payload: &[u8]) -> bool {
+    let mut c = Cur(payload);
+    let (Some(op), Some(seq)) = (c.u8(), c.u64()) else {
+        return false;
+    };
+    match op {
+        b'+' => {
+            map.insert(seq, c.0.to_vec());
+        }
+        b'-' if c.is_empty() => {
+            map.remove(&seq);
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// The outstanding entries of a journal of the first format.
+fn replay_first_format(bytes: &[u8]) -> BTreeMap<u64, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut i = 0;
     while i + 9 <= bytes.len() {
@@ -60,30 +102,42 @@ fn replay(bytes: &[u8]) -> BTreeMap<u64, Vec<u8>> {
     out
 }
 
+/// Replaces a journal of the first format at `path` with its outstanding entries in the
+/// current one.
+fn migrate(path: &Path, old: &[u8]) -> Result<(), StoreError> {
+    let entries = replay_first_format(old);
+    let mut out = FORMAT.magic.to_vec();
+    for (seq, rec) in &entries {
+        let start = begin(&mut out);
+        taken_payload(&mut out, *seq, rec);
+        seal(&mut out, start);
+    }
+    write_atomic(path, &out).map_err(io_err(path))?;
+    log::info!(
+        "{}: in-flight journal of {} entries moved to the checked format",
+        path.display(),
+        entries.len()
+    );
+    Ok(())
+}
+
 impl Inflight {
     /// Opens the journal at `path` and returns the entries taken and not finished by the last
     /// run, oldest first. The caller puts them back in its queue, syncs it, then calls
-    /// [`Inflight::reset`].
+    /// [`Inflight::reset`]. A journal of the first format is migrated.
     pub fn open(path: &Path) -> Result<(Inflight, Vec<Vec<u8>>), StoreError> {
-        let mut bytes = Vec::new();
-        if let Ok(mut f) = File::open(path) {
-            f.read_to_end(&mut bytes).map_err(io_err(path))?;
+        if let Some(old) = earlier_format(path, &FORMAT)? {
+            migrate(path, &old)?;
         }
-        let pending: Vec<Vec<u8>> = replay(&bytes).into_values().collect();
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(io_err(path))?;
+        let mut last = BTreeMap::new();
+        let (log, _) = LogWriter::open(path, Options::new(FORMAT), |p| apply(&mut last, p))?;
         Ok((
             Inflight {
-                path: path.to_path_buf(),
-                file: Appender::new(file, bytes.len() as u64, 256 << 10),
+                log,
                 outstanding: BTreeMap::new(),
                 next: 1,
-                dirty: false,
             },
-            pending,
+            last.into_values().collect(),
         ))
     }
 
@@ -96,37 +150,10 @@ impl Inflight {
     pub fn add(&mut self, rec: &[u8]) -> Result<u64, StoreError> {
         let seq = self.next;
         self.next += 1;
-        let len = u32::try_from(rec.len()).map_err(|_| StoreError {
-            path: self.path.clone(),
-            error: "entry over 4 GiB".into(),
-            disk_full: false,
-        })?;
-        // One record, whole: queued or written together, never a part of it.
-        let mut r = Vec::with_capacity(13 + rec.len());
-        r.push(b'+');
-        r.extend_from_slice(&seq.to_le_bytes());
-        r.extend_from_slice(&len.to_le_bytes());
-        r.extend_from_slice(rec);
-        self.file.push(&r).map_err(io_err(&self.path))?;
+        self.log.append_with(|out| taken_payload(out, seq, rec));
         self.outstanding.insert(seq, rec.to_vec());
-        self.dirty = true;
+        self.write_if_full()?;
         Ok(seq)
-    }
-
-    /// Makes sure the journal can take an entry of up to `need` bytes without room from the
-    /// file system (allocating ahead): call before taking the entry from its queue, whose pop
-    /// outlives the process at once while the journal record waits for the next write. A full
-    /// disk fails here, with the entry still in its queue.
-    pub fn reserve(&mut self, need: u64) -> Result<(), StoreError> {
-        self.file
-            .reserve(13 + need, RESERVE_CHUNK)
-            .map_err(io_err(&self.path))
-    }
-
-    /// Writes the queued records to the file (no fdatasync): from there they outlive the
-    /// process.
-    pub fn write(&mut self) -> Result<(), StoreError> {
-        self.file.write().map_err(io_err(&self.path))
     }
 
     /// Journals that entry `seq` is finished (crawled, skipped, or back in a queue).
@@ -134,10 +161,28 @@ impl Inflight {
         if self.outstanding.remove(&seq).is_none() {
             return Ok(());
         }
-        let mut r = [b'-'; 9];
-        r[1..].copy_from_slice(&seq.to_le_bytes());
-        self.file.push(&r).map_err(io_err(&self.path))?;
-        self.dirty = true;
+        self.log.append_with(|out| done_payload(out, seq));
+        self.write_if_full()
+    }
+
+    fn write_if_full(&mut self) -> Result<(), StoreError> {
+        Ok(self.log.write_over(WRITE_CHUNK)?)
+    }
+
+    /// Makes sure the journal can take an entry of up to `need` bytes without room from the
+    /// file system (allocating ahead): call before taking the entry from its queue, whose pop
+    /// outlives the process at once while the journal record waits for the next write. A full
+    /// disk fails here, with the entry still in its queue.
+    pub fn reserve(&mut self, need: u64) -> Result<(), StoreError> {
+        // The record: its header, `+`, the sequence number, the entry.
+        let record = (HEADER + 9) as u64 + need;
+        Ok(self.log.reserve(record, RESERVE_CHUNK)?)
+    }
+
+    /// Writes the queued records to the file (no fdatasync): from there they outlive the
+    /// process.
+    pub fn write(&mut self) -> Result<(), StoreError> {
+        self.log.write_pending()?;
         Ok(())
     }
 
@@ -153,56 +198,73 @@ impl Inflight {
 
     /// Makes the journal durable; rewrites it when it has grown large.
     pub fn sync(&mut self) -> Result<(), StoreError> {
-        if self.file.len() > COMPACT_BYTES {
+        if self.log.len() > COMPACT_BYTES {
             match self.rewrite() {
                 // No room for the new file: appending may still find some.
                 Err(e) if e.disk_full => {}
                 r => return r,
             }
         }
-        if !self.dirty {
-            return Ok(());
-        }
-        self.file.sync().map_err(io_err(&self.path))?;
-        self.dirty = false;
+        self.log.commit()?;
         Ok(())
     }
 
-    /// Writes only the outstanding entries to a new file and renames it over the journal.
+    /// Writes only the outstanding entries to a new file that replaces the journal.
     fn rewrite(&mut self) -> Result<(), StoreError> {
-        let tmp = self.path.with_extension("new");
-        let mut buf = Vec::new();
-        for (seq, rec) in &self.outstanding {
-            buf.push(b'+');
-            buf.extend_from_slice(&seq.to_le_bytes());
-            buf.extend_from_slice(&(rec.len() as u32).to_le_bytes());
-            buf.extend_from_slice(rec);
-        }
-        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-        if let Err(e) = f.write_all(&buf).and_then(|()| f.sync_data()) {
-            // A half-written copy (a full disk) is no use and takes room.
-            let _ = fs::remove_file(&tmp);
-            return Err(io_err(&tmp)(e));
-        }
-        fs::rename(&tmp, &self.path).map_err(io_err(&self.path))?;
-        if let Some(dir) = self.path.parent() {
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
+        let outstanding = &self.outstanding;
+        self.log.compact(|c| {
+            for (seq, rec) in outstanding {
+                c.record(|out| taken_payload(out, *seq, rec))?;
             }
-        }
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&self.path)
-            .map_err(io_err(&self.path))?;
-        self.file = Appender::new(file, buf.len() as u64, 256 << 10);
-        self.dirty = false;
+            Ok(())
+        })?;
         Ok(())
+    }
+}
+
+impl Drop for Inflight {
+    /// A clean close writes what was journaled (a failure is logged: nothing else can be done
+    /// with it here).
+    fn drop(&mut self) {
+        if let Err(e) = self.log.write_pending() {
+            log::warn!("closing the in-flight journal: {e}");
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    /// A journal of the first format as its code wrote it: `a` (seq 1), `bb` (2), `ccc` (3)
+    /// taken, 1 and 3 done, then the first bytes of a `+` torn by a crash.
+    const FIRST_FORMAT: &[u8] = b"+\x01\0\0\0\0\0\0\0\x01\0\0\0a\
+        +\x02\0\0\0\0\0\0\0\x02\0\0\0bb\
+        +\x03\0\0\0\0\0\0\0\x03\0\0\0ccc\
+        -\x01\0\0\0\0\0\0\0\
+        -\x03\0\0\0\0\0\0\0\
+        +\x09\0\0";
+
+    #[test]
+    fn a_journal_of_the_first_format_opens_and_is_migrated() {
+        let dir = tempfile::TempDir::with_prefix("cf-inflight-old-").unwrap();
+        let p = dir.path().join("inflight");
+        fs::write(&p, FIRST_FORMAT).unwrap();
+        let (j, pending) = Inflight::open(&p).unwrap();
+        assert_eq!(pending, vec![b"bb".to_vec()]);
+        drop(j);
+        let migrated = fs::read(&p).unwrap();
+        assert!(migrated.starts_with(FORMAT.magic), "{migrated:?}");
+        assert!(!dir.path().join("inflight.tmp").exists());
+        // Reopened: the same entry, from the current format.
+        let (mut j, pending) = Inflight::open(&p).unwrap();
+        assert_eq!(pending, vec![b"bb".to_vec()]);
+        assert_eq!(fs::read(&p).unwrap(), migrated);
+        j.reset().unwrap();
+        drop(j);
+        assert!(Inflight::open(&p).unwrap().1.is_empty());
+    }
 
     #[test]
     fn unfinished_entries_come_back_and_finished_ones_do_not() {
@@ -244,7 +306,8 @@ mod tests {
             j.done(s).unwrap();
         }
         j.rewrite().unwrap();
-        assert_eq!(fs::metadata(&p).unwrap().len(), 13 + 4);
+        // The magic and one record: header, `+`, seq, the 4 bytes of the entry.
+        assert_eq!(fs::metadata(&p).unwrap().len(), 8 + 8 + 9 + 4);
         j.done(keep).unwrap();
         j.sync().unwrap();
         drop(j);

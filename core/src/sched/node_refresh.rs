@@ -44,21 +44,10 @@ impl RefreshPolicy {
 /// Percent of the file system holding `dir` that is free for unprivileged users (statvfs);
 /// `None` when it cannot be read (logged).
 fn free_percent(dir: &std::path::Path) -> Option<f64> {
-    let st = match rustix::fs::statvfs(dir) {
-        Ok(st) => st,
-        Err(e) => {
-            log::warn!(
-                "{}: cannot read the free disk space: {}",
-                dir.display(),
-                std::io::Error::from(e)
-            );
-            return None;
-        }
-    };
-    if st.f_blocks == 0 {
-        return None;
-    }
-    Some(st.f_bavail as f64 * 100.0 / st.f_blocks as f64)
+    crate::sys::free_percent(dir)
+        .map_err(|e| log::warn!("{}: cannot read the free disk space: {e}", dir.display()))
+        .ok()
+        .flatten()
 }
 
 /// Why a collection fetches only URIs already in its crawl store (FSCADM 2.2.3.6 CrawlMode).

@@ -19,8 +19,9 @@
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 //!
-//! On disk (`<collection dir>/store/`, see [`store_dir`]): one file, `crawl.log`, an 8-byte magic
-//! `CFSTORE1` followed by checked records ([`crate::recordlog`] framing, [`record`] payloads), each a
+//! On disk (`<collection dir>/store/`, see [`store_dir`]): one file, `crawl.log`, a
+//! [`crate::recordlog`] log (8-byte magic `CFSTORE1`, then checked records with [`record`]
+//! payloads), each a
 //! result — put this record for this URI, or remove this URI — so replaying them in order gives
 //! the newest state. [`CrawlStore::put`] and [`CrawlStore::remove`] only queue a record;
 //! [`CrawlStore::sync`] writes and fdatasyncs them (group commit: everything before a sync that
@@ -35,8 +36,8 @@
 
 pub mod record;
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -44,13 +45,19 @@ use hashbrown::hash_table::{Entry as TableEntry, HashTable};
 use log::{info, warn};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::recordlog::{begin, read_next, seal, sync_dir, Next, HEADER};
+use crate::recordlog::{sync_dir, Format, LogError, LogWriter, Options, HEADER};
 use crate::routing::crawl_site;
 use crate::sched::collections::StoreError;
 pub use record::{UriRecord, UriState, MAX_FIELD};
 
 /// The first bytes of `crawl.log`.
 const MAGIC: &[u8; 8] = b"CFSTORE1";
+/// `crawl.log`'s format.
+const FORMAT: Format = Format {
+    magic: MAGIC,
+    name: "crawl store",
+    max_record: record::MAX_RECORD,
+};
 /// The log file's name in the store directory.
 pub const LOG_FILE: &str = "crawl.log";
 /// Queued record bytes that are written to the file (without waiting for the disk) at once.
@@ -67,6 +74,16 @@ fn io_err(path: &Path) -> impl Fn(io::Error) -> StoreError + '_ {
         path: path.to_path_buf(),
         disk_full: crate::diskfull::is_full(&e),
         error: e.to_string(),
+    }
+}
+
+impl From<LogError> for StoreError {
+    fn from(e: LogError) -> Self {
+        StoreError {
+            disk_full: e.is_no_space(),
+            path: e.path,
+            error: format!("{}: {}", e.action, e.error),
+        }
     }
 }
 
@@ -104,19 +121,65 @@ struct Entry {
     rec: UriRecord,
 }
 
-/// The crawl store of one collection; see the module documentation.
-pub struct CrawlStore {
-    path: PathBuf,
-    file: File,
-    /// Records queued and not yet written to the file.
-    pending: Vec<u8>,
-    /// Bytes written to the file.
-    file_len: u64,
-    /// True when bytes were written since the last fdatasync.
-    dirty: bool,
+/// The URIs and their records.
+#[derive(Default)]
+struct Table {
+    entries: HashTable<Entry>,
     /// Bytes the live records take in a compacted file (header excluded).
     live_bytes: u64,
-    table: HashTable<Entry>,
+}
+
+impl Table {
+    fn put(&mut self, uri: &[u8], rec: UriRecord) -> Option<UriRecord> {
+        self.live_bytes += encoded_len(uri, &rec);
+        let hash = xxh3_64(uri);
+        let prev = match self
+            .entries
+            .entry(hash, |e| &*e.uri == uri, |e| xxh3_64(&e.uri))
+        {
+            TableEntry::Occupied(mut e) => Some(std::mem::replace(&mut e.get_mut().rec, rec)),
+            TableEntry::Vacant(v) => {
+                v.insert(Entry {
+                    uri: uri.into(),
+                    rec,
+                });
+                None
+            }
+        };
+        if let Some(p) = &prev {
+            self.live_bytes -= encoded_len(uri, p);
+        }
+        prev
+    }
+
+    fn remove(&mut self, uri: &[u8]) -> Option<UriRecord> {
+        let hash = xxh3_64(uri);
+        let e = self.entries.find_entry(hash, |e| &*e.uri == uri).ok()?;
+        let (e, _) = e.remove();
+        self.live_bytes -= encoded_len(uri, &e.rec);
+        Some(e.rec)
+    }
+
+    /// Applies one record read from the log; false when it is malformed.
+    fn apply(&mut self, payload: &[u8]) -> bool {
+        match record::decode(payload) {
+            Some(record::Op::Put(uri, rec)) => {
+                self.put(uri, rec);
+            }
+            Some(record::Op::Remove(uri)) => {
+                self.remove(uri);
+            }
+            None => return false,
+        }
+        true
+    }
+}
+
+/// The crawl store of one collection; see the module documentation.
+pub struct CrawlStore {
+    /// `crawl.log`, records queued and written.
+    log: LogWriter,
+    table: Table,
     opts: StoreOptions,
     recovery: Recovery,
 }
@@ -156,62 +219,23 @@ impl CrawlStore {
         if tmp.exists() {
             fs::remove_file(&tmp).map_err(io_err(&tmp))?;
         }
-        let size = match fs::metadata(&path) {
-            Ok(m) => m.len(),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(io_err(&path)(e)),
-        };
-        if size < MAGIC.len() as u64 {
-            // New, or created and torn before its header was complete; anything else is not
-            // ours to overwrite.
-            let head = if size == 0 {
-                Vec::new()
-            } else {
-                fs::read(&path).map_err(io_err(&path))?
-            };
-            if !MAGIC.starts_with(&head) {
-                return Err(StoreError {
-                    path,
-                    error: "not a crawl store (bad magic)".into(),
-                    disk_full: false,
-                });
-            }
-            crate::recordlog::write_atomic(&path, MAGIC).map_err(io_err(&path))?;
-        }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        let size = file.metadata().map_err(io_err(&path))?.len();
+        let mut table = Table::default();
+        let (log, found) = LogWriter::open(&path, Options::new(FORMAT), |p| table.apply(p))?;
         let mut store = CrawlStore {
-            path,
-            file: file.try_clone().map_err(io_err(dir))?,
-            pending: Vec::with_capacity(WRITE_CHUNK + 4096),
-            file_len: size,
-            dirty: false,
-            live_bytes: 0,
-            table: HashTable::new(),
+            log,
+            table,
             opts,
-            recovery: Recovery::default(),
+            recovery: Recovery {
+                records: found.records,
+                truncated: found.torn_bytes,
+                elapsed: Duration::ZERO,
+            },
         };
-        let good = store.replay(&mut file, size)?;
-        if good < size {
-            warn!(
-                "{}: cut a torn or damaged tail of {} bytes at offset {good}",
-                store.path.display(),
-                size - good
-            );
-            file.set_len(good).map_err(io_err(&store.path))?;
-            file.sync_all().map_err(io_err(&store.path))?;
-            store.file_len = good;
-            store.recovery.truncated = size - good;
-        }
         store.recovery.elapsed = started.elapsed();
         if store.recovery.records > 0 {
             info!(
                 "{}: {} URIs from {} records in {:?}",
-                store.path.display(),
+                store.path().display(),
                 store.len(),
                 store.recovery.records,
                 store.recovery.elapsed
@@ -220,90 +244,17 @@ impl CrawlStore {
         Ok(store)
     }
 
-    /// Applies every intact record of the file; returns the length of the intact prefix.
-    fn replay(&mut self, file: &mut File, size: u64) -> Result<u64, StoreError> {
-        let path = self.path.clone();
-        let mut r = BufReader::with_capacity(1 << 20, &*file);
-        let mut magic = [0u8; 8];
-        r.read_exact(&mut magic).map_err(io_err(&path))?;
-        if &magic != MAGIC {
-            return Err(StoreError {
-                path,
-                error: "not a crawl store (bad magic)".into(),
-                disk_full: false,
-            });
-        }
-        let mut good = MAGIC.len() as u64;
-        let mut payload = Vec::new();
-        loop {
-            match read_next(&mut r, size - good, record::MAX_RECORD, &mut payload)
-                .map_err(io_err(&path))?
-            {
-                Next::End => break,
-                Next::Torn(why) => {
-                    warn!("{}: {why} at offset {good}", path.display());
-                    break;
-                }
-                Next::Record => {}
-            }
-            match record::decode(&payload) {
-                Some(record::Op::Put(uri, rec)) => {
-                    self.apply_put(uri, rec);
-                }
-                Some(record::Op::Remove(uri)) => {
-                    self.apply_remove(uri);
-                }
-                None => {
-                    warn!("{}: malformed record at offset {good}", path.display());
-                    break;
-                }
-            }
-            good += (HEADER + payload.len()) as u64;
-            self.recovery.records += 1;
-        }
-        Ok(good)
-    }
-
-    fn apply_put(&mut self, uri: &[u8], rec: UriRecord) -> Option<UriRecord> {
-        self.live_bytes += encoded_len(uri, &rec);
-        let hash = xxh3_64(uri);
-        let prev = match self
-            .table
-            .entry(hash, |e| &*e.uri == uri, |e| xxh3_64(&e.uri))
-        {
-            TableEntry::Occupied(mut e) => Some(std::mem::replace(&mut e.get_mut().rec, rec)),
-            TableEntry::Vacant(v) => {
-                v.insert(Entry {
-                    uri: uri.into(),
-                    rec,
-                });
-                None
-            }
-        };
-        if let Some(p) = &prev {
-            self.live_bytes -= encoded_len(uri, p);
-        }
-        prev
-    }
-
-    fn apply_remove(&mut self, uri: &[u8]) -> Option<UriRecord> {
-        let hash = xxh3_64(uri);
-        let e = self.table.find_entry(hash, |e| &*e.uri == uri).ok()?;
-        let (e, _) = e.remove();
-        self.live_bytes -= encoded_len(uri, &e.rec);
-        Some(e.rec)
-    }
-
     /// The record of `uri`.
     pub fn get(&self, uri: &[u8]) -> Option<&UriRecord> {
         self.table
+            .entries
             .find(xxh3_64(uri), |e| &*e.uri == uri)
             .map(|e| &e.rec)
     }
 
     fn refuse(&self, what: &str, len: usize) -> StoreError {
         StoreError {
-            path: self.path.clone(),
+            path: self.path().to_path_buf(),
             error: format!("{what} of {len} bytes is over the {MAX_FIELD}-byte limit"),
             disk_full: false,
         }
@@ -318,10 +269,9 @@ impl CrawlStore {
         if let Some((what, len)) = rec.oversized() {
             return Err(self.refuse(what, len));
         }
-        let start = begin(&mut self.pending);
-        record::encode_put(&mut self.pending, uri, &rec);
-        seal(&mut self.pending, start);
-        let prev = self.apply_put(uri, rec);
+        self.log
+            .append_with(|out| record::encode_put(out, uri, &rec));
+        let prev = self.table.put(uri, rec);
         self.write_if_full()?;
         Ok(prev)
     }
@@ -329,12 +279,10 @@ impl CrawlStore {
     /// Forgets `uri` (FSCMT 3.1.5.15-16: delete site, delete URIs); returns its record.
     /// Durable after the next [`CrawlStore::sync`].
     pub fn remove(&mut self, uri: &[u8]) -> Result<Option<UriRecord>, StoreError> {
-        let Some(prev) = self.apply_remove(uri) else {
+        let Some(prev) = self.table.remove(uri) else {
             return Ok(None);
         };
-        let start = begin(&mut self.pending);
-        record::encode_remove(&mut self.pending, uri);
-        seal(&mut self.pending, start);
+        self.log.append_with(|out| record::encode_remove(out, uri));
         self.write_if_full()?;
         Ok(Some(prev))
     }
@@ -343,47 +291,25 @@ impl CrawlStore {
     /// queued: the put or remove has taken effect and the next [`CrawlStore::sync`] reports the
     /// failure (and tries again), so the caller's operation is never cut in half by it.
     fn write_if_full(&mut self) -> Result<(), StoreError> {
-        if self.pending.len() >= WRITE_CHUNK {
-            match self.write_pending() {
-                Err(e) if e.disk_full => {}
-                r => r?,
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes the queued records to the file (no waiting for the disk). A failed write is cut
-    /// off again so that no partial record is followed by later ones; the records stay queued.
-    fn write_pending(&mut self) -> Result<(), StoreError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        if let Err(e) = self.file.write_all(&self.pending) {
-            let _ = self.file.set_len(self.file_len);
-            return Err(io_err(&self.path)(e));
-        }
-        self.file_len += self.pending.len() as u64;
-        self.pending.clear();
-        self.dirty = true;
+        // Written without waiting for the disk; a failed write is cut off the file again and
+        // the records stay queued.
+        self.log.write_over(WRITE_CHUNK)?;
         Ok(())
     }
 
     /// Makes every put and remove so far durable (write, fdatasync); then compacts the file if
     /// it has grown past [`StoreOptions::compact_ratio`] times the live records.
     pub fn sync(&mut self) -> Result<(), StoreError> {
-        self.write_pending()?;
-        if self.dirty {
-            self.file.sync_data().map_err(io_err(&self.path))?;
-            self.dirty = false;
-        }
-        let live = MAGIC.len() as u64 + self.live_bytes;
-        if self.file_len > self.opts.compact_min_bytes
-            && self.file_len > live.saturating_mul(self.opts.compact_ratio)
+        self.log.commit()?;
+        let file_len = self.log.len();
+        let live = MAGIC.len() as u64 + self.table.live_bytes;
+        if file_len > self.opts.compact_min_bytes
+            && file_len > live.saturating_mul(self.opts.compact_ratio)
         {
             match self.compact() {
                 // Everything is durable already; the rewrite waits for room (next sync).
                 Err(e) if e.disk_full => {
-                    warn!("{}: not compacted: {}", self.path.display(), e.error)
+                    warn!("{}: not compacted: {}", self.path().display(), e.error)
                 }
                 r => r?,
             }
@@ -394,49 +320,18 @@ impl CrawlStore {
     /// Rewrites the file with the live records only (also durable for every queued record):
     /// a temporary file, fdatasync, rename over `crawl.log`, directory fsync.
     pub fn compact(&mut self) -> Result<(), StoreError> {
-        let tmp = self.path.with_extension("tmp");
-        let r = self.compact_into(&tmp);
-        if r.is_err() {
-            // A half-written copy (a full disk) takes room the live file needs; the next
-            // compaction starts over.
-            let _ = fs::remove_file(&tmp);
-        }
-        r
-    }
-
-    fn compact_into(&mut self, tmp: &Path) -> Result<(), StoreError> {
         let started = Instant::now();
-        let before = self.file_len + self.pending.len() as u64;
-        let f = File::create(tmp).map_err(io_err(tmp))?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        let mut buf = Vec::with_capacity(4096);
-        let mut written = MAGIC.len() as u64;
-        w.write_all(MAGIC).map_err(io_err(tmp))?;
-        for e in self.table.iter() {
-            buf.clear();
-            let start = begin(&mut buf);
-            record::encode_put(&mut buf, &e.uri, &e.rec);
-            seal(&mut buf, start);
-            w.write_all(&buf).map_err(io_err(tmp))?;
-            written += buf.len() as u64;
-        }
-        let f = w.into_inner().map_err(|e| io_err(tmp)(e.into_error()))?;
-        f.sync_data().map_err(io_err(tmp))?;
-        drop(f);
-        fs::rename(tmp, &self.path).map_err(io_err(&self.path))?;
-        if let Some(dir) = self.path.parent() {
-            sync_dir(dir).map_err(io_err(dir))?;
-        }
-        self.file = OpenOptions::new()
-            .append(true)
-            .open(&self.path)
-            .map_err(io_err(&self.path))?;
-        self.file_len = written;
-        self.pending.clear();
-        self.dirty = false;
+        let before = self.log_bytes();
+        let table = &self.table;
+        let written = self.log.compact(|c| {
+            for e in table.entries.iter() {
+                c.record(|out| record::encode_put(out, &e.uri, &e.rec))?;
+            }
+            Ok(())
+        })?;
         info!(
             "{}: compacted {before} bytes to {written} ({} URIs) in {:?}",
-            self.path.display(),
+            self.path().display(),
             self.len(),
             started.elapsed()
         );
@@ -445,17 +340,17 @@ impl CrawlStore {
 
     /// URIs in the store.
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.table.entries.len()
     }
 
     /// True when the store holds no URI.
     pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.table.entries.is_empty()
     }
 
     /// Every URI and its record, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &UriRecord)> + '_ {
-        self.table.iter().map(|e| (&*e.uri, &e.rec))
+        self.table.entries.iter().map(|e| (&*e.uri, &e.rec))
     }
 
     /// The URIs whose record satisfies `keep`, sorted.
@@ -502,12 +397,12 @@ impl CrawlStore {
 
     /// Bytes of the log file, written and queued.
     pub fn log_bytes(&self) -> u64 {
-        self.file_len + self.pending.len() as u64
+        self.log.len() + self.log.pending_bytes() as u64
     }
 
     /// The log file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.log.path()
     }
 }
 
@@ -515,13 +410,7 @@ impl Drop for CrawlStore {
     /// A clean close makes everything durable; a failure is logged (nothing else can be done
     /// with it here).
     fn drop(&mut self) {
-        let r = self.write_pending().and_then(|()| {
-            if self.dirty {
-                self.file.sync_data().map_err(io_err(&self.path))?;
-            }
-            Ok(())
-        });
-        if let Err(e) = r {
+        if let Err(e) = self.log.commit() {
             warn!("closing the crawl store: {e}");
         }
     }

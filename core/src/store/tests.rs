@@ -164,14 +164,14 @@ fn compaction_keeps_the_live_records_across_reopen() {
         s.remove(&uri(round)).unwrap();
         s.sync().unwrap();
         assert!(
-            s.log_bytes() <= (64 << 10).max(2 * (8 + s.live_bytes)),
+            s.log_bytes() <= (64 << 10).max(2 * (8 + s.table.live_bytes)),
             "round {round}: {} bytes for {} live",
             s.log_bytes(),
-            s.live_bytes
+            s.table.live_bytes
         );
     }
     // The file holds exactly the live records after an explicit compaction.
-    let live = s.live_bytes;
+    let live = s.table.live_bytes;
     s.compact().unwrap();
     assert_eq!(fs::metadata(s.path()).unwrap().len(), 8 + live);
     s.put(&uri(0), rec(0)).unwrap();

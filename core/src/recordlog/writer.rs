@@ -1,0 +1,468 @@
+//! The appending writer of a record log: group commit (plain or pipelined), a file grown ahead,
+//! torn-tail truncation on open, cut-back after a failed write, rotation and compaction.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{begin, read_log, seal, sync_parent, write_atomic, Format, LogError, Recovered};
+
+/// How a log is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The file's magic and record limit.
+    pub format: Format,
+    /// Grow the file with zeros this many bytes at a time ahead of the records (0: append,
+    /// the file ending at its last record). Records written over zeros make a sync flush data
+    /// only; a growing file makes ext4 commit its journal on every fdatasync too.
+    pub grow_step: u64,
+    /// Bytes past which [`LogWriter::segment_full`] says to move on to a new file (0: never).
+    pub segment_limit: u64,
+}
+
+impl Options {
+    /// An appended log of `format`, without segments.
+    pub const fn new(format: Format) -> Options {
+        Options {
+            format,
+            grow_step: 0,
+            segment_limit: 0,
+        }
+    }
+}
+
+/// What the file is grown with.
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+
+/// An open log, appended to in groups; see the module documentation of [`crate::recordlog`].
+#[derive(Debug)]
+pub struct LogWriter {
+    path: Arc<PathBuf>,
+    file: Arc<File>,
+    opts: Options,
+    pending: Vec<u8>,
+    pending_records: usize,
+    /// Bytes of records written to the file; the next record goes at this offset.
+    written_len: u64,
+    /// The file's size: records, then zeros up to here.
+    allocated: u64,
+    /// Bytes [`LogWriter::commit`] made durable (a [`SyncPoint`] synced elsewhere is not
+    /// counted).
+    committed_len: u64,
+    /// A failed write or sync could not cut the file back to this length: the next write must
+    /// first.
+    cut_to: Option<u64>,
+    /// The file's blocks are allocated (without changing its size) up to here
+    /// ([`LogWriter::reserve`]).
+    reserved_to: u64,
+}
+
+/// The log file and how many of its bytes were written when it was taken: once
+/// [`SyncPoint::sync`] returns, every record written up to then is durable and may be
+/// acknowledged.
+#[derive(Clone, Debug)]
+pub struct SyncPoint {
+    path: Arc<PathBuf>,
+    file: Arc<File>,
+    len: u64,
+}
+
+impl SyncPoint {
+    /// Bytes of the file this point covers.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when the point covers no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True when `other` is a point of the same log file.
+    pub fn same_file(&self, other: &SyncPoint) -> bool {
+        Arc::ptr_eq(&self.file, &other.file)
+    }
+
+    /// True when syncing `self` makes nothing durable that syncing `done` did not: same file,
+    /// no more bytes.
+    pub fn covered_by(&self, done: &SyncPoint) -> bool {
+        self.same_file(done) && self.len <= done.len
+    }
+
+    /// Waits until every byte this point covers is on disk (fdatasync). fdatasync covers every
+    /// write that returned before it was called, so it may run on any thread once the write
+    /// that produced this point has returned.
+    pub fn sync(&self) -> Result<(), LogError> {
+        self.file
+            .sync_data()
+            .map_err(|e| LogError::new(&self.path, "sync", e))
+    }
+}
+
+/// The new file [`LogWriter::compact`] writes the live records into.
+pub struct Compaction {
+    path: PathBuf,
+    out: BufWriter<File>,
+    buf: Vec<u8>,
+    len: u64,
+}
+
+impl Compaction {
+    /// Writes one record whose payload `payload` appends to the buffer it is given.
+    pub fn record(&mut self, payload: impl FnOnce(&mut Vec<u8>)) -> Result<(), LogError> {
+        self.buf.clear();
+        let start = begin(&mut self.buf);
+        payload(&mut self.buf);
+        seal(&mut self.buf, start);
+        self.out
+            .write_all(&self.buf)
+            .map_err(|e| LogError::new(&self.path, "write", e))?;
+        self.len += self.buf.len() as u64;
+        Ok(())
+    }
+}
+
+impl LogWriter {
+    /// Opens (creating if needed; the directory must exist) the log at `path`: reads every
+    /// intact record, in order, calling `each` with its payload (false: a payload it cannot
+    /// decode, which ends the log there), cuts the rest of the file, and makes the file and
+    /// its length durable. A file torn before its magic was complete becomes a new log; one
+    /// with another magic is refused and left alone.
+    pub fn open(
+        path: &Path,
+        opts: Options,
+        each: impl FnMut(&[u8]) -> bool,
+    ) -> Result<(LogWriter, Recovered), LogError> {
+        let recovered = read_log(path, &opts.format, each)?;
+        if recovered.torn_bytes > 0 && opts.grow_step == 0 {
+            log::warn!(
+                "{}: cutting a torn or damaged tail of {} bytes after {} records ({})",
+                path.display(),
+                recovered.torn_bytes,
+                recovered.records,
+                recovered.torn.unwrap_or("end of file"),
+            );
+        }
+        let w = LogWriter::open_at(path, recovered.intact_len, opts)?;
+        Ok((w, recovered))
+    }
+
+    /// Opens (creating if needed) the log at `path` for appending after its first
+    /// `intact_len` bytes, which the caller read (with [`read_log`]); the rest is cut.
+    pub fn open_at(path: &Path, intact_len: u64, opts: Options) -> Result<LogWriter, LogError> {
+        let err = |action, e| LogError::new(path, action, e);
+        let magic = opts.format.magic;
+        let mut intact_len = intact_len;
+        if intact_len < magic.len() as u64 {
+            // New, or torn before its magic was complete.
+            write_atomic(path, magic).map_err(|e| err("create", e))?;
+            intact_len = magic.len() as u64;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| err("open", e))?;
+        let size = file.metadata().map_err(|e| err("stat", e))?.len();
+        if size != intact_len {
+            file.set_len(intact_len).map_err(|e| err("truncate", e))?;
+        }
+        file.sync_all().map_err(|e| err("sync", e))?;
+        sync_parent(path).map_err(|e| err("sync directory", e))?;
+        Ok(LogWriter {
+            path: Arc::new(path.to_owned()),
+            file: Arc::new(file),
+            opts,
+            pending: Vec::with_capacity(1 << 16),
+            pending_records: 0,
+            written_len: intact_len,
+            allocated: intact_len,
+            committed_len: intact_len,
+            cut_to: None,
+            reserved_to: intact_len,
+        })
+    }
+
+    /// Queues one record with payload `payload` for the next commit.
+    pub fn append(&mut self, payload: &[u8]) {
+        self.append_with(|out| out.extend_from_slice(payload));
+    }
+
+    /// Queues one record whose payload `payload` appends to the buffer it is given (no copy
+    /// through an intermediate buffer).
+    #[inline]
+    pub fn append_with(&mut self, payload: impl FnOnce(&mut Vec<u8>)) {
+        let start = begin(&mut self.pending);
+        payload(&mut self.pending);
+        seal(&mut self.pending, start);
+        self.pending_records += 1;
+    }
+
+    /// Records queued since the last write.
+    pub fn pending_records(&self) -> usize {
+        self.pending_records
+    }
+
+    /// Bytes queued since the last write.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// True when records wait for a commit.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Forgets the queued records (after a failed commit whose records the caller refused).
+    pub fn discard_pending(&mut self) {
+        self.pending.clear();
+        self.pending_records = 0;
+    }
+
+    /// Makes sure the file has room for `need` more bytes of records beyond those written and
+    /// queued, growing it (with zeros, a step ahead) now if not. An error (the disk is full,
+    /// say) leaves the log as it was: the caller refuses the operation instead of queueing its
+    /// record, and [`LogWriter::write_pending`] never has to grow the file for what was
+    /// admitted. The usual case is one comparison. A log not grown ahead has nothing to check.
+    pub fn make_room(&mut self, need: u64) -> Result<(), LogError> {
+        let end = self.written_len + self.pending.len() as u64 + need;
+        if self.opts.grow_step == 0 || end <= self.allocated {
+            return Ok(());
+        }
+        self.grow_to(end)
+    }
+
+    /// Makes sure `need` more bytes of records beyond those written and queued can be written
+    /// without room from the file system, allocating their blocks at least `chunk` bytes ahead
+    /// (fallocate, the file's size unchanged, [`crate::sys::allocate_ahead`]) when they are not:
+    /// a full disk then fails here, before the caller does what the record must be logged for.
+    /// The usual case is one comparison. For a log whose records must never wait for room (an
+    /// appended log; a log grown ahead has [`LogWriter::make_room`]).
+    pub fn reserve(&mut self, need: u64, chunk: u64) -> Result<(), LogError> {
+        let queued_end = self.written_len + self.pending.len() as u64;
+        let end = queued_end + need;
+        if end <= self.reserved_to {
+            return Ok(());
+        }
+        let to = end.max(queued_end + chunk);
+        crate::sys::allocate_ahead(&self.file, self.written_len, to - self.written_len)
+            .map_err(|e| LogError::new(&self.path, "allocate", e))?;
+        self.reserved_to = to;
+        Ok(())
+    }
+
+    /// Grows the file with zeros to the step past `end`. On an error the allocated size stays
+    /// what it was (zeros written past it read as the end of the log, and are overwritten).
+    fn grow_to(&mut self, end: u64) -> Result<(), LogError> {
+        let step = self.opts.grow_step;
+        let target = end.div_ceil(step) * step;
+        let mut at = self.allocated;
+        while at < target {
+            let n = (target - at).min(ZEROS.len() as u64) as usize;
+            self.file
+                .write_all_at(&ZEROS[..n], at)
+                .map_err(|e| LogError::new(&self.path, "grow", e))?;
+            at += n as u64;
+        }
+        self.allocated = target;
+        Ok(())
+    }
+
+    /// Cuts the file back to `len` bytes (a failed write or sync left garbage or unsynced
+    /// records after it). If that fails too, the next write cuts first.
+    fn cut_back(&mut self, len: u64) {
+        self.written_len = len;
+        self.allocated = len;
+        // The cut releases the blocks allocated ahead too.
+        self.reserved_to = len;
+        let cut = self.file.set_len(len).and_then(|()| self.file.sync_data());
+        match cut {
+            Ok(()) => self.cut_to = None,
+            Err(e) => {
+                log::error!(
+                    "{}: cannot cut back to {len} bytes after a failed write: {e}; retrying \
+                     before the next write",
+                    self.path.display()
+                );
+                self.cut_to = Some(len);
+            }
+        }
+    }
+
+    /// Writes the queued records to the file without waiting for the disk; the returned point
+    /// is what a later [`SyncPoint::sync`] makes durable. Acknowledge the records only after
+    /// that sync returned. A failed write is cut off the file again and the records stay
+    /// queued.
+    pub fn write_pending(&mut self) -> Result<SyncPoint, LogError> {
+        if let Some(len) = self.cut_to {
+            self.file
+                .set_len(len)
+                .map_err(|e| LogError::new(&self.path, "truncate", e))?;
+            self.cut_to = None;
+        }
+        if !self.pending.is_empty() {
+            let end = self.written_len + self.pending.len() as u64;
+            if self.opts.grow_step > 0 && end > self.allocated {
+                // Grow the file with zeros, a step past what this write needs. The size change
+                // becomes durable with the next sync, as an append's did.
+                self.grow_to(end)?;
+            }
+            if let Err(e) = self.file.write_all_at(&self.pending, self.written_len) {
+                self.cut_back(self.written_len);
+                return Err(LogError::new(&self.path, "write", e));
+            }
+            self.written_len = end;
+            self.allocated = self.allocated.max(end);
+            self.pending.clear();
+            self.pending_records = 0;
+        }
+        Ok(self.sync_point())
+    }
+
+    /// Writes the queued records once they reach `limit` bytes (without waiting for the disk).
+    /// A full disk ([`LogError::is_no_space`]) leaves them queued, in order, behind nothing
+    /// half-written: the next write or [`LogWriter::commit`] tries them again and reports it,
+    /// so the operation that queued them is never cut in half. Other failures are returned,
+    /// the records still queued.
+    pub fn write_over(&mut self, limit: usize) -> Result<(), LogError> {
+        if self.pending.len() < limit {
+            return Ok(());
+        }
+        match self.write_pending() {
+            Err(e) if !e.is_no_space() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The point covering every byte written so far.
+    pub fn sync_point(&self) -> SyncPoint {
+        SyncPoint {
+            path: self.path.clone(),
+            file: self.file.clone(),
+            len: self.written_len,
+        }
+    }
+
+    /// Writes the queued records and waits until they are on disk (fdatasync). Only after this
+    /// returns may the records be acknowledged. A failed write leaves the records queued (see
+    /// [`LogWriter::write_pending`]); a failed sync cuts the file back to its last committed
+    /// length, so the records written since are not stored.
+    pub fn commit(&mut self) -> Result<(), LogError> {
+        if self.pending.is_empty() && self.committed_len == self.written_len {
+            return Ok(());
+        }
+        let point = self.write_pending()?;
+        if let Err(e) = point.sync() {
+            self.cut_back(self.committed_len);
+            return Err(e);
+        }
+        self.committed_len = self.written_len;
+        Ok(())
+    }
+
+    /// True when the file has grown past [`Options::segment_limit`]: time to
+    /// [`LogWriter::rotate`].
+    pub fn segment_full(&self) -> bool {
+        self.opts.segment_limit > 0 && self.written_len >= self.opts.segment_limit
+    }
+
+    /// Commits what is queued, then goes on in a new, empty log file at `path` (the next
+    /// segment). The old file stays as it is.
+    pub fn rotate(&mut self, path: &Path) -> Result<(), LogError> {
+        self.commit()?;
+        *self = LogWriter::open_at(path, 0, self.opts)?;
+        Ok(())
+    }
+
+    /// Rewrites the log with the live records only: `live` writes them into a new file
+    /// (`<path>.tmp`), which is fdatasynced and renamed over the log, the directory synced; a
+    /// crash leaves the old or the new file, never a mix. The queued records are dropped:
+    /// `live` writes the state they led to. Returns the new file's length.
+    pub fn compact(
+        &mut self,
+        live: impl FnOnce(&mut Compaction) -> Result<(), LogError>,
+    ) -> Result<u64, LogError> {
+        let tmp = self.path.with_extension("tmp");
+        let r = self.compact_into(&tmp, live);
+        if r.is_err() {
+            // A half-written copy (a full disk) takes room the live file needs; the next
+            // compaction starts over.
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r
+    }
+
+    fn compact_into(
+        &mut self,
+        tmp: &Path,
+        live: impl FnOnce(&mut Compaction) -> Result<(), LogError>,
+    ) -> Result<u64, LogError> {
+        let f = File::create(tmp).map_err(|e| LogError::new(tmp, "create", e))?;
+        let mut c = Compaction {
+            path: tmp.to_owned(),
+            out: BufWriter::with_capacity(1 << 20, f),
+            buf: Vec::with_capacity(4096),
+            len: 0,
+        };
+        let magic = self.opts.format.magic;
+        c.out
+            .write_all(magic)
+            .map_err(|e| LogError::new(tmp, "write", e))?;
+        c.len = magic.len() as u64;
+        live(&mut c)?;
+        let len = c.len;
+        let f = c
+            .out
+            .into_inner()
+            .map_err(|e| LogError::new(tmp, "write", e.into_error()))?;
+        f.sync_data().map_err(|e| LogError::new(tmp, "sync", e))?;
+        drop(f);
+        std::fs::rename(tmp, &*self.path).map_err(|e| LogError::new(&self.path, "rename", e))?;
+        sync_parent(&self.path).map_err(|e| LogError::new(&self.path, "sync directory", e))?;
+        let path = self.path.to_path_buf();
+        *self = LogWriter::open_at(&path, len, self.opts)?;
+        Ok(len)
+    }
+
+    /// Empties the log, in place and durably: the queued records are dropped and the file is
+    /// cut back to its magic (truncation needs no room, so a full disk does not stop it; a
+    /// crash leaves the old log or the empty one).
+    pub fn clear(&mut self) -> Result<(), LogError> {
+        let len = self.opts.format.magic.len() as u64;
+        self.discard_pending();
+        self.file
+            .set_len(len)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| LogError::new(&self.path, "truncate", e))?;
+        self.written_len = len;
+        self.allocated = len;
+        self.committed_len = len;
+        self.reserved_to = len;
+        self.cut_to = None;
+        Ok(())
+    }
+
+    /// Bytes written to the file (records and magic; see [`LogWriter::write_pending`]).
+    pub fn len(&self) -> u64 {
+        self.written_len
+    }
+
+    /// True when the file holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.written_len == self.opts.format.magic.len() as u64
+    }
+
+    /// Bytes [`LogWriter::commit`] made durable.
+    pub fn committed_len(&self) -> u64 {
+        self.committed_len
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
