@@ -60,6 +60,11 @@ pub trait Cluster {
     fn list_dispatchers(&mut self, master: &Aor) -> Result<Vec<i64>, Fault>;
     /// dispatcher_node `get_load()` and `get_sessions()` on `node` (MS-FSCDFT 3.5.4.6-7).
     fn node_status(&mut self, node: &Aor) -> Result<(i64, Vec<i64>), Fault>;
+    /// Starts or stops serving the master's objects, at once: a node activates
+    /// session_factory before it binds it (MS-FSCDFT 3: "binds and activates"), so a racer
+    /// that resolves the fresh binding finds it answering `__ping`; a demoted master stops
+    /// answering it (3.3.5).
+    fn activate(&mut self, serving: Serving);
 }
 
 /// The triple of `interface` under the dispatcher name.
@@ -241,10 +246,19 @@ impl Election {
     /// MS-FSCDFT 3, 3.3.3, 3.1.3: bind session_factory, then master_dispatcher.
     fn become_master(&mut self, c: &mut dyn Cluster) -> Change {
         let sf = self.my_factory();
+        let master = Serving {
+            session_factory: true,
+            master_dispatcher: true,
+        };
+        c.activate(master);
         match c.bind(&sf, None) {
             Ok(()) => {}
-            Err(Fault::Refused(_)) => return self.follow_winner(c),
+            Err(Fault::Refused(_)) => {
+                c.activate(Serving::default());
+                return self.follow_winner(c);
+            }
             Err(_) => {
+                c.activate(Serving::default());
                 self.role = Role::Undecided;
                 return Change::None;
             }
@@ -346,6 +360,7 @@ impl Election {
                 }
             }
             Ok(other) => {
+                c.activate(Serving::default());
                 self.role = Role::Backup {
                     factory: other.clone(),
                     registered: None,

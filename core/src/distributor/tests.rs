@@ -21,6 +21,8 @@ struct World {
     /// Node ids registered with each master (the fake master_dispatcher's list).
     registered: BTreeMap<i64, BTreeSet<i64>>,
     hooks: Vec<(i64, &'static str, i64)>,
+    /// What each node serves, as it activated it.
+    active: BTreeMap<i64, Serving>,
 }
 
 fn owner(object_id: &str) -> Option<i64> {
@@ -36,6 +38,7 @@ impl World {
             nodes: BTreeMap::new(),
             registered: BTreeMap::new(),
             hooks: Vec::new(),
+            active: BTreeMap::new(),
         }
     }
 
@@ -72,9 +75,7 @@ impl World {
         if self.dead.contains(&id) {
             return Serving::default();
         }
-        self.nodes[&id]
-            .as_ref()
-            .map_or(Serving::default(), Election::serving)
+        self.active.get(&id).copied().unwrap_or_default()
     }
 
     fn masters(&self) -> Vec<i64> {
@@ -140,6 +141,9 @@ impl Cluster for View<'_> {
         if aor.interface_type == SESSION_FACTORY.0 {
             self.w.run_hooks(self.me, "bind_factory");
         }
+        if aor.interface_type == MASTER_DISPATCHER.0 {
+            self.w.run_hooks(self.me, "bind_master");
+        }
         if self.w.ns_down {
             return Err(Fault::Unreachable("name server down".into()));
         }
@@ -185,6 +189,9 @@ impl Cluster for View<'_> {
     }
     fn node_status(&mut self, node: &Aor) -> Result<(i64, Vec<i64>), Fault> {
         self.reach(&node.object_id).map(|_| (0, Vec::new()))
+    }
+    fn activate(&mut self, serving: Serving) {
+        self.w.active.insert(self.me, serving);
     }
 }
 
@@ -362,6 +369,26 @@ fn two_backups_racing_between_unbind_and_bind_end_with_one_master() {
     );
     assert!(matches!(w.election(3).role(), Role::Backup { .. }));
     w.tick(3);
+    assert_eq!(w.registered[&2], BTreeSet::from([2, 3]));
+}
+
+#[test]
+fn a_racer_that_finds_the_winner_mid_take_over_follows_it() {
+    // Node 3 looks while node 2 has bound session_factory but not yet master_dispatcher: the
+    // fresh session_factory already answers (activated before the bind), so node 3 follows
+    // it instead of taking it over too.
+    let mut w = both_backups_at_two_failures();
+    w.hooks.push((2, "bind_master", 3));
+    assert_eq!(w.tick(2), Change::BecameMaster);
+    assert_eq!(w.masters(), vec![2]);
+    match w.election(3).role() {
+        Role::Backup { factory, .. } => {
+            assert_eq!(factory.object_id, "dispatcher/2/session_factory")
+        }
+        other => panic!("{other:?}"),
+    }
+    w.tick(3);
+    assert_eq!(w.masters(), vec![2]);
     assert_eq!(w.registered[&2], BTreeSet::from([2, 3]));
 }
 
