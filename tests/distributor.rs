@@ -260,7 +260,7 @@ fn dispatcher_node_methods_over_the_wire_from_python_marshal() {
     assert_eq!(result(6), &json!(0));
     assert_eq!(exception(7), "unknown_collection");
     for i in 8..=10 {
-        assert_eq!(exception(i), "unsupported_guarantee_set", "{}", r[i]);
+        assert_eq!(exception(i), "unsupported_guarantee_set", "step {i}");
     }
     assert_eq!(exception(11), "unknown_collection");
     assert_eq!(result(12), &Json::Null);
