@@ -153,6 +153,61 @@ fn distributors_elect_one_master_and_fail_over_when_it_is_killed() {
     }
 }
 
+#[test]
+fn two_distributors_started_together_against_a_dead_master_end_with_one_master() {
+    let dir = temp_dir("dist-race");
+    let ns = nameserver(&dir.path().join("ns"));
+    // A master that died: its references are bound, nothing listens on its port.
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+        .to_string();
+    for (interface, version, object) in [
+        (
+            "processing::session_factory",
+            "5.1",
+            "dispatcher/9/session_factory",
+        ),
+        (
+            "processing::master_dispatcher",
+            "5.0",
+            "dispatcher/9/master_dispatcher",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args(["nameserver", "bind", "--nameserver", &ns.addr().to_string()])
+            .args(["esp/subsystems/processing/dispatcher", interface, version])
+            .args([
+                "--object-id",
+                object,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &dead_port,
+            ])
+            .output()
+            .expect("crawlfleet runs");
+        assert!(out.status.success(), "{out:?}");
+    }
+    // Both find the dead master at once, both unbind it and bind themselves (MS-FSCDFT 3.4.5):
+    // one wins, the other registers with it.
+    let both = std::thread::scope(|s| {
+        let a = s.spawn(|| distributor(&ns, dir.path(), 2));
+        let b = s.spawn(|| distributor(&ns, dir.path(), 3));
+        (a.join(), b.join())
+    });
+    let (Ok(_a), Ok(_b)) = both else {
+        panic!("a distributor did not start");
+    };
+    let master = settle(&ns, &[2, 3].into());
+    assert!([2, 3].contains(&master));
+    assert_eq!(
+        bound(&ns, "processing::session_factory"),
+        Some(format!("dispatcher/{master}/session_factory"))
+    );
+}
+
 fn guarantees(items: &[Json]) -> Json {
     json!({"type": 9, "checksum": CHECKSUM, "guarantees": items})
 }
@@ -225,6 +280,10 @@ fn dispatcher_node_methods_over_the_wire_from_python_marshal() {
         json!({"raw_hex": "0000000a00112233445566778899"}),
         json!({"eof": true}),
         json!({"reconnect": true}),
+        // A length header far over the request limit: closed unanswered.
+        json!({"raw_hex": "7fffffff00"}),
+        json!({"eof": true}),
+        json!({"reconnect": true}),
         call(19, "__ping", json!({})),
     ];
     let input: String = steps.iter().map(|s| format!("{s}\n")).collect();
@@ -281,7 +340,9 @@ fn dispatcher_node_methods_over_the_wire_from_python_marshal() {
     assert_eq!(r[18], json!({"closed": true}));
     assert_eq!(r[20]["exception"], "bad_frame");
     assert_eq!(r[21], json!({"closed": true}));
-    assert_eq!(result(23), &json!(true));
+    assert_eq!(r[23]["closed"], true, "{}", r[23]);
+    assert_eq!(r[24], json!({"closed": true}));
+    assert_eq!(result(26), &json!(true));
     // The session the master placed is listed by `crawlfleet distributors`.
     let s = status(&ns);
     assert_eq!(s["distributors"][0]["sessions"][0]["id"], sid, "{s}");
