@@ -24,7 +24,9 @@ fn nameserver(dir: &std::path::Path) -> Role {
     ])
 }
 
-/// A distributor holding the collection `web`, checking every 100 ms.
+/// A distributor holding the collection `web`, checking every 100 ms. A dead peer shows as a
+/// refused connection on loopback; the generous call timeout keeps a busy machine from
+/// dropping a live one.
 fn distributor(ns: &Role, dir: &std::path::Path, node: i64) -> Role {
     Role::start(&[
         "distributor",
@@ -41,7 +43,7 @@ fn distributor(ns: &Role, dir: &std::path::Path, node: i64) -> Role {
         "--check-interval-ms",
         "100",
         "--call-timeout-ms",
-        "500",
+        "2000",
     ])
 }
 
@@ -346,4 +348,90 @@ fn dispatcher_node_methods_over_the_wire_from_python_marshal() {
     // The session the master placed is listed by `crawlfleet distributors`.
     let s = status(&ns);
     assert_eq!(s["distributors"][0]["sessions"][0]["id"], sid, "{s}");
+}
+
+#[test]
+fn the_master_spreads_sessions_by_load_and_forwards_to_the_holder() {
+    let dir = temp_dir("dist-spread");
+    let ns = nameserver(&dir.path().join("ns"));
+    let d1 = distributor(&ns, dir.path(), 1);
+    settle(&ns, &[1].into());
+    let _d2 = distributor(&ns, dir.path(), 2);
+    settle(&ns, &[1, 2].into());
+    const SF: &str = "dispatcher/1/session_factory";
+    let none = guarantees(&[]);
+    let create = |id: i64| {
+        json!({"object": SF, "method": "create", "id": id,
+               "args": {"collection": "web", "guarantees": none.clone(), "priority": 0, "external_client": false}})
+    };
+    let steps: Vec<Json> = (1..=4).map(create).collect();
+    let input: String = steps.iter().map(|s| format!("{s}\n")).collect();
+    let out = python3(
+        PEER,
+        &["127.0.0.1", &d1.addr().port().to_string()],
+        input.as_bytes(),
+    );
+    let placed: Vec<(i64, String)> = out
+        .lines()
+        .map(|l| {
+            let r: Json = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            let oid = r["result"]["object_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{r}"))
+                .to_owned();
+            let mut parts = oid.split('/');
+            let node = parts.nth(1).unwrap_or_default().to_owned();
+            let id: i64 = parts.nth(1).and_then(|s| s.parse().ok()).unwrap_or(-1);
+            (id, node)
+        })
+        .collect();
+    // Equal loads: each new session goes to the node holding fewer (MS-FSCDFT 3.6).
+    let on = |n: &str| placed.iter().filter(|p| p.1 == n).count();
+    assert_eq!((on("1"), on("2")), (2, 2), "{placed:?}");
+    let ids: BTreeSet<i64> = placed.iter().map(|p| p.0).collect();
+    assert_eq!(ids.len(), 4, "ids are unique: {placed:?}");
+    assert!(
+        ids.iter().all(|id| id & 0xFFFF == 1),
+        "the master's node id: {ids:?}"
+    );
+    // recreate and destroy_session go to the node holding the session.
+    let (id, holder) = placed
+        .iter()
+        .find(|p| p.1 == "2")
+        .cloned()
+        .unwrap_or_default();
+    let steps = [
+        json!({"object": SF, "method": "recreate", "id": 5,
+               "args": {"id": id, "collection": "web", "guarantees": none.clone(), "priority": 0, "external_client": false}}),
+        json!({"object": SF, "method": "destroy_session", "id": 6, "args": {"id": id}}),
+    ];
+    let input: String = steps.iter().map(|s| format!("{s}\n")).collect();
+    let out = python3(
+        PEER,
+        &["127.0.0.1", &d1.addr().port().to_string()],
+        input.as_bytes(),
+    );
+    let r: Vec<Json> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(r.len(), 2, "{out}");
+    assert_eq!(
+        r[0]["result"]["object_id"],
+        format!("dispatcher/{holder}/session/{id}"),
+        "{}",
+        r[0]
+    );
+    assert_eq!(r[1]["result"], Json::Null, "{}", r[1]);
+    let s = status(&ns);
+    let held: Vec<i64> = s["distributors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["node_id"] == 2)
+        .flat_map(|d| d["sessions"].as_array().cloned().unwrap_or_default())
+        .filter_map(|x| x["id"].as_i64())
+        .collect();
+    assert_eq!(held.len(), 1, "{s}");
+    assert!(!held.contains(&id), "{s}");
 }
