@@ -37,6 +37,19 @@ fn a_second_process_on_a_held_data_dir_is_refused_with_the_holders_pid() {
     refused(&["linkstore", "--listen", "127.0.0.1:0"], d, &first);
     refused(&["nameserver", "--listen", "127.0.0.1:0"], d, &first);
     refused(
+        &[
+            "distributor",
+            "--nameserver",
+            "127.0.0.1:9",
+            "--listen",
+            "127.0.0.1:0",
+            "--node-id",
+            "1",
+        ],
+        d,
+        &first,
+    );
+    refused(
         &["node", "--standalone", "--admin", "127.0.0.1:0"],
         d,
         &first,

@@ -9,6 +9,7 @@ mod decode_errors;
 mod differential;
 mod disk_full;
 mod disk_full_node;
+mod distributor;
 mod docs_cli;
 mod dupserver;
 mod fleet;

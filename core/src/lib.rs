@@ -21,6 +21,7 @@ pub mod config;
 pub mod crawl;
 pub mod datadir;
 pub mod diskfull;
+pub mod distributor;
 pub mod dupserver;
 pub mod feed;
 pub mod frame;

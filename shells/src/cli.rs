@@ -62,6 +62,58 @@ pub enum Command {
     /// resolve, unbind and list of object references; docs/nameserver.md), or call it:
     /// `crawlfleet nameserver list --nameserver HOST:PORT`.
     Nameserver(NameserverArgs),
+    /// Run a content distributor: elects the master through the name server and serves
+    /// dispatcher_node (MS-FSCDFT 3; docs/distributor.md).
+    Distributor(DistributorArgs),
+    /// Print the master distributor, the registered dispatcher nodes, and per distributor its
+    /// sessions and load.
+    Distributors(DistributorsArgs),
+}
+
+/// Arguments of `crawlfleet distributor`.
+#[derive(Debug, Args)]
+pub struct DistributorArgs {
+    /// The name server's address.
+    #[arg(long)]
+    pub nameserver: SocketAddr,
+    /// HOST:BASEPORT: the objects are served on the base port + 390 (MS-FSCDFT 3.1.3). Base
+    /// port 0 picks a free port for base + 390 (printed on standard output) and the base
+    /// follows from it.
+    #[arg(long, required_unless_present = "base_port")]
+    pub listen: Option<SocketAddr>,
+    /// The base port, listening on 0.0.0.0 (instead of --listen).
+    #[arg(long, conflicts_with = "listen")]
+    pub base_port: Option<u16>,
+    /// The host name put in the bound references (default: the listen address's IP).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Directory of the distributor's state (created if missing; locked while it runs).
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// This distributor's node id (MS-FSCDFT 3.5.1), unique in the cluster: 0-65535.
+    #[arg(long, value_parser = clap::value_parser!(i64).range(0..=65535))]
+    pub node_id: i64,
+    /// A content collection this distributor holds (repeatable; kept in the data dir).
+    #[arg(long = "collection")]
+    pub collections: Vec<String>,
+    /// Interval of the check-for-master and check-master-status timers (MS-FSCDFT 3.3.2,
+    /// 3.4.2), in milliseconds.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub check_interval_ms: u64,
+    /// Bound of every call to the name server or another distributor, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub call_timeout_ms: u64,
+}
+
+/// Arguments of `crawlfleet distributors`.
+#[derive(Debug, Args)]
+pub struct DistributorsArgs {
+    /// Where the name server is.
+    #[command(flatten)]
+    pub conn: NameserverConn,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `crawlfleet nameserver`: the server's flags, or a client command.

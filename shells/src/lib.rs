@@ -9,6 +9,7 @@ pub mod admin;
 pub mod bench;
 pub mod cli;
 pub mod crawl;
+pub mod distributor;
 pub mod docs;
 pub mod dupclient;
 pub mod dupserver;
@@ -133,6 +134,8 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Links(args) => linkstore::query::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Docs(args) => docs::run(&args).map_err(|e| e.to_string()),
         cli::Command::Nameserver(args) => nameserver::main(&args),
+        cli::Command::Distributor(args) => distributor::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Distributors(args) => distributor::status::run(&args),
     };
     match result {
         Ok(code) => code,

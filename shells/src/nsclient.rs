@@ -8,8 +8,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crawlfleet_core::frame::HEADER_LEN;
-use crawlfleet_core::marshal::{Limits, Value};
+use crawlfleet_core::frame::{self, Priority, HEADER_LEN};
+use crawlfleet_core::marshal::{Dict, Limits, Value};
 use crawlfleet_core::nameserver::{Aor, Call, Raised, Reply, Request, Triple, NAMESERVER_OBJECT};
 use serde_json::json;
 
@@ -67,13 +67,39 @@ impl NsClient {
     pub fn call(&mut self, object: &str, call: Call) -> Result<Value<'static>, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
-        let mut out = Vec::new();
-        Request {
+        let dict = Request {
             object: object.to_owned(),
             id,
             call,
         }
-        .encode_frame(&mut out);
+        .to_dict();
+        self.exchange(id, &dict)
+    }
+
+    /// Calls `method` with the `args` dict on `object` (a distributor's methods:
+    /// docs/distributor.md) and waits for its reply.
+    pub fn call_method(
+        &mut self,
+        object: &str,
+        method: &str,
+        args: Value<'static>,
+    ) -> Result<Value<'static>, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let s = |v: &str| Value::owned_bytes(v.as_bytes().to_vec());
+        let dict = vec![
+            (Value::bytes(b"object"), s(object)),
+            (Value::bytes(b"method"), s(method)),
+            (Value::bytes(b"id"), Value::int(id)),
+            (Value::bytes(b"args"), args),
+        ];
+        self.exchange(id, &dict)
+    }
+
+    /// Sends one request dict and reads the reply to it.
+    fn exchange(&mut self, id: i64, dict: &Dict<'static>) -> Result<Value<'static>, ClientError> {
+        let mut out = Vec::new();
+        frame::encode_dict(dict, Priority::Normal, &mut out);
         self.stream.write_all(&out)?;
         let mut header = [0u8; HEADER_LEN];
         self.stream.read_exact(&mut header)?;

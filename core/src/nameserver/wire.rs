@@ -248,11 +248,18 @@ pub enum Exception {
     BadFrame,
     /// The binding could not be made durable; nothing changed.
     Storage,
+    /// A distributor does not hold the content collection (MS-FSCDFT 2.2.4).
+    UnknownCollection,
+    /// A distributor cannot create the session with these guarantees (MS-FSCDFT 2.2.5).
+    UnsupportedGuaranteeSet,
+    /// A distributor cannot carry out a call that needs the cluster now (not the master, or
+    /// no registered distributor answered): ours, docs/distributor.md.
+    Unavailable,
 }
 
 impl Exception {
     /// Every exception.
-    pub const ALL: [Exception; 8] = [
+    pub const ALL: [Exception; 11] = [
         Exception::Resolve,
         Exception::Bind,
         Exception::Unbind,
@@ -261,6 +268,9 @@ impl Exception {
         Exception::UnknownObject,
         Exception::BadFrame,
         Exception::Storage,
+        Exception::UnknownCollection,
+        Exception::UnsupportedGuaranteeSet,
+        Exception::Unavailable,
     ];
 
     /// The name on the wire.
@@ -274,6 +284,9 @@ impl Exception {
             Exception::UnknownObject => "unknown_object",
             Exception::BadFrame => "bad_frame",
             Exception::Storage => "storage_exception",
+            Exception::UnknownCollection => "unknown_collection",
+            Exception::UnsupportedGuaranteeSet => "unsupported_guarantee_set",
+            Exception::Unavailable => "unavailable",
         }
     }
 
