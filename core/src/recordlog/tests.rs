@@ -558,7 +558,7 @@ fn a_failed_sync_keeps_the_records_written_since_the_last_commit_for_the_next() 
         w.write_pending().unwrap();
         w.append(&payload(3));
         w.fail_next_sync(std::io::Error::from_raw_os_error(5) /* EIO */);
-        let e = w.commit().err().expect("the sync fails");
+        let e = w.commit().expect_err("the sync fails");
         assert_eq!(e.action, "sync");
         assert_eq!(w.pending_records(), 3);
         assert_eq!(w.len(), w.committed_len());
