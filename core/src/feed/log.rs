@@ -2,19 +2,21 @@
 //!
 //! A directory holds segments `00000001.log`, `00000002.log`, ... Each starts with a 16-byte
 //! header — the magic `CFDOCS01` and the sequence number of its first record (u64 LE) — followed
-//! by checked records (`store::logfile` framing) whose payloads are [`FeedDoc`] records numbered
-//! one after the other. A segment is fdatasynced before the next one is created, so only the
-//! newest can have a torn tail; opening the log cuts it there (with a warning) and numbering
-//! goes on from the last intact record.
+//! by checked records (`recordlog` framing) whose payloads are [`FeedDoc`] records numbered
+//! one after the other. The segments are written through [`LogWriter`]: its group commit, its
+//! segment rotation (a segment is committed before the next one is created, so only the newest
+//! can have a torn tail; opening the log cuts it there, with a warning, and numbering goes on
+//! from the last intact record) and its handling of a full disk (a failed write or sync is cut
+//! back and its records stay queued for the next sync).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufReader, Read, Write};
+use std::fs::{self, File};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use log::warn;
 
 use super::{io_err, FeedDoc, FeedError, FeedSink, MAX_RECORD};
-use crate::recordlog::{begin, read_next, seal, sync_dir, Next, HEADER};
+use crate::recordlog::{read_next, sync_dir, Format, LogError, LogWriter, Next, Options, HEADER};
 
 const MAGIC: &[u8; 8] = b"CFDOCS01";
 /// Bytes of a segment header.
@@ -150,21 +152,38 @@ impl SegmentReader {
 pub struct DocLog {
     dir: PathBuf,
     opts: DocLogOptions,
-    /// The current segment's number, path and file (append mode).
+    /// The current segment's number.
     segment: u32,
-    seg_path: PathBuf,
-    file: File,
-    /// Bytes of the current segment, written and queued.
-    seg_len: u64,
-    /// Bytes of the current segment written to the file.
-    written: u64,
-    /// Records queued and not yet written.
-    pending: Vec<u8>,
+    /// The current segment, written through the record log: its records are queued, written
+    /// a chunk at a time and committed by [`FeedSink::sync`].
+    w: LogWriter,
     first_seq: u64,
     next_seq: u64,
-    /// Bytes written since the last fdatasync.
-    dirty: bool,
+    /// The payload of the document being fed.
     buf: Vec<u8>,
+}
+
+/// How a segment is written: its magic (the sequence number that follows is the rest of the
+/// head [`LogWriter::create`] writes), records up to [`MAX_RECORD`].
+const WRITER: Options = Options::new(Format {
+    magic: MAGIC,
+    name: "document log segment",
+    max_record: MAX_RECORD,
+});
+
+/// The head of a segment whose first record is `first_seq`.
+fn segment_head(first_seq: u64) -> [u8; SEGMENT_HEADER as usize] {
+    let mut h = [0u8; SEGMENT_HEADER as usize];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..].copy_from_slice(&first_seq.to_le_bytes());
+    h
+}
+
+fn log_err(e: LogError) -> FeedError {
+    FeedError::Io {
+        path: e.path,
+        error: e.error,
+    }
 }
 
 impl DocLog {
@@ -190,7 +209,6 @@ impl DocLog {
             None => 1,
         };
         // The newest segment with a complete header, and where numbering goes on.
-        let mut next_seq = first_seq;
         let mut current = None;
         while let Some((n, path)) = segs.pop() {
             match read_header(&path)? {
@@ -205,7 +223,7 @@ impl DocLog {
                 }
             }
         }
-        let (segment, seg_path, len) = match current {
+        let (segment, w, next_seq) = match current {
             Some((n, path, first)) => {
                 let mut r = SegmentReader::open(&path, first)?;
                 let mut payload = Vec::new();
@@ -215,42 +233,28 @@ impl DocLog {
                         Step::End => break,
                         Step::Torn(at, why) => {
                             warn!("{}: {why} at offset {at}: tail cut", path.display());
-                            let f = OpenOptions::new()
-                                .write(true)
-                                .open(&path)
-                                .map_err(io_err(&path))?;
-                            f.set_len(at).map_err(io_err(&path))?;
-                            f.sync_all().map_err(io_err(&path))?;
                             break;
                         }
                     }
                 }
-                next_seq = r.expect;
-                (n, path, r.offset)
+                // Cuts what follows the last intact record, durably.
+                let w = LogWriter::open_at(&path, r.offset, WRITER).map_err(log_err)?;
+                (n, w, r.expect)
             }
             None => {
                 let path = dir.join(segment_name(1));
-                create_segment(&path, next_seq)?;
-                sync_dir(dir).map_err(io_err(dir))?;
-                (1, path, SEGMENT_HEADER)
+                let w =
+                    LogWriter::create(&path, &segment_head(first_seq), WRITER).map_err(log_err)?;
+                (1, w, first_seq)
             }
         };
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&seg_path)
-            .map_err(io_err(&seg_path))?;
         Ok(DocLog {
             dir: dir.to_path_buf(),
             opts,
             segment,
-            seg_path,
-            file,
-            seg_len: len,
-            written: len,
-            pending: Vec::with_capacity(WRITE_CHUNK + 4096),
+            w,
             first_seq,
             next_seq,
-            dirty: false,
             buf: Vec::new(),
         })
     }
@@ -280,58 +284,26 @@ impl DocLog {
         &self.dir
     }
 
-    /// Writes the queued records to the current segment (no waiting for the disk). A failed
-    /// write is cut off again so that no partial record is followed by later ones.
-    fn write_pending(&mut self) -> Result<(), FeedError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        if let Err(e) = self.file.write_all(&self.pending) {
-            let _ = self.file.set_len(self.written);
-            return Err(io_err(&self.seg_path)(e));
-        }
-        self.written += self.pending.len() as u64;
-        self.pending.clear();
-        self.dirty = true;
-        Ok(())
-    }
-
-    /// Makes the current segment durable and starts the next one at the next sequence number.
+    /// Commits the current segment and goes on in the next one, which starts at the next
+    /// sequence number. On an error the log goes on in the current segment; a next segment
+    /// that may have been created is removed, so that no segment starts at a number the
+    /// current one goes on to hold.
     fn roll_over(&mut self) -> Result<(), FeedError> {
-        self.write_pending()?;
-        self.file.sync_data().map_err(io_err(&self.seg_path))?;
-        self.dirty = false;
         let segment = self.segment + 1;
         let path = self.dir.join(segment_name(segment));
-        create_segment(&path, self.next_seq)?;
-        sync_dir(&self.dir).map_err(io_err(&self.dir))?;
-        self.file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        self.segment = segment;
-        self.seg_path = path;
-        self.seg_len = SEGMENT_HEADER;
-        self.written = SEGMENT_HEADER;
-        Ok(())
+        match self.w.rotate_to(&path, &segment_head(self.next_seq)) {
+            Ok(()) => {
+                self.segment = segment;
+                Ok(())
+            }
+            Err(e) => {
+                if self.w.path() != path {
+                    let _ = fs::remove_file(&path);
+                }
+                Err(log_err(e))
+            }
+        }
     }
-}
-
-/// Creates a segment holding only its header (synced). One that cannot be written whole (a
-/// full disk) is removed again, so that the next attempt can create it.
-fn create_segment(path: &Path, first_seq: u64) -> Result<(), FeedError> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(io_err(path))?;
-    let mut h = MAGIC.to_vec();
-    h.extend_from_slice(&first_seq.to_le_bytes());
-    let r = f.write_all(&h).and_then(|()| f.sync_all());
-    if r.is_err() {
-        let _ = fs::remove_file(path);
-    }
-    r.map_err(io_err(path))
 }
 
 impl FeedSink for DocLog {
@@ -341,11 +313,10 @@ impl FeedSink for DocLog {
         doc.validate()?;
         let seq = self.next_seq;
         self.buf.clear();
-        let start = begin(&mut self.buf);
         doc.encode(seq, &mut self.buf);
-        seal(&mut self.buf, start);
-        if self.seg_len > SEGMENT_HEADER
-            && self.seg_len + self.buf.len() as u64 > self.opts.segment_bytes
+        let seg_len = self.w.len() + self.w.pending_bytes() as u64;
+        if seg_len > SEGMENT_HEADER
+            && seg_len + (HEADER + self.buf.len()) as u64 > self.opts.segment_bytes
         {
             match self.roll_over() {
                 // A full disk: the document stays in the current segment, queued (which then
@@ -354,27 +325,17 @@ impl FeedSink for DocLog {
                 r => r?,
             }
         }
-        self.pending.extend_from_slice(&self.buf);
-        self.seg_len += self.buf.len() as u64;
+        self.w.append(&self.buf);
         self.next_seq += 1;
-        if self.pending.len() >= WRITE_CHUNK {
-            match self.write_pending() {
-                // Fed all the same: it waits queued, and the next sync reports the disk.
-                Err(e) if e.is_disk_full() => {}
-                r => r?,
-            }
-        }
+        // A full disk leaves the records queued: fed all the same, the next sync reports it.
+        self.w.write_over(WRITE_CHUNK).map_err(log_err)?;
         Ok(seq)
     }
 
-    /// Writes and fdatasyncs every document fed so far.
+    /// Writes and fdatasyncs every document fed so far. A failure leaves them queued, to be
+    /// written again by the next sync.
     fn sync(&mut self) -> Result<(), FeedError> {
-        self.write_pending()?;
-        if self.dirty {
-            self.file.sync_data().map_err(io_err(&self.seg_path))?;
-            self.dirty = false;
-        }
-        Ok(())
+        self.w.commit().map_err(log_err)
     }
 }
 

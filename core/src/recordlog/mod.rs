@@ -1,9 +1,9 @@
 //! The durable record log of the project: the checked record every log writes (`framing.rs`:
 //! `[u32 length][u32 check][payload]`, the torn-record reader, a payload cursor, crash-safe
 //! replacement), and one appending writer, [`LogWriter`], which the duplicate server's log, the
-//! link store's logs, the routing database, the crawl store and a node's in-flight journal and
-//! seen set write through (the document log frames and reads its records with the same framing
-//! and keeps its own segments). The writer offers what the stores need:
+//! link store's logs, the routing database, the crawl store, a node's in-flight journal and seen
+//! set, and the document log (one writer per segment) write through (the crawl queue, an mmap
+//! ring, is not an append log). The writer offers what the stores need:
 //!
 //! - group commit: records are queued, [`LogWriter::commit`] writes them and fdatasyncs before
 //!   any of them may be acknowledged; or, pipelined, [`LogWriter::write_pending`] writes them and
@@ -14,13 +14,15 @@
 //!   rest and says how many bytes it cut ([`Recovered`]);
 //! - cut-back on a failed write or sync (ENOSPC, EIO): the file goes back to where the failed
 //!   write started, or to the last committed length when the sync failed, so nothing is ever
-//!   appended after garbage; the records of a failed write stay queued, in order, and
+//!   appended after garbage; the records of a failed write stay queued, in order, those written
+//!   since the last commit are read back into the queue when its sync fails, and
 //!   [`LogWriter::write_over`] keeps queueing while the disk is full, so that an operation is
 //!   never cut in half by it and the next commit writes everything once room returns;
 //! - room reserved ahead: [`LogWriter::reserve`] allocates blocks past the end (fallocate,
 //!   the size unchanged) so that a full disk fails before the caller acts, not at the write;
 //! - segments and compaction: [`LogWriter::segment_full`] and [`LogWriter::rotate`] move on to a
-//!   new file past a size limit; [`LogWriter::compact`] rewrites the live records, which a
+//!   new file past a size limit ([`LogWriter::rotate_to`] to one whose head, made by
+//!   [`LogWriter::create`], carries more than the magic: a segment's first sequence number); [`LogWriter::compact`] rewrites the live records, which a
 //!   callback gives, into a new file that replaces the log atomically;
 //! - one I/O error, [`LogError`] (the file, what was being done, the failure), which each store
 //!   maps into its own.

@@ -540,3 +540,34 @@ fn records_wait_queued_while_the_disk_is_full_and_go_out_in_order() {
     let want: Vec<Vec<u8>> = (0..100).map(kilo_payload).collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_failed_sync_keeps_the_records_written_since_the_last_commit_for_the_next() {
+    for grow_step in [0, 4096] {
+        let (_dir, path) = tmp("failed-sync");
+        let opts = Options {
+            grow_step,
+            ..Options::new(Format::plain("test log", 1024))
+        };
+        let (mut w, _) = LogWriter::open(&path, opts, |_| true).unwrap();
+        w.append(&payload(0));
+        w.commit().unwrap();
+        // Records 1 and 2 written ahead of the commit, 3 queued when the sync fails.
+        w.append(&payload(1));
+        w.append(&payload(2));
+        w.write_pending().unwrap();
+        w.append(&payload(3));
+        w.fail_next_sync(std::io::Error::from_raw_os_error(5) /* EIO */);
+        let e = w.commit().expect_err("the sync fails");
+        assert_eq!(e.action, "sync");
+        assert_eq!(w.pending_records(), 3);
+        assert_eq!(w.len(), w.committed_len());
+        // Queued behind them, and the retried commit writes each once.
+        w.append(&payload(4));
+        w.commit().unwrap();
+        drop(w);
+        let (got, rec, _) = reopen(&path, opts);
+        assert_eq!(got, (0..5).map(payload).collect::<Vec<_>>());
+        assert_eq!(rec.records, 5);
+    }
+}

@@ -51,12 +51,17 @@ pub struct LogWriter {
     /// Bytes [`LogWriter::commit`] made durable (a [`SyncPoint`] synced elsewhere is not
     /// counted).
     committed_len: u64,
+    /// Records written after `committed_len`.
+    written_records: usize,
     /// A failed write or sync could not cut the file back to this length: the next write must
     /// first.
     cut_to: Option<u64>,
     /// The file's blocks are allocated (without changing its size) up to here
     /// ([`LogWriter::reserve`]).
     reserved_to: u64,
+    /// An error the next commit's sync returns instead of syncing.
+    #[cfg(test)]
+    fail_sync: Option<std::io::Error>,
 }
 
 /// The log file and how many of its bytes were written when it was taken: once
@@ -182,9 +187,25 @@ impl LogWriter {
             written_len: intact_len,
             allocated: intact_len,
             committed_len: intact_len,
+            written_records: 0,
             cut_to: None,
             reserved_to: intact_len,
+            #[cfg(test)]
+            fail_sync: None,
         })
+    }
+
+    /// Creates the log at `path` anew holding only `head` (the format's magic, then what the
+    /// store keeps there: a segment's first sequence number, say), durably: the file appears
+    /// whole or not at all, and a failed attempt leaves nothing behind. The records follow
+    /// `head`; [`LogWriter::is_empty`] and [`LogWriter::clear`] know only the magic.
+    pub fn create(path: &Path, head: &[u8], opts: Options) -> Result<LogWriter, LogError> {
+        debug_assert!(head.starts_with(opts.format.magic));
+        if let Err(e) = write_atomic(path, head) {
+            let _ = std::fs::remove_file(path.with_extension("tmp"));
+            return Err(LogError::new(path, "create", e));
+        }
+        LogWriter::open_at(path, head.len() as u64, opts)
     }
 
     /// Queues one record with payload `payload` for the next commit.
@@ -317,6 +338,7 @@ impl LogWriter {
             }
             self.written_len = end;
             self.allocated = self.allocated.max(end);
+            self.written_records += self.pending_records;
             self.pending.clear();
             self.pending_records = 0;
         }
@@ -349,19 +371,61 @@ impl LogWriter {
 
     /// Writes the queued records and waits until they are on disk (fdatasync). Only after this
     /// returns may the records be acknowledged. A failed write leaves the records queued (see
-    /// [`LogWriter::write_pending`]); a failed sync cuts the file back to its last committed
-    /// length, so the records written since are not stored.
+    /// [`LogWriter::write_pending`]). A failed sync leaves them queued too: every record written
+    /// since the last commit is read back into the queue, in order, and the file cut back to
+    /// its committed length, so that the next commit writes each of them again, once (after a
+    /// failed fdatasync the kernel may have dropped the dirty pages' error, and a second sync
+    /// of the same pages proves nothing).
     pub fn commit(&mut self) -> Result<(), LogError> {
         if self.pending.is_empty() && self.committed_len == self.written_len {
             return Ok(());
         }
         let point = self.write_pending()?;
-        if let Err(e) = point.sync() {
-            self.cut_back(self.committed_len);
+        if let Err(e) = self.sync_data(&point) {
+            self.requeue_unsynced();
             return Err(e);
         }
         self.committed_len = self.written_len;
+        self.written_records = 0;
         Ok(())
+    }
+
+    /// The fdatasync of a commit; a test can make it fail ([`LogWriter::fail_next_sync`]).
+    fn sync_data(&mut self, point: &SyncPoint) -> Result<(), LogError> {
+        #[cfg(test)]
+        if let Some(e) = self.fail_sync.take() {
+            return Err(LogError::new(&self.path, "sync", e));
+        }
+        point.sync()
+    }
+
+    /// Makes the next commit's sync fail with `error`, as a failing disk would.
+    #[cfg(test)]
+    pub(crate) fn fail_next_sync(&mut self, error: std::io::Error) {
+        self.fail_sync = Some(error);
+    }
+
+    /// After a failed sync: puts the records written since the last commit back at the front
+    /// of the queue and cuts the file back to its committed length. Records that cannot be
+    /// read back (the read fails too) are lost, and logged.
+    fn requeue_unsynced(&mut self) {
+        let from = self.committed_len;
+        let mut back = vec![0u8; (self.written_len - from) as usize];
+        match self.file.read_exact_at(&mut back, from) {
+            Ok(()) => {
+                back.extend_from_slice(&self.pending);
+                self.pending = back;
+                self.pending_records += self.written_records;
+            }
+            Err(e) => log::error!(
+                "{}: cannot read back {} records written after a failed sync: {e}; they are \
+                 not stored",
+                self.path.display(),
+                self.written_records
+            ),
+        }
+        self.written_records = 0;
+        self.cut_back(from);
     }
 
     /// True when the file has grown past [`Options::segment_limit`]: time to
@@ -375,6 +439,14 @@ impl LogWriter {
     pub fn rotate(&mut self, path: &Path) -> Result<(), LogError> {
         self.commit()?;
         *self = LogWriter::open_at(path, 0, self.opts)?;
+        Ok(())
+    }
+
+    /// Commits what is queued, then goes on in a new log file at `path` holding `head`
+    /// ([`LogWriter::create`]). On an error the log goes on in the old file.
+    pub fn rotate_to(&mut self, path: &Path, head: &[u8]) -> Result<(), LogError> {
+        self.commit()?;
+        *self = LogWriter::create(path, head, self.opts)?;
         Ok(())
     }
 
@@ -441,6 +513,7 @@ impl LogWriter {
         self.written_len = len;
         self.allocated = len;
         self.committed_len = len;
+        self.written_records = 0;
         self.reserved_to = len;
         self.cut_to = None;
         Ok(())
