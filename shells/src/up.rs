@@ -26,7 +26,27 @@ use crate::cli::{AdminOpts, DupArgs, MultinodeArgs, NodeArgs, SchedTimers, UpArg
 use crate::crawl::{NodeStatus, StatusSlot};
 use crate::synthweb::SynthServer;
 
+/// A free port on 127.0.0.1 for a role `up` starts, which binds it a moment later.
+///
+/// It is chosen at random below the kernel's ephemeral range, where the ports of `:0` binds and
+/// of outgoing connections come from: a port taken from that range could be handed to another
+/// program's `:0` bind between this check and the role's own bind (seen with tests binding
+/// listeners in parallel), whereas nothing is handed out below it. Falls back to a `:0` port
+/// when the ephemeral range leaves no room below it.
 fn free_addr() -> Result<SocketAddr, String> {
+    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    const LOWEST: u16 = 10_000;
+    if first_ephemeral > LOWEST + 1_000 {
+        for _ in 0..256 {
+            let port = fastrand::u16(LOWEST..first_ephemeral);
+            if let Ok(addr) = TcpListener::bind(("127.0.0.1", port)).and_then(|l| l.local_addr()) {
+                return Ok(addr);
+            }
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
