@@ -507,3 +507,6 @@ fn dns_crawl_ip_locks_conf_state_and_logs() {
 
 // The node scheduler, with the test as its multinode scheduler and duplicate server.
 mod node;
+
+// The multinode scheduler on a full disk.
+mod diskfull;

@@ -31,7 +31,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -49,6 +49,7 @@ use crate::queue::{CrawlQueue, QueueError, QueueOptions, SyncPolicy};
 use crate::routing::{RoutingDb, RoutingError};
 
 mod admin;
+mod diskfull;
 mod handlers;
 mod route;
 mod sitepeers;
@@ -219,6 +220,8 @@ pub struct Multinode {
     /// table is looked up.
     site_hasher: foldhash::fast::RandomState,
     out: Outbox<PeerId>,
+    /// The disk-full pause of routing.
+    disk: diskfull::DiskPause,
 }
 
 fn queue_opts(segment: u64) -> QueueOptions {
@@ -298,6 +301,7 @@ impl Multinode {
             received_at_pump: 0,
             record: Vec::new(),
             chunk: Default::default(),
+            disk: Default::default(),
             peer_cache: HashMap::default(),
             site_hasher: foldhash::fast::RandomState::default(),
             out: Outbox::new(),
@@ -497,21 +501,6 @@ impl Multinode {
             }
             self.send(peer, &Message::CmdUmKeepalive);
         }
-    }
-
-    /// Makes queues, routes and log lines durable (the shell's sync timer).
-    pub fn sync(&mut self) -> Result<(), SchedError> {
-        self.routing.sync()?;
-        for c in self.collections.values_mut() {
-            c.queue.sync()?;
-            c.deferred.sync()?;
-        }
-        for ((c, f), w) in self.logs.iter_mut() {
-            if let Err(e) = w.flush() {
-                warn!("log file {f} of {}: {e}", show(c));
-            }
-        }
-        Ok(())
     }
 }
 fn dns_reply(host: &[u8], e: &DnsEntry) -> Message<'static> {

@@ -196,7 +196,15 @@ impl Role for Multinode {
     }
 
     fn collections(&self) -> Vec<(Vec<u8>, i64)> {
+        // While a full disk pauses routing, an active collection reads as state 5, "Disk full".
+        let paused = self.disk_paused();
         Multinode::collections(self)
+            .into_iter()
+            .map(|(n, s)| match s {
+                conf_state::ACTIVE if paused => (n, conf_state::SUSPENDED_DISK),
+                _ => (n, s),
+            })
+            .collect()
     }
 
     fn config(&self, name: &[u8]) -> Option<M<'static>> {

@@ -201,10 +201,7 @@ impl Multinode {
                 );
             }
             // Entries that waited for a node go back to the crawl queue.
-            let c = self.collections.get_mut(&name).expect("listed above");
-            while let Some(rec) = c.deferred.pop_front()? {
-                c.queue.push_back(&rec)?;
-            }
+            self.requeue_deferred(&name)?;
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 
 use log::warn;
 
+use super::diskfull::Target;
 use super::{owned, show, Multinode, PeerId, SchedError};
 use crate::frame::{self, Priority};
 use crate::marshal::Limits;
@@ -305,12 +306,8 @@ impl Multinode {
         // put back on that path.
         let mut rec = std::mem::take(&mut self.record);
         self.route_record(site, urgent, body, &mut rec);
-        let c = self.collections.get_mut(name).expect("a known collection");
-        if urgent {
-            c.queue.push_front(&rec)?;
-        } else {
-            c.queue.push_back(&rec)?;
-        }
+        let to = if urgent { Target::Front } else { Target::Back };
+        self.queue_record(name, to, &rec)?;
         self.counters.uris_received += 1;
         self.record = rec;
         Ok(())
@@ -338,7 +335,7 @@ impl Multinode {
     /// for a new site (persisted, CMD_UM_ADD_ROUTE to every node), then CMD_UM_URI to the node.
     /// Returns how many entries were taken.
     pub fn pump(&mut self, now: i64) -> Result<usize, SchedError> {
-        if self.nodes.is_empty() {
+        if self.nodes.is_empty() || self.disk_paused() {
             return Ok(0);
         }
         let names: Vec<Vec<u8>> = self
@@ -390,8 +387,9 @@ impl Multinode {
         self.chunk = (chunk, ends);
         if self.counters.routes_made != routes_before {
             // 3.2.5.5 step 2.1: a routing decision persists before anyone hears of it (the frames
-            // of this batch are sent after this returns).
-            self.routing.sync()?;
+            // of this batch are sent after this returns). A full disk pauses routing from here
+            // on (diskfull.rs says why this batch's frames still go).
+            self.sync_routes()?;
         }
         Ok(taken)
     }
@@ -462,10 +460,7 @@ impl Multinode {
                 self.counters.uris_forwarded += 1;
                 cache.insert(r.site, hash, peer);
             }
-            None => {
-                let c = self.collections.get_mut(name).expect("routing a known one");
-                c.deferred.push_back(rec)?;
-            }
+            None => self.queue_record(name, Target::Deferred, rec)?,
         }
         Ok(())
     }
