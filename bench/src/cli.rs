@@ -44,6 +44,10 @@ pub enum BenchCommand {
     /// a well-behaved client's round trips meanwhile (pipelined requests never read, or partial
     /// messages held open).
     Flood(BenchFloodArgs),
+    /// Durable feeding operations acknowledged per second through content distributor
+    /// sessions (one session, then four spread over the distributors), optionally compared with
+    /// redis-server XADD pipelined on the same payloads in the same run.
+    Feed(BenchFeedArgs),
     /// Runs a crawlfleet role (`role multinode ...`, `role linkstore ...`: any `crawlfleet`
     /// subcommand): the benchmarks that measure a role in a child process of its own start this
     /// executable so, and need no `crawlfleet` binary beside it.
@@ -261,6 +265,44 @@ impl Flow {
             Flow::Stream => "stream",
         }
     }
+}
+
+/// Arguments of `crawlfleet bench feed`.
+#[derive(Debug, Args)]
+pub struct BenchFeedArgs {
+    /// A running name server whose distributors to feed (the benchmark makes sure each holds
+    /// the collection); without it the benchmark starts a name server and `--distributors`.
+    #[arg(long)]
+    pub nameserver: Option<SocketAddr>,
+    /// Distributors started when no `--nameserver` is given.
+    #[arg(long, default_value_t = 2)]
+    pub distributors: usize,
+    /// The content collection fed.
+    #[arg(long, default_value = "bench")]
+    pub collection: String,
+    /// Documents fed per run (split over its sessions).
+    #[arg(long, default_value_t = 100_000)]
+    pub docs: u64,
+    /// Bytes of each document's body.
+    #[arg(long, default_value_t = 2048)]
+    pub body_bytes: usize,
+    /// Operations per feed request (per redis pipeline batch).
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Requests in flight per session (per redis connection).
+    #[arg(long, default_value_t = 8)]
+    pub window: usize,
+    /// The runs: sessions fed at once in each, one after the other.
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    pub sessions: Vec<usize>,
+    /// A redis-server to XADD the same documents to, with as many connections as sessions.
+    #[arg(long)]
+    pub vs_redis: Option<SocketAddr>,
+    /// Print one JSON object: {docs, body_bytes, batch, window, runs: [{sessions, placed_on,
+    /// ops, rate, p50_us, p99_us, and with --vs-redis peer_rate, peer_p50_us, peer_p99_us,
+    /// ratio}]}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `crawlfleet bench flood`.

@@ -17,6 +17,7 @@ pub mod cli;
 pub mod crawl;
 pub mod dup;
 pub mod dupstore;
+pub mod feed;
 pub mod flood;
 pub mod links;
 pub mod queue;
@@ -90,6 +91,7 @@ pub fn run(command: cli::BenchCommand) -> ExitCode {
         BenchCommand::Refresh(args) => refresh::run(&args),
         BenchCommand::Crawl(args) => crawl::run(&args),
         BenchCommand::Flood(args) => flood::run(&args),
+        BenchCommand::Feed(args) => feed::run(&args),
         BenchCommand::Role(role) => return run_role(role),
     };
     match result {
