@@ -138,6 +138,13 @@ fn peer_closed(s: &mut TcpStream) -> bool {
     }
 }
 
+/// A flooding connection: non-blocking, so its writes stop where the role stopped reading.
+fn connect_flood(addr: SocketAddr) -> Option<TcpStream> {
+    let s = TcpStream::connect(addr).ok()?;
+    s.set_nonblocking(true).ok()?;
+    Some(s)
+}
+
 /// A pipelined flood: windows of requests written back to back until `until`, answers never
 /// read. Returns the stream (kept open until the memory is sampled) and what was written.
 fn pipelined(
@@ -147,11 +154,10 @@ fn pipelined(
     until: Instant,
 ) -> (Option<TcpStream>, Flooded) {
     let mut done = Flooded::default();
-    let Ok(mut s) = TcpStream::connect(addr) else {
+    let Some(mut s) = connect_flood(addr) else {
         done.closed = true;
         return (None, done);
     };
-    let _ = s.set_nonblocking(true);
     let node = format!("flood-{conn}").into_bytes();
     // `pending` requests are in `buf`, written from `pos` on.
     let (mut buf, mut pos, mut i, mut pending) = (Vec::new(), 0usize, 0u64, 0u64);
@@ -215,11 +221,10 @@ fn partial(
     until: Instant,
 ) -> (Option<TcpStream>, Flooded) {
     let mut done = Flooded::default();
-    let Ok(mut s) = TcpStream::connect(addr) else {
+    let Some(mut s) = connect_flood(addr) else {
         done.closed = true;
         return (None, done);
     };
-    let _ = s.set_nonblocking(true);
     let target = frame.saturating_sub(1 << 20).max(frame / 2);
     let head = partial_head(load, frame);
     let chunk = vec![b' '; 1 << 20];
