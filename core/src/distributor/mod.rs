@@ -10,6 +10,7 @@
 
 pub mod election;
 pub mod ids;
+pub mod index;
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
