@@ -152,7 +152,7 @@ impl DispatcherNode {
         if node.collections.len() != before {
             node.persist()?;
         }
-        let (log, held) = SessionLog::open(dir).map_err(io::Error::other)?;
+        let (log, held) = SessionLog::open(dir, base_port).map_err(io::Error::other)?;
         node.sessions = held;
         node.session_log = Some(log);
         Ok(node)

@@ -4,7 +4,9 @@
 //! session kept or dropped, committed before the answer; compacted to the held sessions when
 //! the dropped ones outweigh them.
 //!
-//! Payload: `u8` 1 (kept), `u64` id, `u16` port, collection; or `u8` 2 (dropped), `u64` id.
+//! Payload: `u8` 1 (kept), `u64` id, `u16` port offset from the base port (390 or 391),
+//! collection; or `u8` 2 (dropped), `u64` id. The offset, not the port, is kept: a distributor
+//! restarted on another base port serves its sessions there.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,18 +29,22 @@ const FORMAT: Format = Format {
 pub struct SessionLog {
     writer: LogWriter,
     records: usize,
+    base_port: u16,
 }
 
-fn kept(out: &mut Vec<u8>, s: &Session) {
+fn kept(out: &mut Vec<u8>, s: &Session, base_port: u16) {
     out.push(1);
     out.extend_from_slice(&(s.id as u64).to_le_bytes());
-    out.extend_from_slice(&s.port.to_le_bytes());
+    out.extend_from_slice(&s.port.wrapping_sub(base_port).to_le_bytes());
     put_bytes(out, s.collection.as_bytes());
 }
 
 impl SessionLog {
-    /// Opens the log in `dir` and returns the sessions it holds.
-    pub fn open(dir: &Path) -> Result<(SessionLog, BTreeMap<i64, Session>), LogError> {
+    /// Opens the log in `dir` and returns the sessions it holds, served from `base_port`.
+    pub fn open(
+        dir: &Path,
+        base_port: u16,
+    ) -> Result<(SessionLog, BTreeMap<i64, Session>), LogError> {
         let mut held = BTreeMap::new();
         let mut records = 0;
         let path = dir.join(SESSIONS_FILE);
@@ -48,7 +54,7 @@ impl SessionLog {
                 match c.u8()? {
                     1 => {
                         let id = c.u64()? as i64;
-                        let port = c.u16()?;
+                        let port = base_port.wrapping_add(c.u16()?);
                         let collection = String::from_utf8(c.bytes()?.to_vec()).ok()?;
                         held.insert(
                             id,
@@ -70,12 +76,18 @@ impl SessionLog {
             records += 1;
             ok.is_some()
         })?;
-        Ok((SessionLog { writer, records }, held))
+        let log = SessionLog {
+            writer,
+            records,
+            base_port,
+        };
+        Ok((log, held))
     }
 
     /// Keeps `s`, durably.
     pub fn keep(&mut self, s: &Session) -> Result<(), LogError> {
-        self.writer.append_with(|out| kept(out, s));
+        let base = self.base_port;
+        self.writer.append_with(|out| kept(out, s, base));
         self.commit()
     }
 
@@ -90,9 +102,10 @@ impl SessionLog {
         }
         self.commit()?;
         if self.records > 2 * held.len() + 1024 {
+            let base = self.base_port;
             self.writer.compact(|c| {
                 for s in held.values() {
-                    c.record(|out| kept(out, s))?;
+                    c.record(|out| kept(out, s, base))?;
                 }
                 Ok(())
             })?;
