@@ -13,6 +13,7 @@ mod distributor;
 mod docs_cli;
 mod dupserver;
 mod feeding;
+mod feeding_fault;
 mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;
