@@ -534,6 +534,11 @@ pub struct NodeArgs {
     /// does not acknowledge wait in the data dir's link-backlog and are sent again.
     #[arg(long)]
     pub linkstore: Option<SocketAddr>,
+    /// The name server of the content distributors: every collection's documents are fed
+    /// through sessions on them (docs/distributor.md "Feeding sessions"); without it they stay
+    /// in the document log.
+    #[arg(long)]
+    pub nameserver: Option<SocketAddr>,
     /// Multinode keep-alive and sync.
     #[command(flatten)]
     pub timers: SchedTimers,

@@ -349,6 +349,7 @@ impl Cluster {
                 stats_interval: 10.0,
                 block_seconds: 1800,
                 linkstore: Some(links),
+                nameserver: None,
                 timers: timers(),
                 admin_opts: admin_opts(),
             };
