@@ -288,6 +288,14 @@ pub struct UpArgs {
     /// Node schedulers.
     #[arg(long, default_value_t = 2)]
     pub nodes: usize,
+    /// Content distributors started (with a name server) for the nodes to feed; 0 keeps the
+    /// documents in the nodes' document logs.
+    #[arg(long, default_value_t = 2)]
+    pub distributors: usize,
+    /// Feed the content distributors of this existing name server instead of starting any
+    /// (the crawl's collections are added to each of them).
+    #[arg(long, conflicts_with = "distributors")]
+    pub nameserver: Option<SocketAddr>,
     /// Data directory (default: a new directory under the system's temporary directory). Give
     /// the same one again to resume.
     #[arg(long)]

@@ -75,6 +75,8 @@ pub struct FeedCounters {
     pub acked: u64,
     /// Operations refused for good.
     pub failed: u64,
+    /// Durable documents of the log not settled yet, over the destinations (a gauge).
+    pub pending: u64,
 }
 
 #[derive(Default)]
@@ -246,9 +248,16 @@ impl Sink {
             let views = self.shared.views.lock().clone();
             let mut busy = false;
             for (name, view) in &views {
+                let mut pending = 0;
                 for d in &view.destinations {
-                    busy |= self.turn(name, view, d);
+                    busy |= self.turn(name, view, d, &mut pending);
                 }
+                self.shared
+                    .counters
+                    .lock()
+                    .entry(name.clone())
+                    .or_default()
+                    .pending = pending;
             }
             if !busy {
                 std::thread::sleep(IDLE);
@@ -257,10 +266,13 @@ impl Sink {
     }
 
     /// One turn of one destination; true when it sent something.
-    fn turn(&mut self, name: &str, view: &CollectionView, d: &Destination) -> bool {
-        if d.is_suspended(view.all_suspended, &view.suspended) {
-            return false;
-        }
+    fn turn(
+        &mut self,
+        name: &str,
+        view: &CollectionView,
+        d: &Destination,
+        pending: &mut u64,
+    ) -> bool {
         let key = (name.to_owned(), d.name.clone());
         if !self.dests.contains_key(&key) {
             match FeedCursor::open(&view.dir, &d.name) {
@@ -293,6 +305,11 @@ impl Sink {
         let Some(dest) = self.dests.get_mut(&key) else {
             return false;
         };
+        // Sequence numbers start at 1.
+        *pending += view.durable.saturating_sub(dest.cursor.next().max(1));
+        if d.is_suspended(view.all_suspended, &view.suspended) {
+            return false;
+        }
         if dest.retry_at.is_some_and(|t| Instant::now() < t) {
             return false;
         }
