@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crawlfleet_core::distributor::election::triple;
-use crawlfleet_core::distributor::{DISPATCHER_NODE, SESSION_FACTORY};
+use crawlfleet_core::distributor::{DISPATCHER_NODE, PORT_OFFSET, SESSION_FACTORY};
 use crawlfleet_core::marshal::Value;
 use log::info;
 
@@ -73,8 +73,8 @@ pub(super) fn start(
     for i in 1..=opts.distributors {
         // The objects' port (base + 390) is the free one; the base follows from it.
         let objects = free_addr()?;
-        let base = objects.port().checked_sub(390).unwrap_or(0);
-        let listen = SocketAddr::new(objects.ip(), if base == 0 { 0 } else { base });
+        let base = objects.port().saturating_sub(PORT_OFFSET);
+        let listen = SocketAddr::new(objects.ip(), base);
         let args = DistributorArgs {
             nameserver: ns,
             listen: Some(listen),
