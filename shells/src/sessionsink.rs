@@ -517,3 +517,7 @@ fn addr_of(a: &Aor) -> Result<SocketAddr, Trouble> {
         .and_then(|mut i| i.next())
         .ok_or_else(|| Trouble::Session(format!("{}:{} does not resolve", a.host, a.port)))
 }
+
+#[cfg(test)]
+#[path = "sessionsink_tests.rs"]
+mod tests;
