@@ -137,6 +137,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Nameserver(args) => nameserver::main(&args),
         cli::Command::Distributor(args) => distributor::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Distributors(args) => distributor::status::run(&args),
+        cli::Command::Index(args) => distributor::index::run(&args),
     };
     match result {
         Ok(code) => code,

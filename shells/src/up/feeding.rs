@@ -76,12 +76,13 @@ pub(super) fn start(
         let base = objects.port().saturating_sub(PORT_OFFSET);
         let listen = SocketAddr::new(objects.ip(), base);
         let args = DistributorArgs {
-            nameserver: ns,
+            command: None,
+            nameserver: Some(ns),
             listen: Some(listen),
             base_port: None,
             host: None,
-            data_dir: data_dir.join(format!("distributor{i}")),
-            node_id: i as i64,
+            data_dir: Some(data_dir.join(format!("distributor{i}"))),
+            node_id: Some(i as i64),
             collections: collections.to_vec(),
             check_interval_ms: CHECK_INTERVAL_MS,
             call_timeout_ms: 1000,
