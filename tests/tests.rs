@@ -12,6 +12,7 @@ mod disk_full_node;
 mod distributor;
 mod docs_cli;
 mod dupserver;
+mod feed_sessions;
 mod feeding;
 mod feeding_fault;
 mod fleet;

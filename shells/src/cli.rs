@@ -341,6 +341,14 @@ pub struct UpArgs {
     /// Node schedulers.
     #[arg(long, default_value_t = 2)]
     pub nodes: usize,
+    /// Content distributors started (with a name server) for the nodes to feed; 0 keeps the
+    /// documents in the nodes' document logs.
+    #[arg(long, default_value_t = 2)]
+    pub distributors: usize,
+    /// Feed the content distributors of this existing name server instead of starting any
+    /// (the crawl's collections are added to each of them).
+    #[arg(long, conflicts_with = "distributors")]
+    pub nameserver: Option<SocketAddr>,
     /// Data directory (default: a new directory under the system's temporary directory). Give
     /// the same one again to resume.
     #[arg(long)]
@@ -587,6 +595,11 @@ pub struct NodeArgs {
     /// does not acknowledge wait in the data dir's link-backlog and are sent again.
     #[arg(long)]
     pub linkstore: Option<SocketAddr>,
+    /// The name server of the content distributors: every collection's documents are fed
+    /// through sessions on them (docs/distributor.md "Feeding sessions"); without it they stay
+    /// in the document log.
+    #[arg(long)]
+    pub nameserver: Option<SocketAddr>,
     /// Multinode keep-alive and sync.
     #[command(flatten)]
     pub timers: SchedTimers,

@@ -40,6 +40,8 @@ pub struct CollectionStatus {
     pub active_sites: usize,
     /// Nothing queued, held, open or waiting for a duplicate check.
     pub drained: bool,
+    /// Documents fed through content distributor sessions (`--nameserver`).
+    pub feed: crate::sessionsink::FeedCounters,
 }
 
 /// A node's status, published every few hundred milliseconds.
@@ -377,6 +379,7 @@ impl Crawler {
                     in_flight,
                     active_sites: sites,
                     drained: sm.is_drained(&name) && self.engine.is_idle(),
+                    feed: Default::default(),
                 },
             );
         }

@@ -21,6 +21,7 @@ pub mod nameserver;
 pub mod node;
 pub mod nsclient;
 pub mod resolver;
+pub mod sessionsink;
 pub mod synthweb;
 pub mod up;
 

@@ -99,6 +99,14 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
         sm.conf_add(name.as_bytes(), dict)
             .map_err(|e| format!("collection {name}: {e}"))?;
     }
+    let mut sink = match args.nameserver {
+        Some(ns) => {
+            let s = crate::sessionsink::SessionSink::start(ns, &args.data_dir)?;
+            s.publish(&sm);
+            Some(s)
+        }
+        None => None,
+    };
     let spawned = EventLoop::builder()
         .thread_name("node-loop")
         .spawn()
@@ -317,12 +325,26 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                     sm.stats_tick();
                     Ok(())
                 }
-                Event::Timer(SYNC_TIMER) => sm.sync(),
+                Event::Timer(SYNC_TIMER) => {
+                    let r = sm.sync();
+                    // The documents just made durable may go to the distributors.
+                    if let Some(s) = &sink {
+                        s.publish(&sm);
+                    }
+                    r
+                }
                 Event::Timer(CRAWL_TIMER) => {
                     if published.elapsed() >= Duration::from_millis(200) {
                         crawler.feed_stats(&mut sm, admin.stats_mut());
+                        if let Some(s) = &mut sink {
+                            s.feed_stats(&mut sm, admin.stats_mut());
+                        }
                         if let Some(slot) = &status {
-                            *slot.lock() = crawler.status(&sm);
+                            let mut st = crawler.status(&sm);
+                            if let Some(s) = &sink {
+                                s.fill_status(&mut st);
+                            }
+                            *slot.lock() = st;
                         }
                         published = std::time::Instant::now();
                     }

@@ -24,7 +24,11 @@ use parking_lot::Mutex;
 
 use crate::cli::{AdminOpts, DupArgs, MultinodeArgs, NodeArgs, SchedTimers, UpArgs};
 use crate::crawl::{NodeStatus, StatusSlot};
+use crate::sessionsink::FeedCounters;
 use crate::synthweb::SynthServer;
+
+mod feeding;
+pub use feeding::{Distributors, FeedingOptions};
 
 /// A free port on 127.0.0.1 for a role `up` starts, which binds it a moment later.
 ///
@@ -148,6 +152,8 @@ pub struct Summary {
     pub counters: CrawlCounters,
     /// Entries left in the nodes' crawl queues.
     pub queued: u64,
+    /// Documents fed through content distributor sessions, over the nodes.
+    pub feed: FeedCounters,
 }
 
 /// What a cluster crawled: per collection, and the seconds from the start of the cluster to
@@ -158,6 +164,8 @@ pub struct RunSummary {
     pub collections: BTreeMap<String, Summary>,
     /// Seconds the crawl took.
     pub elapsed: f64,
+    /// The documents were fed to content distributors (the summary shows them indexed).
+    pub feeding: bool,
 }
 
 impl RunSummary {
@@ -180,7 +188,7 @@ impl RunSummary {
 
     /// Prints the summary as `crawlfleet up --until-idle` does: a table, or one JSON object.
     pub fn print(&self, json: bool) {
-        print_summary(&self.collections, self.elapsed, json);
+        print_summary(&self.collections, self.elapsed, self.feeding, json);
     }
 }
 
@@ -192,6 +200,10 @@ fn summarize(slots: &[StatusSlot]) -> BTreeMap<String, Summary> {
             let e = out.entry(name).or_default();
             e.counters.merge(&c.counters);
             e.queued += c.queued;
+            e.feed.fed += c.feed.fed;
+            e.feed.acked += c.feed.acked;
+            e.feed.failed += c.feed.failed;
+            e.feed.pending += c.feed.pending;
         }
     }
     out
@@ -244,6 +256,8 @@ pub struct Cluster {
     pub node_admins: Vec<SocketAddr>,
     /// Node schedulers started.
     pub nodes: usize,
+    /// The name server and content distributors the nodes feed, if any.
+    pub distributors: Option<Distributors>,
     slots: Vec<StatusSlot>,
     mn_queued: Arc<AtomicU64>,
     detached: Detached,
@@ -253,10 +267,22 @@ pub struct Cluster {
 impl Cluster {
     /// Starts the roles with their data under `data_dir` (one sub-directory each) and the
     /// collections of `sources`; a collection naming no duplicate servers gets the cluster's.
+    /// The documents stay in the nodes' document logs.
     pub fn start(
         data_dir: &Path,
         nodes: usize,
         sources: &[CollectionSource],
+    ) -> Result<Cluster, String> {
+        Cluster::start_with(data_dir, nodes, sources, &FeedingOptions::default())
+    }
+
+    /// [`Cluster::start`], the nodes feeding their documents to content distributors as
+    /// `feeding` says: distributors started here, or those of an existing name server.
+    pub fn start_with(
+        data_dir: &Path,
+        nodes: usize,
+        sources: &[CollectionSource],
+        feeding: &FeedingOptions,
     ) -> Result<Cluster, String> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| format!("data dir {} is unusable: {e}", data_dir.display()))?;
@@ -284,6 +310,14 @@ impl Cluster {
             );
         }
         let detached: Detached = Arc::new(AtomicBool::new(false));
+        let mut names = Vec::new();
+        for src in sources {
+            for (name, _) in parse_xml(&src.xml).map_err(|e| e.to_string())? {
+                names.push(name);
+            }
+        }
+        let distributors = feeding::start(data_dir, feeding, &names, &detached)?;
+        let nameserver = distributors.as_ref().map(|d| d.nameserver);
         let timers = || SchedTimers {
             keepalive: 120.0,
             sync_ms: 100,
@@ -349,6 +383,7 @@ impl Cluster {
                 stats_interval: 10.0,
                 block_seconds: 1800,
                 linkstore: Some(links),
+                nameserver,
                 timers: timers(),
                 admin_opts: admin_opts(),
             };
@@ -368,6 +403,7 @@ impl Cluster {
             linkstore: links,
             node_admins,
             nodes: nodes.max(1),
+            distributors,
             slots,
             mn_queued,
             detached,
@@ -385,6 +421,7 @@ impl Cluster {
         RunSummary {
             collections: summarize(&self.slots),
             elapsed: self.started.elapsed().as_secs_f64(),
+            feeding: self.distributors.is_some(),
         }
     }
 
@@ -442,7 +479,18 @@ impl Cluster {
         Ok(RunSummary {
             collections: summarize(slots),
             elapsed: started.elapsed().as_secs_f64() - opts.idle_seconds,
+            feeding: self.distributors.is_some(),
         })
+    }
+
+    /// Waits (at most `timeout`) until the content distributors acknowledged every document
+    /// the nodes made durable; the summary after it shows them indexed. `Err` says what is
+    /// missing. Nothing to wait for without distributors.
+    pub fn wait_fed(&self, timeout: Duration) -> Result<(), String> {
+        match self.distributors {
+            Some(_) => feeding::wait_fed(&self.slots, timeout),
+            None => Ok(()),
+        }
     }
 
     /// From now on a role that stops (its data directory removed, say) only logs it instead of
@@ -451,6 +499,10 @@ impl Cluster {
         self.detached.store(true, Ordering::Release);
     }
 }
+
+/// How long `up --until-idle` waits at the end for the distributors to acknowledge the
+/// documents fed.
+const FEED_WAIT: Duration = Duration::from_secs(60);
 
 /// Runs the cluster; with `--until-idle`, until every collection is crawled.
 pub fn run(args: &UpArgs) -> Result<(), String> {
@@ -518,7 +570,23 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         }
         web_server = Some(server);
     }
-    let mut cluster = Cluster::start(&data_dir, args.nodes, &sources)?;
+    let feeding = FeedingOptions {
+        distributors: args.distributors,
+        nameserver: args.nameserver,
+    };
+    let mut cluster = Cluster::start_with(&data_dir, args.nodes, &sources, &feeding)?;
+    if let (Some(d), false) = (&cluster.distributors, args.json) {
+        eprintln!(
+            "content distributors: name server {}, {} distributors{}",
+            d.nameserver,
+            d.nodes,
+            if d.started.is_empty() {
+                " (existing)".to_string()
+            } else {
+                format!(" at {:?}", d.started)
+            }
+        );
+    }
     if !args.json {
         let admins: Vec<String> = cluster.node_admins.iter().map(|a| a.to_string()).collect();
         eprintln!(
@@ -545,7 +613,7 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         );
         b
     };
-    let sum = cluster.watch(
+    let mut sum = cluster.watch(
         &WatchOptions {
             until_idle: args.until_idle,
             idle_seconds: args.idle_seconds,
@@ -553,14 +621,17 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         },
         &bar,
     )?;
+    let fed = cluster.wait_fed(FEED_WAIT);
+    sum.collections = summarize(&cluster.slots);
     sum.print(args.json);
+    fed?;
     if let Some(s) = web_server {
         s.stop();
     }
     Ok(())
 }
 
-fn print_summary(sum: &BTreeMap<String, Summary>, elapsed: f64, json: bool) {
+fn print_summary(sum: &BTreeMap<String, Summary>, elapsed: f64, feeding: bool, json: bool) {
     let row = |c: &CrawlCounters| {
         let dups = c.doc_skip.get("cs").copied().unwrap_or(0);
         (
@@ -588,9 +659,7 @@ fn print_summary(sum: &BTreeMap<String, Summary>, elapsed: f64, json: bool) {
                 .chain(s.counters.uri_skip.iter())
                 .map(|(k, v)| (k.to_string(), (*v).into()))
                 .collect();
-            cols.insert(
-                name.clone(),
-                serde_json::json!({
+            let mut col = serde_json::json!({
                     "pages_fetched": fetched,
                     "documents_stored": stored,
                     "duplicates": dups,
@@ -600,14 +669,19 @@ fn print_summary(sum: &BTreeMap<String, Summary>, elapsed: f64, json: bool) {
                     "bytes": s.counters.read_net,
                     "http_response": http,
                     "skip_codes": skips,
-                }),
-            );
+            });
+            if feeding {
+                col["documents_indexed"] = s.feed.acked.into();
+                col["feed_failed"] = s.feed.failed.into();
+                col["feed_pending"] = s.feed.pending.into();
+            }
+            cols.insert(name.clone(), col);
         }
         let total = |f: fn(&(u64, u64, u64, u64, u64)) -> u64| -> u64 {
             sum.values().map(|s| f(&row(&s.counters))).sum()
         };
         let fetched = total(|r| r.0);
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "pages_fetched": fetched,
             "documents_stored": total(|r| r.1),
             "duplicates": total(|r| r.2),
@@ -617,16 +691,38 @@ fn print_summary(sum: &BTreeMap<String, Summary>, elapsed: f64, json: bool) {
             "pages_per_second": if elapsed > 0.0 { (fetched as f64 / elapsed).round() } else { 0.0 },
             "collections": cols,
         });
+        if feeding {
+            v["documents_indexed"] = sum.values().map(|s| s.feed.acked).sum::<u64>().into();
+        }
         println!("{v}");
         return;
     }
+    let indexed = |s: &Summary| match feeding {
+        true => format!(" {:>10}", s.feed.acked),
+        false => String::new(),
+    };
     println!(
-        "{:<16} {:>10} {:>10} {:>10} {:>10} {:>8}",
-        "collection", "fetched", "stored", "duplicates", "skipped", "errors"
+        "{:<16} {:>10} {:>10}{} {:>10} {:>10} {:>8}",
+        "collection",
+        "fetched",
+        "stored",
+        if feeding { "    indexed" } else { "" },
+        "duplicates",
+        "skipped",
+        "errors"
     );
     for (name, s) in sum {
         let (fetched, stored, dups, skipped, errors) = row(&s.counters);
-        println!("{name:<16} {fetched:>10} {stored:>10} {dups:>10} {skipped:>10} {errors:>8}");
+        println!(
+            "{name:<16} {fetched:>10} {stored:>10}{} {dups:>10} {skipped:>10} {errors:>8}",
+            indexed(s)
+        );
+        if feeding && (s.feed.failed > 0 || s.feed.pending > 0) {
+            println!(
+                "  feeding: {} refused by the distributors, {} not acknowledged",
+                s.feed.failed, s.feed.pending
+            );
+        }
         let codes: Vec<String> = s
             .counters
             .doc_skip

@@ -10,7 +10,7 @@
 //! back and its records stay queued for the next sync).
 
 use std::fs::{self, File};
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use log::warn;
@@ -159,6 +159,9 @@ pub struct DocLog {
     w: LogWriter,
     first_seq: u64,
     next_seq: u64,
+    /// Every document numbered below this is durable (the log's next sequence number after
+    /// the last successful sync, or when it was opened).
+    durable_seq: u64,
     /// The payload of the document being fed.
     buf: Vec<u8>,
 }
@@ -255,6 +258,7 @@ impl DocLog {
             w,
             first_seq,
             next_seq,
+            durable_seq: next_seq,
             buf: Vec::new(),
         })
     }
@@ -262,6 +266,13 @@ impl DocLog {
     /// The sequence number the next document gets.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// Every document numbered below this is durable: what a reader may hand on to a peer
+    /// that must not see a document vanish (a document read before its sync can be lost in a
+    /// crash, and its sequence number given to another one).
+    pub fn durable_seq(&self) -> u64 {
+        self.durable_seq
     }
 
     /// The sequence number of the oldest document the log holds (or would hold).
@@ -335,7 +346,9 @@ impl FeedSink for DocLog {
     /// Writes and fdatasyncs every document fed so far. A failure leaves them queued, to be
     /// written again by the next sync.
     fn sync(&mut self) -> Result<(), FeedError> {
-        self.w.commit().map_err(log_err)
+        self.w.commit().map_err(log_err)?;
+        self.durable_seq = self.next_seq;
+        Ok(())
     }
 }
 
@@ -352,6 +365,7 @@ impl Drop for DocLog {
 /// reads the segments that existed when it was opened; a torn or half-written record at the end
 /// of the newest is the end, anywhere else it is [`FeedError::Corrupt`].
 pub struct DocLogReader {
+    dir: PathBuf,
     segments: Vec<(u64, PathBuf)>,
     /// Index of the segment after the current one.
     next_segment: usize,
@@ -384,6 +398,7 @@ impl DocLogReader {
             .rposition(|(first, _)| *first <= from)
             .unwrap_or(0);
         Ok(DocLogReader {
+            dir: dir.to_path_buf(),
             segments: segs,
             next_segment: start,
             cur: None,
@@ -392,6 +407,36 @@ impl DocLogReader {
             payload: Vec::new(),
             done: false,
         })
+    }
+
+    /// Goes on reading what the log's writer added since the reader came to its end: the
+    /// newest segment's records written since, and the segments created since. A record the
+    /// reader found half-written is read again from its start. For a reader that follows a
+    /// live log (the session sink), which reads only records it knows are complete.
+    pub fn follow(&mut self) -> Result<(), FeedError> {
+        let Some(cur) = &mut self.cur else {
+            // Nothing read yet: start again, seeing the segments there are now.
+            *self = DocLogReader::open_from(&self.dir, self.from)?;
+            return Ok(());
+        };
+        let mut segs = Vec::new();
+        for (_, path) in segments(&self.dir)? {
+            if let Some(first) = read_header(&path)? {
+                segs.push((first, path));
+            }
+        }
+        let len = fs::metadata(&cur.path).map_err(io_err(&cur.path))?.len();
+        cur.r
+            .seek(SeekFrom::Start(cur.offset))
+            .map_err(io_err(&cur.path))?;
+        // A writer cutting a failed write back can leave the file shorter for a moment.
+        cur.remaining = len.saturating_sub(cur.offset);
+        if let Some(i) = segs.iter().position(|(_, p)| *p == cur.path) {
+            self.next_segment = i + 1;
+            self.segments = segs;
+        }
+        self.done = false;
+        Ok(())
     }
 
     fn step(&mut self) -> Result<Option<(u64, FeedDoc)>, FeedError> {

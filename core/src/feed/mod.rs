@@ -2,8 +2,8 @@
 //! document (the "content-indexing process" of FSCMT 3.1.5.14-16). [`FeedSink`] is the interface;
 //! [`DocLog`] is the durable document log of a collection that implements it, [`DocLogReader`]
 //! reads it back, and [`Feeder`] holds documents while feeding is suspended
-//! (CMD_ADM_CONF_FEEDING_SUSPEND, FSCMT 2.2.3.7 and 3.1.5.6). A later sink feeds content
-//! distributor sessions through the same trait.
+//! (CMD_ADM_CONF_FEEDING_SUSPEND, FSCMT 2.2.3.7 and 3.1.5.6). [`session`] holds what the node's
+//! session sink needs to feed the log's durable documents into content distributor sessions.
 //!
 //! ```
 //! use crawlfleet_core::feed::{DocLog, DocLogReader, FeedDoc, FeedOp, FeedSink};
@@ -29,6 +29,7 @@
 
 mod held;
 mod log;
+pub mod session;
 
 use std::fmt;
 use std::io;

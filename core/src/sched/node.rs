@@ -602,6 +602,14 @@ impl NodeScheduler {
             .map(|c| (c.queue.len(), c.quarantine_queue.len()))
     }
 
+    /// The sequence number of a collection's document log below which every document is
+    /// durable (synced by [`NodeScheduler::sync`]): what a session sink may send on.
+    pub fn feed_durable(&self, name: &[u8]) -> Option<u64> {
+        self.collections
+            .get(name)
+            .map(|c| c.feeding.feeder.log().durable_seq())
+    }
+
     /// Feeding state of a collection: (all suspended, destinations suspended).
     pub fn feeding(&self, name: &[u8]) -> Option<(bool, Vec<Vec<u8>>)> {
         self.collections.get(name).map(|c| {
