@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 
 use crate::util::{hex, temp_dir, Role};
 
-const COLLECTION: &str = "synthweb";
+const COLLECTION: &str = "synthetic";
 const NODES: usize = 2;
 
 fn bin() -> Command {
@@ -82,7 +82,7 @@ fn merged_index(dirs: &[PathBuf]) -> BTreeMap<String, String> {
 /// documents left out).
 fn fed_documents(up_dir: &Path) -> BTreeMap<String, String> {
     let mut latest: BTreeMap<String, (u64, u64, Option<String>)> = BTreeMap::new();
-    for i in 0..NODES {
+    for i in 1..=NODES {
         let dir =
             collection_dir(&up_dir.join(format!("node{i}")), COLLECTION.as_bytes()).join(DOCS_DIR);
         let Ok(reader) = DocLogReader::open(&dir) else {
@@ -112,20 +112,13 @@ fn fed_documents(up_dir: &Path) -> BTreeMap<String, String> {
 
 fn up(ns: &str, data: &Path, until_idle: bool) -> Child {
     let mut cmd = bin();
-    cmd.args([
-        "up",
-        "--synthetic-web",
-        "--web",
-        "6:150",
-        "--web-delay",
-        "0.02",
-    ])
-    .args(["--nodes", &NODES.to_string(), "--nameserver", ns, "--json"])
-    .args(["--no-progress", "--timeout", "150"])
-    .arg("--data-dir")
-    .arg(data)
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    cmd.args(["up", "--synthetic-web", "6:300", "--web-delay", "0.02"])
+        .args(["--nodes", &NODES.to_string(), "--nameserver", ns, "--json"])
+        .args(["--no-progress", "--timeout", "150"])
+        .arg("--data-dir")
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     if until_idle {
         cmd.arg("--until-idle");
     }
