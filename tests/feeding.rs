@@ -452,3 +452,60 @@ fn a_full_disk_fails_ops_as_disk_full_and_feeding_resumes_when_room_returns() {
         assert_eq!(records.get(seq), Some(&1), "op {seq}: {records:?}");
     }
 }
+
+#[test]
+fn add_collection_from_the_command_line_by_address_or_node_id() {
+    let dir = temp_dir("feed-addcoll");
+    let ns = nameserver(&dir.path().join("ns"));
+    let d = distributor(&ns, &dir.path().join("d1"), "127.0.0.1:0");
+    settle(&ns, &[1].into());
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args(["distributor", "add-collection"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    run(&["--distributor", &d.addr().to_string(), "news"]);
+    run(&[
+        "--nameserver",
+        &ns.addr().to_string(),
+        "--node-id",
+        "1",
+        "blogs",
+    ]);
+    let s = status(&ns);
+    assert_eq!(
+        s["distributors"][0]["collections"],
+        json!(["blogs", "news", "web"]),
+        "{s}"
+    );
+    assert_eq!(
+        s["distributors"][0]["indexed"],
+        json!({"blogs": 0, "news": 0, "web": 0})
+    );
+    // A session of the new collection feeds into its own index.
+    let args = json!({"collection": "news", "guarantees": guarantees(&[]), "priority": 0,
+                      "external_client": true});
+    let r = peer(
+        d.addr(),
+        &[json!({"object": SF, "method": "create", "id": 1, "args": args})],
+    );
+    let aor = &r[0]["result"];
+    assert_eq!(aor["port"], d.addr().port() + 1, "{aor}");
+    let op = Op {
+        seq: 1,
+        op: "add",
+        doc: "http://news.test/".into(),
+        time: 1,
+    };
+    feed_all(
+        addr_of(aor),
+        aor["object_id"].as_str().unwrap(),
+        &[vec![op]],
+        1,
+    );
+    let s = status(&ns);
+    assert_eq!(s["distributors"][0]["indexed"]["news"], 1, "{s}");
+}
