@@ -101,6 +101,17 @@ pub(crate) fn busy(job: Job, shared: &Mutex<Shared>) -> (ConnId, Vec<u8>) {
     (job.conn, out)
 }
 
+/// Opens the index of `collection`: the one place an index is opened (at the start, or on the
+/// first op of a collection added while running), where an [`ApplyHook`] is set on it.
+///
+/// [`ApplyHook`]: crawlfleet_core::distributor::index::ApplyHook
+fn open_index(
+    data_dir: &std::path::Path,
+    collection: &str,
+) -> Result<(Index, crawlfleet_core::recordlog::Recovered), LogError> {
+    Index::open(data_dir, collection)
+}
+
 /// Opens the index of every collection in `collections`, before anything is served.
 pub(crate) fn open_all(
     data_dir: &std::path::Path,
@@ -108,7 +119,7 @@ pub(crate) fn open_all(
 ) -> Result<BTreeMap<String, Index>, String> {
     let mut out = BTreeMap::new();
     for c in collections {
-        let (ix, rec) = Index::open(data_dir, c).map_err(|e| e.to_string())?;
+        let (ix, rec) = open_index(data_dir, c).map_err(|e| e.to_string())?;
         info!(
             "index of {c:?}: {} records, {} live documents{}",
             rec.records,
@@ -283,7 +294,7 @@ impl Feeder {
     /// The index of a held collection, opened on first use (a collection added while running).
     fn index(&mut self, collection: &str) -> Result<&mut Index, String> {
         if !self.indexes.contains_key(collection) {
-            let (ix, _) = Index::open(&self.data_dir, collection)
+            let (ix, _) = open_index(&self.data_dir, collection)
                 .map_err(|e| format!("unavailable: cannot open the index: {e}"))?;
             self.indexes.insert(collection.to_owned(), ix);
         }
