@@ -4,7 +4,8 @@
 //! SIGKILLed mid-feed (the sink recreates the session through the new master and sends again
 //! everything after its cursor) or when the node itself is SIGKILLed and restarted (it goes on
 //! from its cursor). `crawlfleet up` with its default distributors ends with every stored
-//! document indexed.
+//! document indexed, and so does `up --nameserver` with the distributors of an existing name
+//! server, to which it adds the crawl's collections.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};
@@ -265,4 +266,74 @@ fn up_with_its_distributors_indexes_every_stored_document() {
     let (idx, listed) = index("synthetic", &[&d1, &d2]);
     assert_eq!(listed, idx.len(), "each document listed once");
     assert_eq!(idx.len() as u64, stored, "{v}");
+}
+
+#[test]
+fn up_feeds_the_distributors_of_an_existing_name_server_adding_its_collections() {
+    let dir = temp_dir("up-nameserver");
+    let ns = Role::start(&[
+        "nameserver",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.path().join("ns").to_str().unwrap(),
+    ]);
+    // Distributors holding no collection: up adds the crawl's (add_collection).
+    let dirs: Vec<PathBuf> = (1..=2).map(|i| dir.path().join(format!("d{i}"))).collect();
+    let _dists: Vec<Role> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            Role::start(&[
+                "distributor",
+                "--nameserver",
+                &ns.addr().to_string(),
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+                d.to_str().unwrap(),
+                "--node-id",
+                &(i + 1).to_string(),
+                "--check-interval-ms",
+                "100",
+            ])
+        })
+        .collect();
+    wait_until("a master is elected", || {
+        Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args([
+                "distributors",
+                "--json",
+                "--nameserver",
+                &ns.addr().to_string(),
+            ])
+            .output()
+            .ok()
+            .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+            .is_some_and(|v| v["registered"].as_array().is_some_and(|r| r.len() == 2))
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+        .args(["up", "--synthetic-web", "2:30", "--web-base", "127.88.0.1"])
+        .args(["--nameserver", &ns.addr().to_string()])
+        .arg("--data-dir")
+        .arg(dir.path().join("up"))
+        .args(["--until-idle", "--json", "--timeout", "240"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("crawlfleet up runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let stored = v["collections"]["synthetic"]["documents_stored"]
+        .as_u64()
+        .unwrap();
+    assert!(stored > 0, "{v}");
+    assert_eq!(v["documents_indexed"].as_u64(), Some(stored), "{v}");
+    let all: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let (idx, listed) = index("synthetic", &all);
+    assert_eq!((idx.len() as u64, listed as u64), (stored, stored), "{v}");
 }

@@ -320,12 +320,15 @@ impl Sink {
         c.fed += fed;
         match r {
             Ok(None) => false,
-            Ok(Some((acked, failed))) => {
+            Ok(Some((acked, failed, retry))) => {
                 c.acked += acked;
                 c.failed += failed;
-                dest.retry_at = None;
-                dest.backoff = BACKOFF_MIN;
-                true
+                // A transient failure keeps the backoff the step set.
+                if !retry {
+                    dest.retry_at = None;
+                    dest.backoff = BACKOFF_MIN;
+                }
+                !retry
             }
             Err(t) => {
                 drop(counters);
@@ -338,14 +341,15 @@ impl Sink {
 
 impl Dest {
     /// Fills the batch with durable documents after the cursor, sends it and settles the
-    /// answer: `Ok(None)` when there was nothing to send, else (acknowledged, refused).
+    /// answer: `Ok(None)` when there was nothing to send, else (acknowledged, refused, some to
+    /// send again after the backoff).
     fn step(
         &mut self,
         name: &str,
         view: &CollectionView,
         nameserver: SocketAddr,
         fed: &mut u64,
-    ) -> Result<Option<(u64, u64)>, Trouble> {
+    ) -> Result<Option<(u64, u64, bool)>, Trouble> {
         self.fill(view, fed).map_err(Trouble::Local)?;
         if self.batch.is_empty() {
             return Ok(None);
@@ -376,6 +380,7 @@ impl Dest {
             );
         }
         self.cursor.advance(settled.next).map_err(Trouble::Local)?;
+        let retry = settled.retry.is_some();
         if let Some(why) = settled.retry {
             // The settled ones count; the rest goes again after a backoff.
             self.retry_at = Some(Instant::now() + self.backoff);
@@ -387,7 +392,7 @@ impl Dest {
                 self.batch.len()
             );
         }
-        Ok(Some((settled.acked, settled.failed)))
+        Ok(Some((settled.acked, settled.failed, retry)))
     }
 
     /// Adds durable documents after the batch to it, up to its limits.
