@@ -278,6 +278,7 @@ impl Sink {
             match FeedCursor::open(&view.dir, &d.name) {
                 Ok(cursor) => {
                     let start = cursor.next();
+                    let session_id = cursor.session();
                     self.dests.insert(
                         key.clone(),
                         Dest {
@@ -287,7 +288,7 @@ impl Sink {
                             batch_end: start,
                             reader: None,
                             peek: None,
-                            session_id: None,
+                            session_id,
                             session: None,
                             counted: start,
                             retry_at: None,
@@ -480,6 +481,10 @@ impl Dest {
             self.dest.collection, proxy.host, proxy.port
         );
         self.session_id = Some(id);
+        if let Err(e) = self.cursor.set_session(id) {
+            // Only a restart's recreate needs it: the next restart opens a new session.
+            warn_limited!("sessionsink-cursor", "keeping session {id}: {e}");
+        }
         Ok(Session {
             id,
             object: proxy.object_id,

@@ -89,6 +89,9 @@ pub fn destinations(name: &str, dict: &Value<'_>) -> Vec<Destination> {
 pub struct FeedCursor {
     path: PathBuf,
     next: u64,
+    /// The session this destination feeds through, kept so that a restarted node recreates
+    /// it (MS-FSCDFT 3.6) instead of leaving it behind on a distributor.
+    session: Option<i64>,
 }
 
 impl FeedCursor {
@@ -103,12 +106,27 @@ impl FeedCursor {
     /// Reads the cursor of `dest` (0, the log's start, when there is none yet).
     pub fn open(collection_dir: &Path, dest: &str) -> Result<FeedCursor, FeedError> {
         let path = Self::path(collection_dir, dest);
-        let next = match fs::read(&path) {
+        // The sequence number and a check word, or (since sessions are kept) the sequence
+        // number, the session id and a check word over both.
+        let (next, session) = match fs::read(&path) {
             Ok(bytes) => {
                 let mut c = Cur(&bytes);
-                match (c.u64(), c.u32()) {
-                    (Some(n), Some(ck)) if c.is_empty() && check(&bytes[..8]) == ck => n,
-                    _ => {
+                let parsed = match bytes.len() {
+                    12 => match (c.u64(), c.u32()) {
+                        (Some(n), Some(ck)) if check(&bytes[..8]) == ck => Some((n, None)),
+                        _ => None,
+                    },
+                    20 => match (c.u64(), c.u64(), c.u32()) {
+                        (Some(n), Some(id), Some(ck)) if check(&bytes[..16]) == ck => {
+                            Some((n, Some(id as i64)))
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                match parsed {
+                    Some(p) => p,
+                    None => {
                         return Err(FeedError::Corrupt {
                             path,
                             offset: 0,
@@ -117,10 +135,14 @@ impl FeedCursor {
                     }
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0, None),
             Err(e) => return Err(io_err(&path)(e)),
         };
-        Ok(FeedCursor { path, next })
+        Ok(FeedCursor {
+            path,
+            next,
+            session,
+        })
     }
 
     /// The first sequence number not acknowledged.
@@ -128,21 +150,42 @@ impl FeedCursor {
         self.next
     }
 
+    /// The session id kept with the cursor, if any.
+    pub fn session(&self) -> Option<i64> {
+        self.session
+    }
+
     /// Moves the cursor to `next` (never back), durably: a crash leaves the old or the new one.
     pub fn advance(&mut self, next: u64) -> Result<(), FeedError> {
         if next <= self.next {
             return Ok(());
         }
+        self.write(next, self.session)
+    }
+
+    /// Keeps `id` as the destination's session, durably.
+    pub fn set_session(&mut self, id: i64) -> Result<(), FeedError> {
+        if self.session == Some(id) {
+            return Ok(());
+        }
+        self.write(self.next, Some(id))
+    }
+
+    fn write(&mut self, next: u64, session: Option<i64>) -> Result<(), FeedError> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         if !dir.exists() {
             fs::create_dir_all(dir).map_err(io_err(dir))?;
             crate::recordlog::sync_parent(dir).map_err(io_err(dir))?;
         }
         let mut bytes = next.to_le_bytes().to_vec();
+        if let Some(id) = session {
+            bytes.extend_from_slice(&(id as u64).to_le_bytes());
+        }
         let ck = check(&bytes);
         bytes.extend_from_slice(&ck.to_le_bytes());
         write_atomic(&self.path, &bytes).map_err(io_err(&self.path))?;
         self.next = next;
+        self.session = session;
         Ok(())
     }
 }

@@ -85,6 +85,35 @@ fn a_collection_feeds_its_own_name_unless_its_configuration_names_destinations()
 }
 
 #[test]
+fn the_cursor_keeps_its_session_for_a_restart_and_reads_a_cursor_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = FeedCursor::open(dir.path(), "default").unwrap();
+    c.advance(9).unwrap();
+    assert_eq!(c.session(), None);
+    // A cursor written before sessions were kept: 12 bytes, read as it was.
+    let again = FeedCursor::open(dir.path(), "default").unwrap();
+    assert_eq!((again.next(), again.session()), (9, None));
+    c.set_session(65_537).unwrap();
+    c.advance(20).unwrap();
+    let again = FeedCursor::open(dir.path(), "default").unwrap();
+    assert_eq!((again.next(), again.session()), (20, Some(65_537)));
+    // Damage to the session id is refused like damage to the sequence number.
+    let file = std::fs::read_dir(dir.path().join(CURSORS_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    assert_eq!(bytes.len(), 20);
+    bytes[10] ^= 1;
+    std::fs::write(&file, &bytes).unwrap();
+    assert!(matches!(
+        FeedCursor::open(dir.path(), "default"),
+        Err(FeedError::Corrupt { .. })
+    ));
+}
+
+#[test]
 fn the_cursor_survives_a_reopen_never_goes_back_and_refuses_damage() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = FeedCursor::open(dir.path(), "default").unwrap();
