@@ -9,6 +9,7 @@
 //! distributor's methods: docs/distributor.md), `object` naming the served object.
 
 pub mod election;
+pub mod fulltext;
 pub mod ids;
 pub mod wire;
 
