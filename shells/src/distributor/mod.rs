@@ -15,6 +15,7 @@
 //! type) is answered with the exception, logged (rate-limited) and its connection closed; the
 //! loop keeps the port limits every role keeps.
 
+pub mod admin;
 pub mod status;
 mod worker;
 
@@ -128,6 +129,16 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
         "crawlfleet distributor {} listening on {}",
         args.node_id, spawned.local_addrs[0]
     ));
+    let readers = admin::Readers::default();
+    if let Some(addr) = args.admin {
+        let shared = Arc::clone(&shared);
+        let dir = args.data_dir.clone();
+        let at = admin::start(addr, args.admin_max_body, shared, readers.clone(), dir)?;
+        crate::announce(format_args!(
+            "crawlfleet distributor {} admin on http://{at}/RPC2",
+            args.node_id
+        ));
+    }
     let stopped = |_| "the event loop stopped".to_string();
     while let Ok(event) = spawned.events.recv() {
         match event {
