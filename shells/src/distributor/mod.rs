@@ -15,7 +15,7 @@
 //! type) is answered with the exception, logged (rate-limited) and its connection closed; the
 //! loop keeps the port limits every role keeps.
 
-pub mod admin;
+pub mod xmlrpc;
 pub mod status;
 mod worker;
 
@@ -129,11 +129,11 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
         "crawlfleet distributor {} listening on {}",
         args.node_id, spawned.local_addrs[0]
     ));
-    let readers = admin::Readers::default();
+    let readers = xmlrpc::Readers::default();
     if let Some(addr) = args.admin {
         let shared = Arc::clone(&shared);
         let dir = args.data_dir.clone();
-        let at = admin::start(addr, args.admin_max_body, shared, readers.clone(), dir)?;
+        let at = xmlrpc::start(addr, args.admin_max_body, shared, readers.clone(), dir)?;
         crate::announce(format_args!(
             "crawlfleet distributor {} admin on http://{at}/RPC2",
             args.node_id
