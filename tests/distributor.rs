@@ -14,7 +14,7 @@ use crate::util::{python3, temp_dir, wait_until, Role};
 const PEER: &str = include_str!("nameserver_peer.py");
 const CHECKSUM: i64 = -1_479_218_033;
 
-fn nameserver(dir: &std::path::Path) -> Role {
+pub(crate) fn nameserver(dir: &std::path::Path) -> Role {
     Role::start(&[
         "nameserver",
         "--listen",
@@ -27,7 +27,7 @@ fn nameserver(dir: &std::path::Path) -> Role {
 /// A distributor holding the collection `web`, checking every 100 ms. A dead peer shows as a
 /// refused connection on loopback; the generous call timeout keeps a busy machine from
 /// dropping a live one.
-fn distributor(ns: &Role, dir: &std::path::Path, node: i64) -> Role {
+pub(crate) fn distributor(ns: &Role, dir: &std::path::Path, node: i64) -> Role {
     Role::start(&[
         "distributor",
         "--nameserver",
@@ -47,7 +47,7 @@ fn distributor(ns: &Role, dir: &std::path::Path, node: i64) -> Role {
     ])
 }
 
-fn crawlfleet_json(args: &[&str]) -> Json {
+pub(crate) fn crawlfleet_json(args: &[&str]) -> Json {
     let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
         .args(args)
         .output()
@@ -57,7 +57,7 @@ fn crawlfleet_json(args: &[&str]) -> Json {
 }
 
 /// `crawlfleet distributors --json`.
-fn status(ns: &Role) -> Json {
+pub(crate) fn status(ns: &Role) -> Json {
     crawlfleet_json(&[
         "distributors",
         "--json",
@@ -106,7 +106,7 @@ fn settled(ns: &Role, registered: &BTreeSet<i64>) -> Option<i64> {
     (listed == *registered && roles_ok).then_some(node)
 }
 
-fn settle(ns: &Role, registered: &BTreeSet<i64>) -> i64 {
+pub(crate) fn settle(ns: &Role, registered: &BTreeSet<i64>) -> i64 {
     let mut master = None;
     wait_until(&format!("one master, {registered:?} registered"), || {
         master = settled(ns, registered);
@@ -210,7 +210,7 @@ fn two_distributors_started_together_against_a_dead_master_end_with_one_master()
     );
 }
 
-fn guarantees(items: &[Json]) -> Json {
+pub(crate) fn guarantees(items: &[Json]) -> Json {
     json!({"type": 9, "checksum": CHECKSUM, "guarantees": items})
 }
 

@@ -12,6 +12,7 @@ mod disk_full_node;
 mod distributor;
 mod docs_cli;
 mod dupserver;
+mod feeding;
 mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;

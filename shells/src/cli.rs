@@ -68,6 +68,10 @@ pub enum Command {
     /// Print the master distributor, the registered dispatcher nodes, and per distributor its
     /// sessions and load.
     Distributors(DistributorsArgs),
+    /// List the live documents of a content collection's index in one or more distributors'
+    /// data directories (merged by document id, latest version first): URI, time, seq, MD5 in
+    /// hex, HTTP status, body size.
+    Index(IndexArgs),
     /// Search the documents fed to content distributors: ranked URIs with snippets, from the
     /// full-text index of a collection in each --data-dir (read-only: works beside a running
     /// distributor), merged by score, each URI once.
@@ -93,12 +97,16 @@ pub struct SearchArgs {
     pub limit: usize,
 }
 
-/// Arguments of `crawlfleet distributor`.
+/// Arguments of `crawlfleet distributor`: the distributor's flags, or a client command.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct DistributorArgs {
+    /// A client command instead of the distributor.
+    #[command(subcommand)]
+    pub command: Option<DistributorCommand>,
     /// The name server's address.
-    #[arg(long)]
-    pub nameserver: SocketAddr,
+    #[arg(long, required = true)]
+    pub nameserver: Option<SocketAddr>,
     /// HOST:BASEPORT: the objects are served on the base port + 390 (MS-FSCDFT 3.1.3). Base
     /// port 0 picks a free port for base + 390 (printed on standard output) and the base
     /// follows from it.
@@ -111,11 +119,11 @@ pub struct DistributorArgs {
     #[arg(long)]
     pub host: Option<String>,
     /// Directory of the distributor's state (created if missing; locked while it runs).
-    #[arg(long)]
-    pub data_dir: PathBuf,
+    #[arg(long, required = true)]
+    pub data_dir: Option<PathBuf>,
     /// This distributor's node id (MS-FSCDFT 3.5.1), unique in the cluster: 0-65535.
-    #[arg(long, value_parser = clap::value_parser!(i64).range(0..=65535))]
-    pub node_id: i64,
+    #[arg(long, required = true, value_parser = clap::value_parser!(i64).range(0..=65535))]
+    pub node_id: Option<i64>,
     /// A content collection this distributor holds (repeatable; kept in the data dir).
     #[arg(long = "collection")]
     pub collections: Vec<String>,
@@ -133,6 +141,51 @@ pub struct DistributorArgs {
     /// Largest administrative request body, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     pub admin_max_body: usize,
+}
+
+/// The client commands of `crawlfleet distributor`.
+#[derive(Debug, Subcommand)]
+pub enum DistributorCommand {
+    /// Make a distributor hold a content collection (its `add_collection`, kept on its disk
+    /// before the answer; docs/distributor.md). Name the distributor by its address, or by its
+    /// node id through the name server.
+    AddCollection {
+        /// The distributor's address (base port + 390).
+        #[arg(
+            long,
+            required_unless_present = "nameserver",
+            conflicts_with = "nameserver"
+        )]
+        distributor: Option<SocketAddr>,
+        /// Resolve the distributor's dispatcher_node at this name server (with --node-id).
+        #[arg(long, requires = "node_id")]
+        nameserver: Option<SocketAddr>,
+        /// The distributor's node id (with --nameserver).
+        #[arg(long)]
+        node_id: Option<i64>,
+        /// Seconds to wait for each connection and answer.
+        #[arg(long, default_value_t = 10.0)]
+        timeout: f64,
+        /// The content collection.
+        name: String,
+    },
+}
+
+/// Arguments of `crawlfleet index`.
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// A distributor's data directory (repeatable: the indexes are merged by document id, the
+    /// latest version winning). Read without the distributor's lock, while it runs.
+    #[arg(long = "data-dir", required = true)]
+    pub data_dirs: Vec<PathBuf>,
+    /// The content collection.
+    pub collection: String,
+    /// Show this document only, with its headers.
+    #[arg(long)]
+    pub uri: Option<String>,
+    /// JSON instead of text: an array of documents (with --uri: one object, or null).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `crawlfleet distributors`.

@@ -138,6 +138,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Distributor(args) => distributor::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Distributors(args) => distributor::status::run(&args),
         cli::Command::Search(args) => search::run(&args),
+        cli::Command::Index(args) => distributor::index::run(&args),
     };
     match result {
         Ok(code) => code,

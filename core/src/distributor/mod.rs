@@ -9,8 +9,11 @@
 //! distributor's methods: docs/distributor.md), `object` naming the served object.
 
 pub mod election;
+pub mod feed;
 pub mod fulltext;
 pub mod ids;
+pub mod index;
+pub mod sessions;
 pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,6 +25,8 @@ use crate::marshal::Value;
 use crate::nameserver::{Aor, Exception, Raised, MAX_FIELD_LEN};
 use crate::recordlog::{self, Cur};
 
+pub use feed::{Feed, OpResult};
+use sessions::SessionLog;
 pub use wire::{Guarantee, GuaranteeSet, Handled, MasterCall, Serving, SessionSpec};
 
 /// The name session_factory and master_dispatcher are bound under (MS-FSCDFT 3.1.3, 3.3.3).
@@ -34,6 +39,10 @@ pub const MASTER_DISPATCHER: (&str, &str) = ("processing::master_dispatcher", "5
 pub const DISPATCHER_NODE: (&str, &str) = ("processing::dispatcher_node", "5.1");
 /// The session proxies dispatcher_node returns (MS-FSCF, not among our specs: ours).
 pub const SESSION: (&str, &str) = ("processing::session", "5.1");
+
+/// Another object id of a distributor's dispatcher_node, for a client that knows the
+/// distributor's address but not its node id (`crawlfleet distributor add-collection`).
+pub const NODE_ALIAS: &str = "dispatcher_node";
 
 /// Offset from the base port of the served objects and of sessions (MS-FSCDFT 3.1.3, 3.5.4.1).
 pub const PORT_OFFSET: u16 = 390;
@@ -85,7 +94,9 @@ pub struct DispatcherNode {
     collections: BTreeSet<String>,
     sessions: BTreeMap<i64, Session>,
     load: i64,
+    indexed: BTreeMap<String, u64>,
     file: Option<PathBuf>,
+    session_log: Option<SessionLog>,
 }
 
 impl DispatcherNode {
@@ -98,7 +109,9 @@ impl DispatcherNode {
             collections: collections.iter().cloned().collect(),
             sessions: BTreeMap::new(),
             load: 0,
+            indexed: BTreeMap::new(),
             file: None,
+            session_log: None,
         }
     }
 
@@ -140,6 +153,9 @@ impl DispatcherNode {
         if node.collections.len() != before {
             node.persist()?;
         }
+        let (log, held) = SessionLog::open(dir, base_port).map_err(io::Error::other)?;
+        node.sessions = held;
+        node.session_log = Some(log);
         Ok(node)
     }
 
@@ -161,6 +177,36 @@ impl DispatcherNode {
     /// The load state.
     pub fn load(&self) -> i64 {
         self.load
+    }
+
+    /// The session held under `id`.
+    pub fn session(&self, id: i64) -> Option<&Session> {
+        self.sessions.get(&id)
+    }
+
+    /// True when this node holds the content collection.
+    pub fn holds(&self, collection: &str) -> bool {
+        self.collections.contains(collection)
+    }
+
+    /// `n` ops received: the load counts them until they are acknowledged (3.5.4.7).
+    pub fn add_load(&mut self, n: i64) {
+        self.load += n;
+    }
+
+    /// `n` ops acknowledged (answered ok or failed).
+    pub fn ops_done(&mut self, n: i64) {
+        self.load = (self.load - n).max(0);
+    }
+
+    /// The live documents in `collection`'s index, for get_status.
+    pub fn set_indexed(&mut self, collection: &str, live: u64) {
+        match self.indexed.get_mut(collection) {
+            Some(n) => *n = live,
+            None => {
+                self.indexed.insert(collection.to_owned(), live);
+            }
+        }
     }
 
     /// The reference of this node's object `interface` on base port + 390.
@@ -226,7 +272,9 @@ impl DispatcherNode {
     /// `destroy_session(id)` (MS-FSCDFT 3.5.4.4): removes the session; an unknown id is no
     /// error (no exceptions beyond the middleware's).
     pub fn on_destroy_session(&mut self, id: i64) -> Value<'static> {
-        self.sessions.remove(&id);
+        if self.sessions.remove(&id).is_some() {
+            self.forget(&[id]);
+        }
         Value::None
     }
 
@@ -241,6 +289,9 @@ impl DispatcherNode {
             .collect();
         for id in &ids {
             self.sessions.remove(id);
+        }
+        if !ids.is_empty() {
+            self.forget(&ids);
         }
         Value::List(ids.into_iter().map(Value::int).collect())
     }
@@ -303,6 +354,18 @@ impl DispatcherNode {
             ),
             (k("sessions"), Value::List(sessions)),
             (k("load"), Value::int(self.load)),
+            (
+                k("indexed"),
+                Value::Dict(
+                    self.collections
+                        .iter()
+                        .map(|c| {
+                            let n = self.indexed.get(c).copied().unwrap_or(0);
+                            (s(c), Value::int(n as i64))
+                        })
+                        .collect(),
+                ),
+            ),
         ])
     }
 
@@ -338,8 +401,26 @@ impl DispatcherNode {
             });
         }
         let aor = self.session_aor(&s);
+        if self.sessions.get(&s.id) != Some(&s) {
+            if let Some(log) = &mut self.session_log {
+                log.keep(&s).map_err(|e| Raised {
+                    exception: Exception::UnsupportedGuaranteeSet,
+                    what: format!("cannot create the feeding session: {e}"),
+                })?;
+            }
+        }
         self.sessions.insert(s.id, s);
         Ok(aor.to_value())
+    }
+
+    /// Drops `ids` from the holder on disk; a failure is logged (destroy_session and
+    /// remove_sessions raise nothing, 3.5.4.4-5): the sessions come back after a restart.
+    fn forget(&mut self, ids: &[i64]) {
+        if let Some(log) = &mut self.session_log {
+            if let Err(e) = log.drop_ids(ids, &self.sessions) {
+                log::error!("cannot drop sessions {ids:?} from the holder on disk: {e}");
+            }
+        }
     }
 
     fn persist(&self) -> io::Result<()> {

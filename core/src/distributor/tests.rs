@@ -471,6 +471,7 @@ fn answer(n: &mut DispatcherNode, body: &[u8]) -> (Result<Value<'static>, Except
     match n.handle_frame(body, &Limits::default(), Serving::default(), "backup") {
         Handled::Answer(a) => (a.reply.outcome.map_err(|r| r.exception), a.close.is_some()),
         Handled::Forward { call, .. } => panic!("forwarded {call:?}"),
+        Handled::Feed(f) => panic!("fed {f:?}"),
     }
 }
 

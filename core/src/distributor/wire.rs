@@ -11,9 +11,24 @@ use crate::frame;
 use crate::marshal::{dict_get, Limits, Value};
 use crate::nameserver::{Answer, Aor, Exception, Raised, Reply, MAX_FIELD_LEN};
 
+use super::feed::{self, Feed, MAX_SESSION_REQUEST};
 use super::{
-    object_id, DispatcherNode, Outcome, DISPATCHER_NODE, MASTER_DISPATCHER, SESSION_FACTORY,
+    object_id, DispatcherNode, Outcome, DISPATCHER_NODE, MASTER_DISPATCHER, NODE_ALIAS,
+    SESSION_FACTORY,
 };
+
+/// Largest body of a request to any object but a session (a few short strings and a
+/// guarantee_set); a session's may reach [`MAX_SESSION_REQUEST`].
+pub const MAX_REQUEST: usize = 64 << 10;
+
+/// The limits a distributor's frames are cut and decoded with: a session's request is the
+/// largest; [`DispatcherNode::handle_frame`] holds the others to [`MAX_REQUEST`].
+pub fn frame_limits() -> Limits {
+    Limits {
+        max_size: MAX_SESSION_REQUEST,
+        ..Limits::default()
+    }
+}
 
 /// The Cheetah checksum of every entity of MS-FSCDFT 2.2.
 pub const CHEETAH_CHECKSUM: i64 = -1_479_218_033;
@@ -190,6 +205,8 @@ pub enum Handled {
         /// The call.
         call: MasterCall,
     },
+    /// Apply a `feed` request to the index, and reply when its ops are durable.
+    Feed(Feed),
 }
 
 /// Which of the master's objects this node serves now (MS-FSCDFT 3: only the master activates
@@ -235,9 +252,24 @@ impl DispatcherNode {
             Err(why) => return closing(id, Exception::BadRequest, why),
         };
         let node = self.node_id();
+        if let Some(session) = feed::session_of(&object, node) {
+            return self.handle_session(id, session, &object, &method, top.req("args"));
+        }
+        if body.len() > MAX_REQUEST {
+            return closing(
+                Some(id),
+                Exception::BadRequest,
+                format!(
+                    "a request of {} bytes to {object:?}: over the limit of {MAX_REQUEST}",
+                    body.len()
+                ),
+            );
+        }
         let which = [SESSION_FACTORY, MASTER_DISPATCHER, DISPATCHER_NODE]
             .into_iter()
-            .find(|i| object_id(node, *i) == object);
+            .find(|i| {
+                object_id(node, *i) == object || (*i == DISPATCHER_NODE && object == NODE_ALIAS)
+            });
         let served = match which {
             Some(i) if i == SESSION_FACTORY => serving.session_factory,
             Some(i) if i == MASTER_DISPATCHER => serving.master_dispatcher,
@@ -290,6 +322,60 @@ impl DispatcherNode {
                 close: None,
             }),
             Err(why) => closing(Some(id), Exception::BadRequest, why),
+        }
+    }
+
+    /// A request to session `session` (docs/distributor.md "Feeding sessions"): `feed`,
+    /// `close`, `__ping`. An id this node does not hold is an unknown object.
+    fn handle_session(
+        &mut self,
+        id: i64,
+        session: Result<i64, ()>,
+        object: &str,
+        method: &str,
+        args: Result<&Value<'_>, String>,
+    ) -> Handled {
+        let held = session.ok().filter(|s| self.session(*s).is_some());
+        let Some(session) = held else {
+            return closing(
+                Some(id),
+                Exception::UnknownObject,
+                format!("no session {object:?} is held here"),
+            );
+        };
+        let answer = |outcome| {
+            Handled::Answer(Answer {
+                reply: Reply {
+                    id: Some(id),
+                    outcome,
+                },
+                close: None,
+            })
+        };
+        match method {
+            "__ping" => answer(Ok(Value::Bool(true))),
+            "close" => answer(Ok(self.on_destroy_session(session))),
+            "feed" => match args.and_then(feed::read_ops) {
+                Ok(ops) => {
+                    let collection = self
+                        .session(session)
+                        .map(|s| s.collection.clone())
+                        .unwrap_or_default();
+                    self.add_load(ops.len() as i64);
+                    Handled::Feed(Feed {
+                        id,
+                        session,
+                        collection,
+                        ops,
+                    })
+                }
+                Err(why) => closing(Some(id), Exception::BadRequest, why),
+            },
+            _ => closing(
+                Some(id),
+                Exception::UnknownMethod,
+                format!("processing::session has no method {method:?}"),
+            ),
         }
     }
 

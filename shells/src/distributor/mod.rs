@@ -15,9 +15,13 @@
 //! type) is answered with the exception, logged (rate-limited) and its connection closed; the
 //! loop keeps the port limits every role keeps.
 
-pub mod xmlrpc;
+mod admin;
+mod feeder;
+pub mod index;
+mod search;
 pub mod status;
 mod worker;
+pub mod xmlrpc;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,17 +29,22 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crawlfleet_core::datadir::DirLock;
+use crawlfleet_core::distributor::feed::MAX_SESSION_REQUEST;
 use crawlfleet_core::distributor::ids::SessionIds;
+use crawlfleet_core::distributor::wire::frame_limits;
 use crawlfleet_core::distributor::{DispatcherNode, Handled, Serving, PORT_OFFSET};
-use crawlfleet_core::marshal::Limits;
 use crawlfleet_net::{Event, EventLoop, FscmtLengthFraming, Priority, TimerId};
 use crossbeam_channel::{bounded, TrySendError};
 use log::{info, warn};
 
 use crate::cli::DistributorArgs;
 
-/// Largest request frame body: a request is a few short strings and a guarantee_set.
-pub const MAX_REQUEST: usize = 64 << 10;
+/// Largest request frame body but a session's: a few short strings and a guarantee_set.
+pub use crawlfleet_core::distributor::wire::MAX_REQUEST;
+
+/// `feed` requests waiting for the index thread; past this the frame thread waits, and the
+/// event loop stops reading behind it.
+const FEED_QUEUE: usize = 1024;
 
 /// The check timer (MS-FSCDFT 3.3.2, 3.4.2).
 const CHECK_TIMER: TimerId = TimerId(1);
@@ -52,6 +61,16 @@ pub(crate) struct Shared {
 
 /// Runs a distributor until killed.
 pub fn run(args: &DistributorArgs) -> Result<(), String> {
+    if let Some(cmd) = &args.command {
+        return admin::run(cmd);
+    }
+    let missing = |flag: &str| format!("distributor: --{flag} is required");
+    let data_dir = args
+        .data_dir
+        .as_deref()
+        .ok_or_else(|| missing("data-dir"))?;
+    let node_id = args.node_id.ok_or_else(|| missing("node-id"))?;
+    let nameserver = args.nameserver.ok_or_else(|| missing("nameserver"))?;
     let (ip, base) = match (args.listen, args.base_port) {
         (Some(a), _) => (a.ip(), a.port()),
         (None, Some(p)) => ([0, 0, 0, 0].into(), p),
@@ -64,8 +83,7 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
         base.checked_add(PORT_OFFSET)
             .ok_or_else(|| format!("base port {base} + {PORT_OFFSET} is not a port"))?
     };
-    let listener = TcpListener::bind(SocketAddr::new(ip, want))
-        .map_err(|e| format!("cannot listen on {ip}:{want}: {e}"))?;
+    let (listener, external) = bind_pair(ip, want)?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let base = local
         .port()
@@ -73,15 +91,25 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
         .ok_or_else(|| format!("port {} is below {PORT_OFFSET}: no base port", local.port()))?;
     let host = args.host.clone().unwrap_or_else(|| ip.to_string());
 
-    let _lock = DirLock::acquire(&args.data_dir).map_err(|e| e.to_string())?;
-    let unusable =
-        |e: std::io::Error| format!("data dir {} is unusable: {e}", args.data_dir.display());
-    let node = DispatcherNode::open(&args.data_dir, args.node_id, &host, base, &args.collections)
+    let _lock = DirLock::acquire(data_dir).map_err(|e| e.to_string())?;
+    let unusable = |e: std::io::Error| format!("data dir {} is unusable: {e}", data_dir.display());
+    let node = DispatcherNode::open(data_dir, node_id, &host, base, &args.collections)
         .map_err(unusable)?;
-    let ids = SessionIds::open(&args.data_dir, args.node_id as u16).map_err(unusable)?;
+    let ids = SessionIds::open(data_dir, node_id as u16).map_err(unusable)?;
+    let held: Vec<String> = node.collections().map(str::to_owned).collect();
+    let mut indexes = feeder::open_all(data_dir, &held)
+        .map_err(|e| format!("data dir {} is unusable: {e}", data_dir.display()))?;
+    let search = search::Search::start(data_dir)?;
+    for (c, ix) in &mut indexes {
+        search.attach_or_log(c, ix);
+    }
+    let mut node = node;
+    for (c, ix) in &indexes {
+        node.set_indexed(c, ix.live());
+    }
     info!(
         "distributor {}: collections {:?}",
-        args.node_id,
+        node_id,
         node.collections().collect::<Vec<_>>()
     );
     let shared = Arc::new(Mutex::new(Shared {
@@ -90,13 +118,12 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
         role: "undecided",
     }));
 
-    let limits = Limits {
-        max_size: MAX_REQUEST,
-        ..Limits::default()
-    };
+    let limits = frame_limits();
     let spawned = EventLoop::builder()
         .framing(FscmtLengthFraming { limits })
         .listen_std(listener)
+        .listen_std(external)
+        .max_in_role(2 * MAX_SESSION_REQUEST)
         .answer_half_closed(true)
         .thread_name("distributor-loop")
         .spawn()
@@ -104,14 +131,23 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
     let handle = spawned.handle;
     let interval = Duration::from_millis(args.check_interval_ms);
     let (work_tx, work_rx) = bounded(1024);
+    let (feed_tx, feed_rx) = bounded::<feeder::Job>(FEED_QUEUE);
+    feeder::spawn(
+        data_dir.to_path_buf(),
+        indexes,
+        Arc::clone(&shared),
+        handle.clone(),
+        feed_rx,
+        search.clone(),
+    )?;
     // Set while a tick waits for the worker; the worker clears it when the tick starts.
     let tick_queued = Arc::new(AtomicBool::new(true));
     worker::spawn(
         worker::Config {
-            node_id: args.node_id,
+            node_id: node_id,
             host,
             port: local.port(),
-            nameserver: args.nameserver,
+            nameserver,
             timeout: Duration::from_millis(args.call_timeout_ms),
         },
         ids,
@@ -125,18 +161,17 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
     handle
         .set_timer(CHECK_TIMER, interval, Some(interval))
         .map_err(|_| "the event loop stopped".to_string())?;
+    info!("sessions of external clients on {}", spawned.local_addrs[1]);
     crate::announce(format_args!(
         "crawlfleet distributor {} listening on {}",
-        args.node_id, spawned.local_addrs[0]
+        node_id, spawned.local_addrs[0]
     ));
-    let readers = xmlrpc::Readers::default();
     if let Some(addr) = args.admin {
         let shared = Arc::clone(&shared);
-        let dir = args.data_dir.clone();
-        let at = xmlrpc::start(addr, args.admin_max_body, shared, readers.clone(), dir)?;
+        let dir = data_dir.to_path_buf();
+        let at = xmlrpc::start(addr, args.admin_max_body, shared, search.readers, dir)?;
         crate::announce(format_args!(
-            "crawlfleet distributor {} admin on http://{at}/RPC2",
-            args.node_id
+            "crawlfleet distributor {node_id} admin on http://{at}/RPC2"
         ));
     }
     let stopped = |_| "the event loop stopped".to_string();
@@ -147,6 +182,7 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
                 let conn = batch.conn();
                 let mut out = Vec::new();
                 let mut close = None;
+                let mut feeds = Vec::new();
                 {
                     let mut sh = shared
                         .lock()
@@ -161,6 +197,7 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
                                     break;
                                 }
                             }
+                            Handled::Feed(feed) => feeds.push(feeder::Job { conn, feed }),
                             Handled::Forward { id, call } => {
                                 let job = worker::Job::Forward { conn, id, call };
                                 if let Err(TrySendError::Full(job)) = work_tx.try_send(job) {
@@ -172,6 +209,11 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
                 }
                 if !out.is_empty() {
                     handle.send(conn, Priority::Normal, out).map_err(stopped)?;
+                }
+                for job in feeds {
+                    feed_tx
+                        .send(job)
+                        .map_err(|_| "the index thread stopped".to_string())?;
                 }
                 if let Some(why) = close {
                     crawlfleet_core::warn_limited!(
@@ -194,4 +236,25 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
     }
     warn!("the event loop stopped");
     Err("the event loop stopped".into())
+}
+
+/// Binds base port + 390 (`want`; 0: a free port) and the port after it, for sessions of
+/// external clients (MS-FSCDFT 3.5.4.2). With a free port picked, a taken port after it means
+/// picking another pair.
+fn bind_pair(ip: std::net::IpAddr, want: u16) -> Result<(TcpListener, TcpListener), String> {
+    let mut tries = 0;
+    loop {
+        let first = TcpListener::bind(SocketAddr::new(ip, want))
+            .map_err(|e| format!("cannot listen on {ip}:{want}: {e}"))?;
+        let port = first.local_addr().map_err(|e| e.to_string())?.port();
+        let next = port
+            .checked_add(1)
+            .map(|p| TcpListener::bind(SocketAddr::new(ip, p)));
+        match next {
+            Some(Ok(second)) => return Ok((first, second)),
+            Some(Err(_)) | None if want == 0 && tries < 64 => tries += 1,
+            Some(Err(e)) => return Err(format!("cannot listen on {ip}:{}: {e}", port + 1)),
+            None => return Err(format!("port {port} + 1 is not a port")),
+        }
+    }
 }

@@ -49,7 +49,7 @@ pub fn run(args: &DistributorsArgs) -> Result<ExitCode, String> {
         });
         match net.call(a, "get_status", Value::Dict(Vec::new())) {
             Ok(v) => {
-                for k in ["role", "collections", "sessions", "load"] {
+                for k in ["role", "collections", "sessions", "load", "indexed"] {
                     if let Value::Dict(d) = &v {
                         entry[k] = dict_get(d, k.as_bytes()).map_or(Json::Null, json_of);
                     }

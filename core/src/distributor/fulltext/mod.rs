@@ -446,16 +446,43 @@ impl FullText {
     where
         I: IntoIterator<Item = Doc<'a>>,
     {
-        self.writer.delete_all_documents()?;
+        self.clear()?;
         let mut n = 0;
         for doc in docs {
-            self.writer.add_document(self.document(&doc))?;
+            self.add(&doc)?;
             n += 1;
         }
-        self.applied = position;
-        self.pending = 1;
-        self.commit()?;
+        self.finish(position)?;
         Ok(n)
+    }
+
+    /// Starts a rebuild that [`FullText::add`] fills and [`FullText::finish`] commits, for a
+    /// caller that reads the documents through a callback: deletes every document.
+    pub fn clear(&mut self) -> Result<(), Error> {
+        self.writer.delete_all_documents()?;
+        self.pending += 1;
+        Ok(())
+    }
+
+    /// Adds a document during a rebuild (nothing of the same URI is there to replace).
+    pub fn add(&mut self, doc: &Doc<'_>) -> Result<(), Error> {
+        self.writer.add_document(self.document(doc))?;
+        self.pending += 1;
+        Ok(())
+    }
+
+    /// Ends a rebuild: commits, covering the log position `position`.
+    pub fn finish(&mut self, position: u64) -> Result<(), Error> {
+        self.applied = position;
+        self.pending = self.pending.max(1);
+        self.commit()
+    }
+
+    /// The content index's log was rewritten (compacted) into `position` bytes holding every
+    /// operation applied so far: commits at once, covering the new position (positions in the
+    /// old log mean nothing in the new one).
+    pub fn moved_to(&mut self, position: u64) -> Result<(), Error> {
+        self.finish(position)
     }
 
     fn document(&self, doc: &Doc<'_>) -> TantivyDocument {
