@@ -13,6 +13,7 @@ use std::path::Path;
 use crawlfleet_core::distributor::index::{log_path, reader};
 use serde_json::{json, Value as Json};
 
+use crate::disk_full::Tmpfs;
 use crate::distributor::{crawlfleet_json, guarantees, nameserver, settle, status};
 use crate::util::{python3, temp_dir, Role};
 
@@ -373,4 +374,138 @@ fn hostile_input_on_a_session_gets_a_typed_error_and_the_distributor_keeps_servi
     let s = status(&ns);
     assert_eq!(s["distributors"][0]["indexed"], json!({"web": 2}), "{s}");
     assert_eq!(s["distributors"][0]["load"], 0, "{s}");
+}
+
+/// A full disk is an answer: on a 4 MiB tmpfs the ops that do not fit are answered `failed`
+/// `disk_full: ...`, the distributor keeps serving, and once room returns (a filler file
+/// removed) the same ops sent again are answered ok; every acknowledged op is in the index
+/// exactly once. Needs root to mount the tmpfs; says so and passes without checking otherwise.
+#[test]
+fn a_full_disk_fails_ops_as_disk_full_and_feeding_resumes_when_room_returns() {
+    let dir = temp_dir("feed-full");
+    let Some(fs) = Tmpfs::mount(&dir.path().join("fs"), 4) else {
+        eprintln!("skipped: cannot mount a tmpfs (not root)");
+        return;
+    };
+    let data = fs.0.join("d1");
+    let filler = fs.0.join("filler");
+    std::fs::write(&filler, vec![1u8; 1 << 20]).unwrap();
+    let ns = nameserver(&dir.path().join("ns"));
+    let d = distributor(&ns, &data, "127.0.0.1:0");
+    settle(&ns, &[1].into());
+    let aor = create(d.addr(), 1, None);
+    let session = aor["object_id"].as_str().unwrap().to_owned();
+    let big = |seq: i64| {
+        let o = Op {
+            seq,
+            op: "add",
+            doc: format!("http://big.test/{seq}"),
+            time: 7,
+        };
+        let mut w = o.wire();
+        w["body"] = json!({"$b": "z".repeat(100_000)});
+        (o, w)
+    };
+    let steps: Vec<Json> = (0..12)
+        .map(|b| {
+            let ops: Vec<Json> = (1..=4).map(|i| big(b * 4 + i).1).collect();
+            json!({"object": session, "method": "feed", "id": b, "args": {"ops": ops}})
+        })
+        .collect();
+    let mut acked = BTreeSet::new();
+    let mut full = Vec::new();
+    for r in peer(addr_of(&aor), &steps) {
+        for e in r["result"].as_array().unwrap_or_else(|| panic!("{r}")) {
+            let seq = e[0].as_i64().unwrap();
+            match e[1].as_str() {
+                Some("ok") => assert!(acked.insert(seq)),
+                _ => {
+                    let why = e[2].as_str().unwrap_or_default();
+                    assert!(why.starts_with("disk_full: "), "{e}");
+                    full.push(seq);
+                }
+            }
+        }
+    }
+    assert!(!acked.is_empty() && !full.is_empty(), "{acked:?} {full:?}");
+    // Room returns: the first failed ops sent again apply (once), with the load back at 0.
+    std::fs::remove_file(&filler).unwrap();
+    let again: Vec<i64> = full.iter().take(6).copied().collect();
+    let ops: Vec<Json> = again.iter().map(|&s| big(s).1).collect();
+    let r = peer(
+        addr_of(&aor),
+        &[json!({"object": session, "method": "feed", "id": 99, "args": {"ops": ops}})],
+    );
+    let want: Vec<Json> = again.iter().map(|s| json!([s, "ok"])).collect();
+    assert_eq!(r[0]["result"], Json::Array(want), "{}", r[0]);
+    acked.extend(again);
+    let s = status(&ns);
+    assert_eq!(s["distributors"][0]["load"], 0, "{s}");
+    d.kill();
+    let mut records: BTreeMap<i64, usize> = BTreeMap::new();
+    reader::scan(&log_path(&data, "web"), 0, |op, _| {
+        *records.entry(op.seq as i64).or_default() += 1;
+        true
+    })
+    .unwrap();
+    for seq in &acked {
+        assert_eq!(records.get(seq), Some(&1), "op {seq}: {records:?}");
+    }
+}
+
+#[test]
+fn add_collection_from_the_command_line_by_address_or_node_id() {
+    let dir = temp_dir("feed-addcoll");
+    let ns = nameserver(&dir.path().join("ns"));
+    let d = distributor(&ns, &dir.path().join("d1"), "127.0.0.1:0");
+    settle(&ns, &[1].into());
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args(["distributor", "add-collection"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    run(&["--distributor", &d.addr().to_string(), "news"]);
+    run(&[
+        "--nameserver",
+        &ns.addr().to_string(),
+        "--node-id",
+        "1",
+        "blogs",
+    ]);
+    let s = status(&ns);
+    assert_eq!(
+        s["distributors"][0]["collections"],
+        json!(["blogs", "news", "web"]),
+        "{s}"
+    );
+    assert_eq!(
+        s["distributors"][0]["indexed"],
+        json!({"blogs": 0, "news": 0, "web": 0})
+    );
+    // A session of the new collection feeds into its own index.
+    let args = json!({"collection": "news", "guarantees": guarantees(&[]), "priority": 0,
+                      "external_client": true});
+    let r = peer(
+        d.addr(),
+        &[json!({"object": SF, "method": "create", "id": 1, "args": args})],
+    );
+    let aor = &r[0]["result"];
+    assert_eq!(aor["port"], d.addr().port() + 1, "{aor}");
+    let op = Op {
+        seq: 1,
+        op: "add",
+        doc: "http://news.test/".into(),
+        time: 1,
+    };
+    feed_all(
+        addr_of(aor),
+        aor["object_id"].as_str().unwrap(),
+        &[vec![op]],
+        1,
+    );
+    let s = status(&ns);
+    assert_eq!(s["distributors"][0]["indexed"]["news"], 1, "{s}");
 }

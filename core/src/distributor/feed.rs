@@ -189,3 +189,198 @@ pub fn session_of(object: &str, node_id: i64) -> Option<Result<i64, ()>> {
     }
     Some(id.parse().map_err(|_| ()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distributor::wire::{frame_limits, Handled, Serving, MAX_REQUEST};
+    use crate::distributor::{DispatcherNode, GuaranteeSet, SessionSpec};
+    use crate::frame::{self, Priority};
+    use crate::nameserver::Exception;
+
+    fn k(s: &str) -> Value<'static> {
+        Value::owned_bytes(s.as_bytes().to_vec())
+    }
+
+    fn request(object: &str, method: &str, args: Vec<(&str, Value<'static>)>) -> Vec<u8> {
+        let args = Value::Dict(args.into_iter().map(|(a, v)| (k(a), v)).collect());
+        let dict = vec![
+            (k("object"), k(object)),
+            (k("method"), k(method)),
+            (k("id"), Value::int(3)),
+            (k("args"), args),
+        ];
+        let mut out = Vec::new();
+        frame::encode_dict(&dict, Priority::Normal, &mut out);
+        out.split_off(frame::HEADER_LEN)
+    }
+
+    fn op(pairs: Vec<(&str, Value<'static>)>) -> Value<'static> {
+        Value::Dict(pairs.into_iter().map(|(a, v)| (k(a), v)).collect())
+    }
+
+    fn add(seq: i64) -> Value<'static> {
+        op(vec![
+            ("seq", Value::int(seq)),
+            ("op", k("add")),
+            ("doc", k("http://a/")),
+            ("time", Value::int(9)),
+            ("checksum", Value::owned_bytes(vec![7; 16])),
+            ("status", Value::int(200)),
+            (
+                "headers",
+                Value::List(vec![Value::List(vec![k("server"), k("x")])]),
+            ),
+            ("body", k("<p>")),
+        ])
+    }
+
+    fn node_with_session() -> DispatcherNode {
+        let mut n = DispatcherNode::new(4, "127.0.0.1", 13000, &["web".to_string()]);
+        let spec = SessionSpec {
+            id: 70,
+            collection: "web".into(),
+            guarantees: GuaranteeSet(Vec::new()),
+            priority: 0,
+            external_client: false,
+        };
+        n.on_create(&spec).unwrap();
+        n
+    }
+
+    fn handle(n: &mut DispatcherNode, body: &[u8]) -> Handled {
+        n.handle_frame(body, &frame_limits(), Serving::default(), "backup")
+    }
+
+    fn exception(h: Handled) -> (Exception, bool) {
+        match h {
+            Handled::Answer(a) => (a.reply.outcome.unwrap_err().exception, a.close.is_some()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_feed_reads_its_ops_each_alone_and_counts_them_in_the_load() {
+        let mut n = node_with_session();
+        let no_time = op(vec![
+            ("seq", Value::int(2)),
+            ("op", k("remove")),
+            ("doc", k("http://b/")),
+        ]);
+        let body = request(
+            "dispatcher/4/session/70",
+            "feed",
+            vec![("ops", Value::List(vec![add(1), no_time, Value::int(5)]))],
+        );
+        let Handled::Feed(f) = handle(&mut n, &body) else {
+            panic!("not a feed")
+        };
+        assert_eq!((f.id, f.session, f.collection.as_str()), (3, 70, "web"));
+        let first = f.ops[0].as_ref().unwrap();
+        assert_eq!((first.seq, first.kind, first.time), (1, OpKind::Add, 9));
+        assert_eq!(first.headers, [("server".to_string(), b"x".to_vec())]);
+        assert_eq!(
+            f.ops[1],
+            Err((2, "malformed: missing field ops[1].time".into()))
+        );
+        assert_eq!(
+            f.ops[2],
+            Err((0, "malformed: ops[2]: expected dict".into()))
+        );
+        assert_eq!(n.load(), 3);
+        n.ops_done(3);
+        assert_eq!(n.load(), 0);
+        let r = reply(
+            3,
+            &[
+                (1, OpResult::Ok),
+                (2, OpResult::Failed("disk_full: x".into())),
+            ],
+        );
+        let want = Value::List(vec![
+            Value::List(vec![Value::int(1), k("ok")]),
+            Value::List(vec![Value::int(2), k("failed"), k("disk_full: x")]),
+        ]);
+        assert_eq!(r.outcome, Ok(want));
+    }
+
+    #[test]
+    fn session_requests_are_checked_and_others_keep_their_64_kib_limit() {
+        let mut n = node_with_session();
+        let s = "dispatcher/4/session/70";
+        let empty = request(s, "feed", vec![("ops", Value::List(Vec::new()))]);
+        assert_eq!(
+            exception(handle(&mut n, &empty)),
+            (Exception::BadRequest, true)
+        );
+        let unknown = request(
+            "dispatcher/4/session/71",
+            "feed",
+            vec![("ops", Value::List(vec![add(1)]))],
+        );
+        assert_eq!(
+            exception(handle(&mut n, &unknown)),
+            (Exception::UnknownObject, true)
+        );
+        let junk = request("dispatcher/4/session/x", "__ping", Vec::new());
+        assert_eq!(
+            exception(handle(&mut n, &junk)),
+            (Exception::UnknownObject, true)
+        );
+        let other = request(s, "rename", Vec::new());
+        assert_eq!(
+            exception(handle(&mut n, &other)),
+            (Exception::UnknownMethod, true)
+        );
+        let pad = vec![("pad", Value::owned_bytes(vec![b'y'; MAX_REQUEST]))];
+        let big = request("dispatcher/4/dispatcher_node", "get_load", pad.clone());
+        assert_eq!(
+            exception(handle(&mut n, &big)),
+            (Exception::BadRequest, true)
+        );
+        let mut ops = vec![add(1)];
+        ops.extend(std::iter::repeat_n(add(2), 100));
+        let mut big_feed = pad;
+        big_feed.push(("ops", Value::List(ops)));
+        assert!(matches!(
+            handle(&mut n, &request(s, "feed", big_feed)),
+            Handled::Feed(_)
+        ));
+        // close removes the session.
+        assert!(matches!(
+            handle(&mut n, &request(s, "close", Vec::new())),
+            Handled::Answer(_)
+        ));
+        assert!(n.session(70).is_none());
+        let ping = request(s, "__ping", Vec::new());
+        assert_eq!(
+            exception(handle(&mut n, &ping)),
+            (Exception::UnknownObject, true)
+        );
+    }
+
+    #[test]
+    fn the_session_holder_survives_a_reopen_on_another_base_port() {
+        let dir = tempfile::tempdir().unwrap();
+        let web = ["web".to_string()];
+        let mut n = DispatcherNode::open(dir.path(), 4, "h", 13000, &web).unwrap();
+        for (id, external_client) in [(70, false), (71, true), (72, false)] {
+            let spec = SessionSpec {
+                id,
+                collection: "web".into(),
+                guarantees: GuaranteeSet(Vec::new()),
+                priority: 0,
+                external_client,
+            };
+            n.on_create(&spec).unwrap();
+        }
+        n.on_destroy_session(72);
+        drop(n);
+        let n = DispatcherNode::open(dir.path(), 4, "h", 14000, &[]).unwrap();
+        let held: Vec<(i64, u16, &str)> = n
+            .sessions()
+            .map(|s| (s.id, s.port, s.collection.as_str()))
+            .collect();
+        assert_eq!(held, [(70, 14390, "web"), (71, 14391, "web")]);
+    }
+}

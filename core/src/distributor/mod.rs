@@ -296,6 +296,33 @@ impl DispatcherNode {
         Value::List(ids.into_iter().map(Value::int).collect())
     }
 
+    /// session `feed(ops)` (ours, docs/distributor.md "Feeding sessions"): the ops of request
+    /// `id` on session `session`, for the index; the load counts them until they are answered
+    /// (3.5.4.7).
+    pub fn on_feed(
+        &mut self,
+        id: i64,
+        session: i64,
+        ops: Vec<Result<index::Op, feed::Refused>>,
+    ) -> Feed {
+        let collection = self
+            .session(session)
+            .map(|s| s.collection.clone())
+            .unwrap_or_default();
+        self.add_load(ops.len() as i64);
+        Feed {
+            id,
+            session,
+            collection,
+            ops,
+        }
+    }
+
+    /// session `close()` (ours): the session is removed as destroy_session removes it.
+    pub fn on_close(&mut self, session: i64) -> Value<'static> {
+        self.on_destroy_session(session)
+    }
+
     /// `get_sessions()` (MS-FSCDFT 3.5.4.6): every session id held.
     pub fn on_get_sessions(&self) -> Value<'static> {
         Value::List(self.sessions.keys().map(|&id| Value::int(id)).collect())

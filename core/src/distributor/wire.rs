@@ -11,7 +11,7 @@ use crate::frame;
 use crate::marshal::{dict_get, Limits, Value};
 use crate::nameserver::{Answer, Aor, Exception, Raised, Reply, MAX_FIELD_LEN};
 
-use super::feed::{self, Feed, MAX_SESSION_REQUEST};
+use super::feed::{self, MAX_SESSION_REQUEST};
 use super::{
     object_id, DispatcherNode, Outcome, DISPATCHER_NODE, MASTER_DISPATCHER, NODE_ALIAS,
     SESSION_FACTORY,
@@ -206,7 +206,7 @@ pub enum Handled {
         call: MasterCall,
     },
     /// Apply a `feed` request to the index, and reply when its ops are durable.
-    Feed(Feed),
+    Feed(super::Feed),
 }
 
 /// Which of the master's objects this node serves now (MS-FSCDFT 3: only the master activates
@@ -354,21 +354,9 @@ impl DispatcherNode {
         };
         match method {
             "__ping" => answer(Ok(Value::Bool(true))),
-            "close" => answer(Ok(self.on_destroy_session(session))),
+            "close" => answer(Ok(self.on_close(session))),
             "feed" => match args.and_then(feed::read_ops) {
-                Ok(ops) => {
-                    let collection = self
-                        .session(session)
-                        .map(|s| s.collection.clone())
-                        .unwrap_or_default();
-                    self.add_load(ops.len() as i64);
-                    Handled::Feed(Feed {
-                        id,
-                        session,
-                        collection,
-                        ops,
-                    })
-                }
+                Ok(ops) => Handled::Feed(self.on_feed(id, session, ops)),
                 Err(why) => closing(Some(id), Exception::BadRequest, why),
             },
             _ => closing(

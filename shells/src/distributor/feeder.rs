@@ -87,6 +87,14 @@ pub(crate) fn spawn(
         .map_err(|e| format!("cannot start the index thread: {e}"))
 }
 
+/// A request's results, to send once its collection's commit returned.
+struct Answer {
+    conn: ConnId,
+    id: i64,
+    results: Vec<(i64, OpResult)>,
+    collection: String,
+}
+
 struct Feeder {
     data_dir: PathBuf,
     indexes: BTreeMap<String, Index>,
@@ -115,7 +123,7 @@ impl Feeder {
                 .cloned()
                 .collect()
         };
-        let mut answers: Vec<(ConnId, i64, Vec<(i64, OpResult)>, String)> = Vec::new();
+        let mut answers: Vec<Answer> = Vec::new();
         let mut ops = 0i64;
         for job in group {
             let Job { conn, feed } = job;
@@ -146,12 +154,21 @@ impl Feeder {
                     }
                 })
                 .collect();
-            answers.push((conn, feed.id, results, feed.collection));
+            answers.push(Answer {
+                conn,
+                id: feed.id,
+                results,
+                collection: feed.collection,
+            });
         }
         // The group commit: one fdatasync per index touched.
         let mut failed: BTreeMap<String, String> = BTreeMap::new();
         let mut indexed = Vec::new();
-        for c in answers.iter().map(|a| &a.3).collect::<BTreeSet<_>>() {
+        for c in answers
+            .iter()
+            .map(|a| &a.collection)
+            .collect::<BTreeSet<_>>()
+        {
             let Some(ix) = self.indexes.get_mut(c) else {
                 continue;
             };
@@ -179,17 +196,17 @@ impl Feeder {
         }
         answers
             .into_iter()
-            .map(|(conn, id, mut results, c)| {
-                if let Some(why) = failed.get(&c) {
-                    for r in &mut results {
+            .map(|mut a| {
+                if let Some(why) = failed.get(&a.collection) {
+                    for r in &mut a.results {
                         if r.1 == OpResult::Ok {
                             r.1 = OpResult::Failed(why.clone());
                         }
                     }
                 }
                 let mut out = Vec::new();
-                feed::reply(id, &results).encode_frame(&mut out);
-                (conn, out)
+                feed::reply(a.id, &a.results).encode_frame(&mut out);
+                (a.conn, out)
             })
             .collect()
     }

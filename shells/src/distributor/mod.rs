@@ -144,7 +144,7 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
     let tick_queued = Arc::new(AtomicBool::new(true));
     worker::spawn(
         worker::Config {
-            node_id: node_id,
+            node_id,
             host,
             port: local.port(),
             nameserver,
