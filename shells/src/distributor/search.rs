@@ -1,8 +1,11 @@
 //! The full-text indexes of the distributor's content collections
 //! (`core::distributor::fulltext`), kept up to date with the content indexes: each index's
-//! [`ApplyHook`] hands every applied op to its collection's full-text index, a thread commits
-//! them on its timer (every [`COMMIT_CHECK`], a commit when [`fulltext::COMMIT_INTERVAL`] has
-//! passed since the first uncommitted op or [`fulltext::COMMIT_OPS`] wait), and searches
+//! [`ApplyHook`] sends a copy of every applied op to the search thread, which owns the
+//! full-text indexes, applies the ops (text extraction included) and commits (looking every
+//! [`COMMIT_CHECK`]; a commit when [`fulltext::COMMIT_INTERVAL`] has passed since the first
+//! uncommitted op or [`fulltext::COMMIT_OPS`] wait). So the index thread, which acknowledges
+//! the feeding sessions, never waits for a full-text commit; a bounded queue
+//! ([`QUEUE`] ops) holds it back only when the search thread falls that far behind. Searches
 //! ([`super::xmlrpc`]) share the writers' readers.
 //!
 //! On open, a full-text index that is missing, unreadable, or covers another log position
@@ -12,26 +15,39 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crawlfleet_core::distributor::fulltext::{self, Doc, FullText};
 use crawlfleet_core::distributor::index::{reader, ApplyHook, Index, Op, OpKind};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use log::{error, info};
 
 use super::xmlrpc::Readers;
 
-/// How often the commit thread looks for a commit due.
+/// How often the search thread looks for a commit due.
 pub const COMMIT_CHECK: Duration = Duration::from_millis(200);
+/// Ops waiting for the search thread at most.
+pub const QUEUE: usize = 8192;
 
-/// The distributor's full-text indexes: what the hooks, the commit thread and the searches
+/// What the search thread is told.
+enum Msg {
+    /// A full-text index to keep, from now on.
+    Attach(String, FullText),
+    /// An op applied to the collection's content index, and where its record ends.
+    Applied(Arc<str>, Op, u64),
+    /// The collection's content index was compacted to this length.
+    Compacted(Arc<str>, u64),
+}
+
+/// The distributor's full-text indexes: what the hooks, the searches and the search thread
 /// share.
 #[derive(Clone)]
 pub(crate) struct Search {
     data_dir: PathBuf,
     /// Readers for the searches.
     pub readers: Readers,
-    writers: Arc<Mutex<HashMap<String, Arc<Mutex<FullText>>>>>,
+    tx: Sender<Msg>,
 }
 
 /// The full-text side of a content op.
@@ -47,61 +63,81 @@ fn doc_of(op: &Op) -> Doc<'_> {
     }
 }
 
-/// Hands a content index's applied ops to its full-text index.
+/// Sends a content index's applied ops to the search thread.
 struct Hook {
-    collection: String,
-    ft: Arc<Mutex<FullText>>,
+    collection: Arc<str>,
+    tx: Sender<Msg>,
 }
 
 impl ApplyHook for Hook {
     fn applied(&mut self, op: &Op, end: u64) {
-        let mut ft = self.ft.lock().unwrap_or_else(|p| p.into_inner());
-        let r = match op.kind {
-            OpKind::Remove => ft.apply(&fulltext::Op::Remove { uri: &op.doc }, end),
-            _ => ft.apply(&fulltext::Op::Put(doc_of(op)), end),
-        };
-        if let Err(e) = r {
-            // The content index stays right; this one is rebuilt on the next start (its
-            // position no longer matches the log).
-            crawlfleet_core::warn_limited!("fulltext-apply", "{}: {e}", self.collection);
-        }
+        // The search thread gone (it never ends by itself): nothing to keep up to date.
+        let _ = self
+            .tx
+            .send(Msg::Applied(Arc::clone(&self.collection), op.clone(), end));
     }
 
     fn compacted(&mut self, len: u64) {
-        let mut ft = self.ft.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = ft.moved_to(len) {
-            error!("full-text index of {:?}: {e}", self.collection);
+        let _ = self
+            .tx
+            .send(Msg::Compacted(Arc::clone(&self.collection), len));
+    }
+}
+
+/// The search thread: applies and commits.
+fn run(rx: &Receiver<Msg>) {
+    let mut indexes: HashMap<Arc<str>, FullText> = HashMap::new();
+    loop {
+        match rx.recv_timeout(COMMIT_CHECK) {
+            Ok(Msg::Attach(c, ft)) => {
+                indexes.insert(c.into(), ft);
+            }
+            Ok(Msg::Applied(c, op, end)) => {
+                let Some(ft) = indexes.get_mut(&c) else {
+                    continue;
+                };
+                let r = match op.kind {
+                    OpKind::Remove => ft.apply(&fulltext::Op::Remove { uri: &op.doc }, end),
+                    _ => ft.apply(&fulltext::Op::Put(doc_of(&op)), end),
+                };
+                if let Err(e) = r {
+                    // The content index stays right; this one is rebuilt on the next start
+                    // (its position no longer matches the log's).
+                    crawlfleet_core::warn_limited!("fulltext-apply", "{c}: {e}");
+                }
+            }
+            Ok(Msg::Compacted(c, len)) => {
+                if let Some(ft) = indexes.get_mut(&c) {
+                    if let Err(e) = ft.moved_to(len) {
+                        error!("full-text index of {c:?}: {e}");
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let now = Instant::now();
+        for (c, ft) in &mut indexes {
+            if let Err(e) = ft.tick(now) {
+                crawlfleet_core::warn_limited!("fulltext-commit", "{c}: {e}");
+            }
         }
     }
 }
 
 impl Search {
-    /// The full-text indexes of the data directory `data_dir`, and their commit thread.
+    /// The full-text indexes of the data directory `data_dir`, and their thread.
     pub fn start(data_dir: &Path) -> Result<Search, String> {
-        let s = Search {
-            data_dir: data_dir.to_owned(),
-            readers: Readers::default(),
-            writers: Arc::default(),
-        };
-        let writers = Arc::clone(&s.writers);
+        let (tx, rx) = bounded(QUEUE);
         std::thread::Builder::new()
             .name("distributor-search".into())
-            .spawn(move || loop {
-                std::thread::sleep(COMMIT_CHECK);
-                let now = Instant::now();
-                let all: Vec<_> = {
-                    let w = writers.lock().unwrap_or_else(|p| p.into_inner());
-                    w.iter().map(|(c, f)| (c.clone(), Arc::clone(f))).collect()
-                };
-                for (c, ft) in all {
-                    let mut ft = ft.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Err(e) = ft.tick(now) {
-                        crawlfleet_core::warn_limited!("fulltext-commit", "{c}: {e}");
-                    }
-                }
-            })
+            .spawn(move || run(&rx))
             .map_err(|e| format!("cannot start the search thread: {e}"))?;
-        Ok(s)
+        Ok(Search {
+            data_dir: data_dir.to_owned(),
+            readers: Readers::default(),
+            tx,
+        })
     }
 
     /// [`Search::attach`], or an error logged: the collection is fed and listed without its
@@ -149,19 +185,16 @@ impl Search {
                 started.elapsed()
             );
         }
-        let ft = Arc::new(Mutex::new(ft));
         {
-            let reader = ft.lock().unwrap_or_else(|p| p.into_inner()).reader();
             let mut r = self.readers.write().unwrap_or_else(|p| p.into_inner());
-            r.insert(collection.to_owned(), reader);
+            r.insert(collection.to_owned(), ft.reader());
         }
-        self.writers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(collection.to_owned(), Arc::clone(&ft));
+        self.tx
+            .send(Msg::Attach(collection.to_owned(), ft))
+            .map_err(|_| "the search thread stopped".to_owned())?;
         ix.set_hook(Box::new(Hook {
-            collection: collection.to_owned(),
-            ft,
+            collection: collection.into(),
+            tx: self.tx.clone(),
         }));
         Ok(())
     }
