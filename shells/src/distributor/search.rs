@@ -33,7 +33,7 @@ pub const QUEUE: usize = 8192;
 /// What the search thread is told.
 enum Msg {
     /// A full-text index to keep, from now on.
-    Attach(String, FullText),
+    Attach(String, Box<FullText>),
     /// An op applied to the collection's content index, and where its record ends.
     Applied(Arc<str>, Op, u64),
     /// The collection's content index was compacted to this length.
@@ -90,7 +90,7 @@ fn run(rx: &Receiver<Msg>) {
     loop {
         match rx.recv_timeout(COMMIT_CHECK) {
             Ok(Msg::Attach(c, ft)) => {
-                indexes.insert(c.into(), ft);
+                indexes.insert(c.into(), *ft);
             }
             Ok(Msg::Applied(c, op, end)) => {
                 let Some(ft) = indexes.get_mut(&c) else {
@@ -190,7 +190,7 @@ impl Search {
             r.insert(collection.to_owned(), ft.reader());
         }
         self.tx
-            .send(Msg::Attach(collection.to_owned(), ft))
+            .send(Msg::Attach(collection.to_owned(), Box::new(ft)))
             .map_err(|_| "the search thread stopped".to_owned())?;
         ix.set_hook(Box::new(Hook {
             collection: collection.into(),
