@@ -12,13 +12,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crawlfleet_core::distributor::feed::{self, Feed, OpResult};
 use crawlfleet_core::distributor::index::Index;
 use crawlfleet_core::recordlog::LogError;
 use crawlfleet_net::{ConnId, Handle, Priority};
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use log::{error, info};
 
 use super::search::Search;
@@ -33,6 +34,85 @@ pub(crate) struct Job {
 /// Requests taken into one group at most (their replies wait for its commit).
 const MAX_GROUP: usize = 1024;
 
+/// Bytes of ops waiting for the index thread past which a request is answered `unavailable`
+/// at once instead of queued.
+pub(crate) const MAX_QUEUED_BYTES: usize = 64 << 20;
+
+/// The bytes of ops handed to the index thread and not yet answered.
+#[derive(Clone, Default)]
+pub(crate) struct Queue(Arc<AtomicUsize>);
+
+/// About the memory a request's ops hold.
+fn weight(feed: &Feed) -> usize {
+    let op = |o: &crawlfleet_core::distributor::index::Op| {
+        let h: usize = o.headers.iter().map(|(k, v)| k.len() + v.len()).sum();
+        128 + o.doc.len() + o.body.len() + h
+    };
+    feed.ops.iter().map(|r| r.as_ref().map_or(64, op)).sum()
+}
+
+impl Queue {
+    /// Hands `job` to the index thread unless that would pass [`MAX_QUEUED_BYTES`] (one
+    /// request alone always goes) or the channel is full: then the job comes back.
+    pub(crate) fn offer(&self, tx: &Sender<Job>, job: Job) -> Result<(), Job> {
+        let w = weight(&job.feed);
+        self.offer_weighed(tx, job, w)
+    }
+
+    fn offer_weighed<T>(&self, tx: &Sender<T>, job: T, w: usize) -> Result<(), T> {
+        let before = self.0.fetch_add(w, Ordering::AcqRel);
+        if before > 0 && before + w > MAX_QUEUED_BYTES {
+            self.0.fetch_sub(w, Ordering::AcqRel);
+            return Err(job);
+        }
+        match tx.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
+                self.0.fetch_sub(w, Ordering::AcqRel);
+                Err(job)
+            }
+        }
+    }
+
+    fn done(&self, w: usize) {
+        self.0.fetch_sub(w, Ordering::AcqRel);
+    }
+}
+
+/// The reply to a request the queue could not take: every op `failed` `unavailable` (the
+/// client sends them again later); the load no longer counts them.
+pub(crate) fn busy(job: Job, shared: &Mutex<Shared>) -> (ConnId, Vec<u8>) {
+    let why = "unavailable: the distributor's index is busy; send again later";
+    let results: Vec<(i64, OpResult)> = job
+        .feed
+        .ops
+        .iter()
+        .map(|r| match r {
+            Ok(op) => (op.seq as i64, OpResult::Failed(why.to_owned())),
+            Err((seq, reason)) => (*seq, OpResult::Failed(reason.clone())),
+        })
+        .collect();
+    shared
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .node
+        .ops_done(results.len() as i64);
+    let mut out = Vec::new();
+    feed::reply(job.feed.id, &results).encode_frame(&mut out);
+    (job.conn, out)
+}
+
+/// Opens the index of `collection`: the one place an index is opened (at the start, or on the
+/// first op of a collection added while running), where an [`ApplyHook`] is set on it.
+///
+/// [`ApplyHook`]: crawlfleet_core::distributor::index::ApplyHook
+fn open_index(
+    data_dir: &std::path::Path,
+    collection: &str,
+) -> Result<(Index, crawlfleet_core::recordlog::Recovered), LogError> {
+    Index::open(data_dir, collection)
+}
+
 /// Opens the index of every collection in `collections`, before anything is served.
 pub(crate) fn open_all(
     data_dir: &std::path::Path,
@@ -40,7 +120,7 @@ pub(crate) fn open_all(
 ) -> Result<BTreeMap<String, Index>, String> {
     let mut out = BTreeMap::new();
     for c in collections {
-        let (ix, rec) = Index::open(data_dir, c).map_err(|e| e.to_string())?;
+        let (ix, rec) = open_index(data_dir, c).map_err(|e| e.to_string())?;
         info!(
             "index of {c:?}: {} records, {} live documents{}",
             rec.records,
@@ -57,6 +137,7 @@ pub(crate) fn open_all(
 
 /// Starts the index thread.
 pub(crate) fn spawn(
+    queue: Queue,
     data_dir: PathBuf,
     indexes: BTreeMap<String, Index>,
     shared: Arc<Mutex<Shared>>,
@@ -76,7 +157,10 @@ pub(crate) fn spawn(
             while let Ok(first) = jobs.recv() {
                 let mut group = vec![first];
                 group.extend(jobs.try_iter().take(MAX_GROUP - 1));
-                for (conn, bytes) in f.group(group) {
+                let w: usize = group.iter().map(|j| weight(&j.feed)).sum();
+                let replies = f.group(group);
+                queue.done(w);
+                for (conn, bytes) in replies {
                     if handle.send(conn, Priority::Normal, bytes).is_err() {
                         return;
                     }
@@ -214,7 +298,7 @@ impl Feeder {
     /// The index of a held collection, opened on first use (a collection added while running).
     fn index(&mut self, collection: &str) -> Result<&mut Index, String> {
         if !self.indexes.contains_key(collection) {
-            let (mut ix, _) = Index::open(&self.data_dir, collection)
+            let (mut ix, _) = open_index(&self.data_dir, collection)
                 .map_err(|e| format!("unavailable: cannot open the index: {e}"))?;
             self.search.attach_or_log(collection, &mut ix);
             self.indexes.insert(collection.to_owned(), ix);
@@ -222,5 +306,29 @@ impl Feeder {
         self.indexes
             .get_mut(collection)
             .ok_or_else(|| "unavailable: no index".to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_is_bounded_by_bytes_and_by_requests() {
+        let q = Queue::default();
+        let (tx, rx) = crossbeam_channel::bounded::<u32>(3);
+        // One request alone goes whatever its size.
+        assert_eq!(q.offer_weighed(&tx, 1, MAX_QUEUED_BYTES * 2), Ok(()));
+        assert_eq!(q.offer_weighed(&tx, 2, 1), Err(2), "over the byte bound");
+        q.done(MAX_QUEUED_BYTES * 2);
+        assert_eq!(q.offer_weighed(&tx, 3, 10), Ok(()));
+        assert_eq!(q.offer_weighed(&tx, 4, 10), Ok(()));
+        assert_eq!(q.offer_weighed(&tx, 5, 10), Err(5), "the channel is full");
+        assert_eq!(
+            q.0.load(Ordering::Acquire),
+            20,
+            "a refused request is not counted"
+        );
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), [1, 3, 4]);
     }
 }

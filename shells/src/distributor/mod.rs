@@ -42,8 +42,7 @@ use crate::cli::DistributorArgs;
 /// Largest request frame body but a session's: a few short strings and a guarantee_set.
 pub use crawlfleet_core::distributor::wire::MAX_REQUEST;
 
-/// `feed` requests waiting for the index thread; past this the frame thread waits, and the
-/// event loop stops reading behind it.
+/// Most `feed` requests waiting for the index thread.
 const FEED_QUEUE: usize = 1024;
 
 /// The check timer (MS-FSCDFT 3.3.2, 3.4.2).
@@ -132,7 +131,9 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
     let interval = Duration::from_millis(args.check_interval_ms);
     let (work_tx, work_rx) = bounded(1024);
     let (feed_tx, feed_rx) = bounded::<feeder::Job>(FEED_QUEUE);
+    let queue = feeder::Queue::default();
     feeder::spawn(
+        queue.clone(),
         data_dir.to_path_buf(),
         indexes,
         Arc::clone(&shared),
@@ -211,9 +212,12 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
                     handle.send(conn, Priority::Normal, out).map_err(stopped)?;
                 }
                 for job in feeds {
-                    feed_tx
-                        .send(job)
-                        .map_err(|_| "the index thread stopped".to_string())?;
+                    // A full queue answers at once (transient), so that this thread keeps
+                    // answering pings and memory stays bounded while the disk is slow.
+                    if let Err(job) = queue.offer(&feed_tx, job) {
+                        let (conn, out) = feeder::busy(job, &shared);
+                        handle.send(conn, Priority::Normal, out).map_err(stopped)?;
+                    }
                 }
                 if let Some(why) = close {
                     crawlfleet_core::warn_limited!(
