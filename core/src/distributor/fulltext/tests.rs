@@ -121,6 +121,19 @@ fn indexes_searches_ranked_with_snippets() {
         uris(&ft.search("site:b.example tomato", 10).unwrap()),
         ["http://b.example/c"]
     );
+    // The URI exactly, and the fetch time by range (docs/search.md "Queries").
+    assert_eq!(
+        uris(&ft.search("uri:\"http://c.example/x\"", 10).unwrap()),
+        ["http://c.example/x"]
+    );
+    assert_eq!(
+        ft.search("fetch_time:[1700000000 TO *]", 10).unwrap().len(),
+        3
+    );
+    assert!(ft
+        .search("fetch_time:[1800000000 TO *]", 10)
+        .unwrap()
+        .is_empty());
     // Limit, and query syntax errors taken as words, not refused.
     assert_eq!(ft.search("tomato", 1).unwrap().len(), 1);
     assert_eq!(ft.search("tomato AND (", 10).unwrap().len(), 2);
