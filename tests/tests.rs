@@ -24,6 +24,7 @@ mod netns_fault;
 mod port_limits;
 mod queue_crash;
 mod sched;
+mod search;
 mod synthweb;
 mod util;
 mod vectors;

@@ -72,6 +72,29 @@ pub enum Command {
     /// data directories (merged by document id, latest version first): URI, time, seq, MD5 in
     /// hex, HTTP status, body size.
     Index(IndexArgs),
+    /// Search the documents fed to content distributors: ranked URIs with snippets, from the
+    /// full-text index of a collection in each --data-dir (read-only: works beside a running
+    /// distributor), merged by score, each URI once.
+    Search(SearchArgs),
+}
+
+/// Arguments of `crawlfleet search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// A distributor's data directory (repeatable: the hits of all are merged).
+    #[arg(long = "data-dir", required = true)]
+    pub data_dirs: Vec<PathBuf>,
+    /// The content collection.
+    pub collection: String,
+    /// The query: words that must all be in the title or text; "a phrase", -word,
+    /// site:host.
+    pub query: String,
+    /// Print a JSON array of {uri, score, title, snippet, data_dir}.
+    #[arg(long)]
+    pub json: bool,
+    /// Most hits printed (1-1000).
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
 }
 
 /// Arguments of `crawlfleet distributor`: the distributor's flags, or a client command.
@@ -111,6 +134,13 @@ pub struct DistributorArgs {
     /// Bound of every call to the name server or another distributor, in milliseconds.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
     pub call_timeout_ms: u64,
+    /// The administrative (XML-RPC) address: serves search(collection, query, limit) over
+    /// the collections' full-text indexes (docs/distributor.md "Search").
+    #[arg(long)]
+    pub admin: Option<SocketAddr>,
+    /// Largest administrative request body, in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub admin_max_body: usize,
 }
 
 /// The client commands of `crawlfleet distributor`.

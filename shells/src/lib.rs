@@ -21,6 +21,7 @@ pub mod nameserver;
 pub mod node;
 pub mod nsclient;
 pub mod resolver;
+pub mod search;
 pub mod sessionsink;
 pub mod synthweb;
 pub mod up;
@@ -137,6 +138,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Nameserver(args) => nameserver::main(&args),
         cli::Command::Distributor(args) => distributor::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Distributors(args) => distributor::status::run(&args),
+        cli::Command::Search(args) => search::run(&args),
         cli::Command::Index(args) => distributor::index::run(&args),
     };
     match result {

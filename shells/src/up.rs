@@ -624,11 +624,51 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
     let fed = cluster.wait_fed(FEED_WAIT);
     sum.collections = summarize(&cluster.slots);
     sum.print(args.json);
+    if let (Some(d), false) = (&cluster.distributors, args.json) {
+        let query = if args.synthetic_web.is_some() {
+            // Words of the generated web's pages.
+            "replica checksum"
+        } else {
+            "crawl"
+        };
+        if let Some(c) = sum.collections.keys().next() {
+            print_search_example(d, c, query);
+        }
+    }
     fed?;
     if let Some(s) = web_server {
         s.stop();
     }
     Ok(())
+}
+
+/// How to search what the crawl indexed, with the best hits of an example query (the
+/// distributors commit their full-text indexes every second, so the last documents may be
+/// missing from it yet).
+fn print_search_example(d: &Distributors, collection: &str, query: &str) {
+    if d.data_dirs.is_empty() {
+        return;
+    }
+    let dirs: Vec<String> = d
+        .data_dirs
+        .iter()
+        .map(|p| format!("--data-dir {}", p.display()))
+        .collect();
+    println!(
+        "search the crawl (docs/search.md): crawlfleet search {} {collection} \"{query}\"",
+        dirs.join(" ")
+    );
+    if let Some(a) = d.admins.first() {
+        println!("  or XML-RPC search(\"{collection}\", \"{query}\", 10) on http://{a}/RPC2");
+    }
+    match crate::search::search(&d.data_dirs, collection, query, 3) {
+        Ok(found) => {
+            for f in found {
+                println!("  {:>8.3}  {}", f.hit.score, f.hit.uri);
+            }
+        }
+        Err(e) => println!("  ({e})"),
+    }
 }
 
 fn print_summary(sum: &BTreeMap<String, Summary>, elapsed: f64, feeding: bool, json: bool) {

@@ -10,6 +10,7 @@
 
 pub mod election;
 pub mod feed;
+pub mod fulltext;
 pub mod ids;
 pub mod index;
 pub mod sessions;

@@ -34,13 +34,14 @@ const TICK: TimerId = TimerId(1);
 /// Write fences (see [`Http::flush`]) are timers numbered from here.
 const FENCE_BASE: u64 = 1 << 32;
 
-/// What the server hands the role loop.
+/// What the server hands the role loop: FSCADM calls ([`AdminCall`]) for the schedulers, the
+/// calls of another parser for a role that serves other methods ([`spawn_with`]).
 #[derive(Debug)]
-pub enum AdminMsg {
+pub enum AdminMsg<C = AdminCall> {
     /// A method call to answer through the responder.
     Call {
         /// The method and its arguments.
-        call: AdminCall,
+        call: C,
         /// Where the answer goes.
         reply: Responder,
     },
@@ -72,15 +73,31 @@ impl Responder {
 }
 
 /// A running server.
-pub struct Server {
+pub struct Server<C = AdminCall> {
     /// Calls and ticks.
-    pub calls: Receiver<AdminMsg>,
+    pub calls: Receiver<AdminMsg<C>>,
     /// The address it listens on.
     pub addr: SocketAddr,
 }
 
-/// Starts the server on `addr`, ticking every `tick`.
+/// Reads a method call into a role's typed call; `Err` is the fault's text.
+pub type Parse<C> = fn(&str, &[Value]) -> Result<C, String>;
+
+/// Starts the server of the FSCADM methods on `addr`, ticking every `tick`.
 pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Server> {
+    spawn_with(addr, tick, limits, |method, params| {
+        AdminCall::parse(method, params).map_err(|e| e.to_string())
+    })
+}
+
+/// Starts a server on `addr`, ticking every `tick`, whose calls `parse` reads (a call it
+/// refuses is answered with its fault at once).
+pub fn spawn_with<C: Send + 'static>(
+    addr: SocketAddr,
+    tick: Duration,
+    limits: Limits,
+    parse: Parse<C>,
+) -> io::Result<Server<C>> {
     let lp = EventLoop::builder()
         .framing(HttpFraming::new(limits.max_body))
         .answer_half_closed(true)
@@ -100,6 +117,7 @@ pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Ser
         calls: calls_tx,
         replies_tx,
         limits,
+        parse,
         conns: HashMap::new(),
         fences: HashMap::new(),
         serial: 0,
@@ -121,9 +139,9 @@ pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Ser
 }
 
 /// One request's place in its connection's answer order.
-struct Slot {
+struct Slot<C> {
     serial: u64,
-    state: SlotState,
+    state: SlotState<C>,
     /// Whether the connection stays open after this answer.
     keep_alive: bool,
     /// The batch the request came in, held until it is answered (see [`Http::requests`]).
@@ -131,19 +149,19 @@ struct Slot {
 }
 
 /// Where a request stands.
-enum SlotState {
+enum SlotState<C> {
     /// The whole HTTP answer.
     Answer(Vec<u8>),
     /// A call for the role loop, waiting for the requests before it to be answered.
-    Call(AdminCall),
+    Call(C),
     /// With the role loop.
     Waiting,
 }
 
 /// A connection's requests not yet answered, oldest first.
-struct Conn {
+struct Conn<C> {
     peer: SocketAddr,
-    slots: VecDeque<Slot>,
+    slots: VecDeque<Slot<C>>,
     /// An answer that closes the connection has been sent: the rest is not answered.
     closing: bool,
     /// Answers were sent since the last call was handed on (see [`Http::flush`]).
@@ -153,12 +171,13 @@ struct Conn {
 }
 
 /// The server's thread: HTTP requests in, XML-RPC calls out to the role loop, answers back.
-struct Http {
+struct Http<C> {
     handle: Handle,
-    calls: Sender<AdminMsg>,
+    calls: Sender<AdminMsg<C>>,
     replies_tx: Sender<Reply>,
     limits: Limits,
-    conns: HashMap<ConnId, Conn>,
+    parse: Parse<C>,
+    conns: HashMap<ConnId, Conn<C>>,
     /// The connection each write fence is for.
     fences: HashMap<TimerId, ConnId>,
     serial: u64,
@@ -185,7 +204,7 @@ fn xml(body: &[u8], keep_alive: bool) -> Vec<u8> {
     out
 }
 
-impl Http {
+impl<C> Http<C> {
     /// Runs until the role loop or the event loop is gone.
     fn run(&mut self, events: &Receiver<Event>, replies: &Receiver<Reply>) {
         loop {
@@ -275,7 +294,7 @@ impl Http {
                     (SlotState::Answer(plain(r.status, &why, &[], false)), false)
                 }
                 None => match batch.raw(i).and_then(Request::parse) {
-                    Some(req) => request(&req, &self.limits),
+                    Some(req) => request(&req, &self.limits, self.parse),
                     // The framing cut it as a request: not reached.
                     None => (
                         SlotState::Answer(plain(400, "malformed request", &[], false)),
@@ -369,7 +388,7 @@ impl Http {
 
 /// Answers one request, or makes it a call for the role loop; with whether the connection
 /// stays open after it.
-fn request(req: &Request<'_>, limits: &Limits) -> (SlotState, bool) {
+fn request<C>(req: &Request<'_>, limits: &Limits, parse: Parse<C>) -> (SlotState<C>, bool) {
     let ka = req.keep_alive();
     let answer = |status, text, extra: &[(&str, &str)], ka| {
         (SlotState::Answer(plain(status, text, extra, ka)), ka)
@@ -384,7 +403,7 @@ fn request(req: &Request<'_>, limits: &Limits) -> (SlotState, bool) {
         return answer(404, "XML-RPC is at /RPC2", &[], ka);
     }
     let call = xmlrpc::parse_call(req.body, limits).map_err(|e| e.to_string());
-    match call.and_then(|c| AdminCall::parse(&c.method, &c.params).map_err(|e| e.to_string())) {
+    match call.and_then(|c| parse(&c.method, &c.params)) {
         Ok(call) => (SlotState::Call(call), ka),
         Err(e) => {
             warn!("admin request refused: {e}");

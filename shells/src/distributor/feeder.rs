@@ -22,6 +22,7 @@ use crawlfleet_net::{ConnId, Handle, Priority};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use log::{error, info};
 
+use super::search::Search;
 use super::Shared;
 
 /// A `feed` request and the connection to answer on.
@@ -142,11 +143,13 @@ pub(crate) fn spawn(
     shared: Arc<Mutex<Shared>>,
     handle: Handle,
     jobs: Receiver<Job>,
+    search: Search,
 ) -> Result<(), String> {
     let mut f = Feeder {
         data_dir,
         indexes,
         shared,
+        search,
     };
     std::thread::Builder::new()
         .name("distributor-index".into())
@@ -180,6 +183,7 @@ struct Feeder {
     data_dir: PathBuf,
     indexes: BTreeMap<String, Index>,
     shared: Arc<Mutex<Shared>>,
+    search: Search,
 }
 
 /// The reason an op failed for `e`: transient either way (`disk_full` or `unavailable`).
@@ -294,8 +298,9 @@ impl Feeder {
     /// The index of a held collection, opened on first use (a collection added while running).
     fn index(&mut self, collection: &str) -> Result<&mut Index, String> {
         if !self.indexes.contains_key(collection) {
-            let (ix, _) = open_index(&self.data_dir, collection)
+            let (mut ix, _) = open_index(&self.data_dir, collection)
                 .map_err(|e| format!("unavailable: cannot open the index: {e}"))?;
+            self.search.attach_or_log(collection, &mut ix);
             self.indexes.insert(collection.to_owned(), ix);
         }
         self.indexes

@@ -18,8 +18,10 @@
 mod admin;
 mod feeder;
 pub mod index;
+mod search;
 pub mod status;
 mod worker;
+pub mod xmlrpc;
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,8 +96,12 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
         .map_err(unusable)?;
     let ids = SessionIds::open(data_dir, node_id as u16).map_err(unusable)?;
     let held: Vec<String> = node.collections().map(str::to_owned).collect();
-    let indexes = feeder::open_all(data_dir, &held)
+    let mut indexes = feeder::open_all(data_dir, &held)
         .map_err(|e| format!("data dir {} is unusable: {e}", data_dir.display()))?;
+    let search = search::Search::start(data_dir)?;
+    for (c, ix) in &mut indexes {
+        search.attach_or_log(c, ix);
+    }
     let mut node = node;
     for (c, ix) in &indexes {
         node.set_indexed(c, ix.live());
@@ -133,6 +139,7 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
         Arc::clone(&shared),
         handle.clone(),
         feed_rx,
+        search.clone(),
     )?;
     // Set while a tick waits for the worker; the worker clears it when the tick starts.
     let tick_queued = Arc::new(AtomicBool::new(true));
@@ -160,6 +167,14 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
         "crawlfleet distributor {} listening on {}",
         node_id, spawned.local_addrs[0]
     ));
+    if let Some(addr) = args.admin {
+        let shared = Arc::clone(&shared);
+        let dir = data_dir.to_path_buf();
+        let at = xmlrpc::start(addr, args.admin_max_body, shared, search.readers, dir)?;
+        crate::announce(format_args!(
+            "crawlfleet distributor {node_id} admin on http://{at}/RPC2"
+        ));
+    }
     let stopped = |_| "the event loop stopped".to_string();
     while let Ok(event) = spawned.events.recv() {
         match event {

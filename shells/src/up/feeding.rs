@@ -4,7 +4,7 @@
 //! through sessions (docs/distributor.md "Feeding sessions").
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crawlfleet_core::distributor::election::triple;
@@ -33,6 +33,11 @@ pub struct Distributors {
     pub started: Vec<SocketAddr>,
     /// The dispatcher_node objects the crawl's collections were added to.
     pub nodes: usize,
+    /// The data directories of the distributors up started (for `crawlfleet index` and
+    /// `crawlfleet search`).
+    pub data_dirs: Vec<PathBuf>,
+    /// Their administrative (XML-RPC `search`) addresses.
+    pub admins: Vec<SocketAddr>,
 }
 
 /// What `up` feeds through.
@@ -57,6 +62,8 @@ pub(super) fn start(
         return Ok(Some(Distributors {
             nameserver: ns,
             started: Vec::new(),
+            data_dirs: Vec::new(),
+            admins: Vec::new(),
             nodes,
         }));
     }
@@ -70,11 +77,15 @@ pub(super) fn start(
     })?;
     wait_listening(ns);
     let mut started = Vec::new();
+    let (mut data_dirs, mut admins) = (Vec::new(), Vec::new());
     for i in 1..=opts.distributors {
         // The objects' port (base + 390) is the free one; the base follows from it.
         let objects = free_addr()?;
         let base = objects.port().saturating_sub(PORT_OFFSET);
         let listen = SocketAddr::new(objects.ip(), base);
+        let admin = free_addr()?;
+        data_dirs.push(data_dir.join(format!("distributor{i}")));
+        admins.push(admin);
         let args = DistributorArgs {
             command: None,
             nameserver: Some(ns),
@@ -82,6 +93,8 @@ pub(super) fn start(
             base_port: None,
             host: None,
             data_dir: Some(data_dir.join(format!("distributor{i}"))),
+            admin: Some(admin),
+            admin_max_body: 1 << 20,
             node_id: Some(i as i64),
             collections: collections.to_vec(),
             check_interval_ms: CHECK_INTERVAL_MS,
@@ -101,6 +114,8 @@ pub(super) fn start(
         nameserver: ns,
         nodes: started.len(),
         started,
+        data_dirs,
+        admins,
     }))
 }
 
