@@ -72,6 +72,10 @@ pub enum Command {
     /// data directories (merged by document id, latest version first): URI, time, seq, MD5 in
     /// hex, HTTP status, body size.
     Index(IndexArgs),
+    /// Run a RUP server (draft-cosmo; docs/rup.md): serves a directory over HTTP with
+    /// /rupinfo.txt and the RUP CGI, keeps a modification log of it, and mails registered
+    /// robots their update reports.
+    RupServer(crate::rup::RupServerArgs),
 }
 
 /// Arguments of `crawlfleet distributor`: the distributor's flags, or a client command.

@@ -11,7 +11,7 @@
 //!
 //! The brackets hold the date of the change ([`super::format_date`], to the second, UTC): they
 //! are part of the line's keyword, not the draft's "optional" braces. Changes of one kind at the
-//! same second that follow each other in the log share a line; lines are in the order of the
+//! same second that follow each other in the log share a line (up to [`MAX_LINE`] bytes); lines are in the order of the
 //! log, so a robot that applies them in order ends where the tree is. A file path is relative
 //! to URLBase, percent-encoded (every byte but `A-Z a-z 0-9 - . _ ~ /`), so that neither ", "
 //! nor a line break can appear inside one.
@@ -94,6 +94,11 @@ impl Filter {
     }
 }
 
+/// A line holding more paths than fit in this many bytes goes on in a new line of the same
+/// kind and date, so that mail lines stay under RFC 5322's 998 (a single longer path, which
+/// the file system allows, makes a longer line; the mail then goes quoted-printable).
+pub const MAX_LINE: usize = 900;
+
 /// Writes a report: the two header lines, a blank line, then the change lines of `changes`
 /// that `filter` admits; `nl` ends every line ("\r\n" in mail, 3.2's "MIME compliant").
 pub fn render<'a>(
@@ -105,13 +110,16 @@ pub fn render<'a>(
 ) -> String {
     let mut out = format!("SequenceNumber: {seq}{nl}URLBase: {url_base}{nl}{nl}");
     let mut line: Option<(ChangeKind, i64)> = None;
+    let mut line_start = 0;
     for c in changes.into_iter().filter(|c| filter.admits(&c.path)) {
-        if line == Some((c.kind, c.date)) {
+        let fits = out.len() - line_start + 2 + c.path.len() <= MAX_LINE;
+        if line == Some((c.kind, c.date)) && fits {
             out.push_str(", ");
         } else {
             if line.is_some() {
                 out.push_str(nl);
             }
+            line_start = out.len();
             out.push_str(&format!("{}[{}]: ", c.kind.name(), format_date(c.date)));
             line = Some((c.kind, c.date));
         }

@@ -4,7 +4,7 @@ use super::cgi::{answer, parse_form, Action, Offer};
 use super::info::RupInfo;
 use super::modlog::{FileStat, ModLog};
 use super::registry::{Patterns, Registry};
-use super::report::{encode_path, render, Change, ChangeKind, Filter};
+use super::report::{self, encode_path, render, Change, ChangeKind, Filter};
 use super::*;
 
 fn offer() -> Offer {
@@ -111,6 +111,25 @@ fn report_follows_3_2_byte_for_byte() {
     assert_eq!(
         render(2, "http://h/", &[], &Filter::All, "\n"),
         "SequenceNumber: 2\nURLBase: http://h/\n\n"
+    );
+    let many: Vec<Change> = (0..200)
+        .map(|i| ch(i, ChangeKind::New, t, &format!("page{i:03}.html")))
+        .collect();
+    let text = render(3, "http://h/", &many, &Filter::All, "\r\n");
+    assert!(text.split("\r\n").all(|l| l.len() <= report::MAX_LINE));
+    let paths: Vec<&str> = text
+        .split("\r\n")
+        .skip(3)
+        .filter(|l| !l.is_empty())
+        .flat_map(|l| {
+            l.strip_prefix("New[2026-11-25T10:00:00Z]: ")
+                .unwrap()
+                .split(", ")
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        many.iter().map(|c| c.path.as_str()).collect::<Vec<_>>()
     );
     assert_eq!(encode_path("a b,c/é".as_bytes()), "a%20b%2Cc/%C3%A9");
 }
