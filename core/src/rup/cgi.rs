@@ -281,7 +281,7 @@ fn store_failed(e: impl std::fmt::Display) -> Refusal {
 }
 
 /// Carries out `action` at `now`, answering the HTML document of its line; `new_key` gives a
-/// fresh registration key for Register.
+/// fresh registration key for Register. Dispatches to one `on_<action>` per action.
 pub fn answer(
     action: Action,
     offer: &Offer,
@@ -290,88 +290,138 @@ pub fn answer(
     now: i64,
     new_key: impl FnOnce() -> String,
 ) -> Result<String, Refusal> {
-    let wrong = || Refusal::bad("wrong RegistrationKey or RegisteredRobotEmail");
     match action {
         Action::Register {
             email,
             latency,
             patterns,
-        } => {
-            let latency = latency.unwrap_or(Span {
-                count: 1,
-                unit: offer
-                    .info
-                    .latencies
-                    .first()
-                    .copied()
-                    .unwrap_or(super::Unit::Day),
-            });
-            let key = new_key();
-            registry
-                .register(Robot {
-                    key: key.clone(),
-                    email,
-                    latency,
-                    patterns: patterns.unwrap_or_default(),
-                    seq: 0,
-                    sent_upto: modlog.head(),
-                    next_due: now.saturating_add(latency.seconds() as i64),
-                })
-                .map_err(store_failed)?;
-            Ok(html(&format!("RegistrationKey: {key}\n")))
-        }
-        Action::Unregister { key, email } => {
-            registry.find(&key, &email).ok_or_else(wrong)?;
-            registry.unregister(&key).map_err(store_failed)?;
-            Ok(html("Unregistered\n"))
-        }
+        } => on_register(
+            offer,
+            registry,
+            modlog,
+            now,
+            new_key(),
+            email,
+            latency,
+            patterns,
+        ),
+        Action::Unregister { key, email } => on_unregister(registry, &key, &email),
         Action::ModifyPreferences {
             key,
             email,
             new_email,
             latency,
             patterns,
-        } => {
-            let mut r = registry.find(&key, &email).ok_or_else(wrong)?.clone();
-            if let Some(e) = new_email {
-                if registry
-                    .robots()
-                    .any(|o| o.key != key && o.email.eq_ignore_ascii_case(&e))
-                {
-                    return Err(Refusal::bad(format!(
-                        "RobotEmail: {e} is registered already"
-                    )));
-                }
-                r.email = e;
-            }
-            if let Some(l) = latency {
-                // The next report comes one new period after the last one was due.
-                let last = r.next_due - r.latency.seconds() as i64;
-                r.next_due = last.max(now - l.seconds() as i64) + l.seconds() as i64;
-                r.latency = l;
-            }
-            if let Some(p) = patterns {
-                r.patterns = p;
-            }
-            registry.update(r).map_err(store_failed)?;
-            Ok(html("PreferencesModified\n"))
-        }
-        Action::GetSequenceNumber { key, email } => {
-            let r = registry.find(&key, &email).ok_or_else(wrong)?;
-            Ok(html(&format!("SequenceNumber={}\n", r.seq)))
-        }
-        Action::GetIndex { span } => {
-            let from = now.saturating_sub(span.seconds() as i64);
-            // 3.3.4: the report format of 3.2, unfiltered; it is no robot's report, so its
-            // sequence number is 0 (a robot's reports are numbered from 1).
-            let text = report::render(
-                0,
-                &offer.url_base,
-                modlog.dated_from(from),
-                &Filter::All,
-                "\n",
-            );
-            Ok(html(&text))
-        }
+        } => on_modify_preferences(registry, now, &key, &email, new_email, latency, patterns),
+        Action::GetSequenceNumber { key, email } => on_get_sequence_number(registry, &key, &email),
+        Action::GetIndex { span } => Ok(on_get_index(offer, modlog, now, span)),
     }
+}
+
+fn wrong() -> Refusal {
+    Refusal::bad("wrong RegistrationKey or RegisteredRobotEmail")
+}
+
+/// Action=Register (3.1.2): a new robot with `key`, hearing of the changes logged from now
+/// on, its first report one latency period away; a registration of the same address is
+/// voided.
+#[allow(clippy::too_many_arguments)]
+pub fn on_register(
+    offer: &Offer,
+    registry: &mut Registry,
+    modlog: &ModLog,
+    now: i64,
+    key: String,
+    email: String,
+    latency: Option<Span>,
+    patterns: Option<Patterns>,
+) -> Result<String, Refusal> {
+    let latency = latency.unwrap_or(Span {
+        count: 1,
+        unit: offer
+            .info
+            .latencies
+            .first()
+            .copied()
+            .unwrap_or(super::Unit::Day),
+    });
+    registry
+        .register(Robot {
+            key: key.clone(),
+            email,
+            latency,
+            patterns: patterns.unwrap_or_default(),
+            seq: 0,
+            sent_upto: modlog.head(),
+            next_due: now.saturating_add(latency.seconds() as i64),
+        })
+        .map_err(store_failed)?;
+    Ok(html(&format!("RegistrationKey: {key}\n")))
+}
+
+/// Action=Unregister (3.3.1): the robot is erased and hears no more.
+pub fn on_unregister(registry: &mut Registry, key: &str, email: &str) -> Result<String, Refusal> {
+    registry.find(key, email).ok_or_else(wrong)?;
+    registry.unregister(key).map_err(store_failed)?;
+    Ok(html("Unregistered\n"))
+}
+
+/// Action=ModifyPreferences (3.3.2): the items given change, the others stay.
+pub fn on_modify_preferences(
+    registry: &mut Registry,
+    now: i64,
+    key: &str,
+    email: &str,
+    new_email: Option<String>,
+    latency: Option<Span>,
+    patterns: Option<Patterns>,
+) -> Result<String, Refusal> {
+    let mut r = registry.find(key, email).ok_or_else(wrong)?.clone();
+    if let Some(e) = new_email {
+        if registry
+            .robots()
+            .any(|o| o.key != key && o.email.eq_ignore_ascii_case(&e))
+        {
+            return Err(Refusal::bad(format!(
+                "RobotEmail: {e} is registered already"
+            )));
+        }
+        r.email = e;
+    }
+    if let Some(l) = latency {
+        // The next report comes one new period after the last one was due.
+        let last = r.next_due - r.latency.seconds() as i64;
+        r.next_due = last.max(now - l.seconds() as i64) + l.seconds() as i64;
+        r.latency = l;
+    }
+    if let Some(p) = patterns {
+        r.patterns = p;
+    }
+    registry.update(r).map_err(store_failed)?;
+    Ok(html("PreferencesModified\n"))
+}
+
+/// Action=GetSequenceNumber (3.3.3): the number of the last report sent (0 before the first).
+pub fn on_get_sequence_number(
+    registry: &Registry,
+    key: &str,
+    email: &str,
+) -> Result<String, Refusal> {
+    let r = registry.find(key, email).ok_or_else(wrong)?;
+    Ok(html(&format!("SequenceNumber={}\n", r.seq)))
+}
+
+/// Action=GetIndex (3.3.4): the changes of the last `span` (checked against MaxQuerySpan by
+/// [`Action::parse`]) in the report format of 3.2, unfiltered; it is no robot's report, so
+/// its sequence number is 0 (a robot's reports are numbered from 1).
+pub fn on_get_index(offer: &Offer, modlog: &ModLog, now: i64, span: Span) -> String {
+    let from = now.saturating_sub(span.seconds() as i64);
+    let text = report::render(
+        0,
+        &offer.url_base,
+        modlog.dated_from(from),
+        &Filter::All,
+        "\n",
+    );
+    html(&text)
 }
