@@ -205,12 +205,17 @@ impl ModLog {
         Ok(())
     }
 
-    /// Forgets the changes dated before `oldest`; compacts the file once the records it holds
-    /// for nothing outnumber the live ones (at least 1,024 of them). Returns how many changes
-    /// were dropped.
-    pub fn expire(&mut self, oldest: i64) -> Result<usize, LogError> {
+    /// Forgets the changes dated before `oldest`, except those numbered after `unreported`
+    /// (a report still owes them to a robot whose latency is longer than the span);
+    /// compacts the file once the records it holds for nothing outnumber the live ones (at
+    /// least 1,024 of them). Returns how many changes were dropped.
+    pub fn expire(&mut self, oldest: i64, unreported: u64) -> Result<usize, LogError> {
         let mut dropped = 0;
-        while self.changes.front().is_some_and(|c| c.date < oldest) {
+        while self
+            .changes
+            .front()
+            .is_some_and(|c| c.date < oldest && c.seq <= unreported)
+        {
             self.changes.pop_front();
             dropped += 1;
         }

@@ -5,10 +5,13 @@
 //! A request path is percent-decoded and read segment by segment: a `..` segment is refused
 //! (403), and the file it names is resolved (symbolic links followed) and refused (403) unless
 //! it lies under the root, resolved the same way. A directory serves its `index.html`; there
-//! are no listings.
+//! are no listings. Files over [`MAX_FILE`] are refused (403): an answer is built in memory.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
+
+/// The largest file served, in bytes (64 MiB).
+pub const MAX_FILE: u64 = 64 << 20;
 
 /// An answer: status, content type, extra header fields, body.
 pub struct Answer {
@@ -116,6 +119,10 @@ pub fn serve(root: &Path, path: &str, inm: Option<&str>, ims: Option<&str>) -> A
     };
     if !meta.is_file() {
         return Answer::text(404, "not found");
+    }
+    if meta.len() > MAX_FILE {
+        // Answers are built whole in memory: a bound on what one request may cost.
+        return Answer::text(403, "the file is larger than this server serves");
     }
     let mtime = meta.modified().unwrap_or(UNIX_EPOCH);
     let since = mtime.duration_since(UNIX_EPOCH).unwrap_or_default();

@@ -302,10 +302,19 @@ impl Server {
         }
     }
 
-    /// Drops the changes older than MaxQuerySpan (3.1.1: how long the server keeps them).
+    /// Drops the changes older than MaxQuerySpan (3.1.1: how long the server keeps them for
+    /// GetIndex).
     fn expire(&mut self) {
         let span = self.offer.info.max_query_span.seconds() as i64;
-        if let Err(e) = self.modlog.expire(clock::unix_now() - span) {
+        // Changes a robot with a latency longer than the span has not heard of yet stay
+        // (reports only: GetIndex never reaches past the span).
+        let unreported = self
+            .registry
+            .robots()
+            .map(|r| r.sent_upto)
+            .min()
+            .unwrap_or(u64::MAX);
+        if let Err(e) = self.modlog.expire(clock::unix_now() - span, unreported) {
             warn_limited!("rup-modlog", "modification log not compacted: {e}");
         }
     }
