@@ -154,3 +154,36 @@ pub fn serve(root: &Path, path: &str, inm: Option<&str>, ims: Option<&str>) -> A
         Err(_) => Answer::text(404, "not found"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_decoded_and_kept_under_the_root() {
+        assert_eq!(percent_decode("/a%20b%2F"), Some(b"/a b/".to_vec()));
+        assert_eq!(percent_decode("/a%2"), None);
+        assert_eq!(percent_decode("/a%zz"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("www");
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::write(root.join("d/index.html"), "i").unwrap();
+        std::fs::write(dir.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), root.join("link")).unwrap();
+        let root = root.canonicalize().unwrap();
+        let status = |p: &str| serve(&root, p, None, None).status;
+        assert_eq!(status("/d/"), 200);
+        assert_eq!(status("/d/%2E%2E/%2E%2E/secret"), 403);
+        assert_eq!(status("/link"), 403);
+        assert_eq!(status("/d%00"), 400);
+        assert_eq!(status("d/index.html"), 400);
+        assert_eq!(status("/nothing"), 404);
+    }
+
+    #[test]
+    fn if_none_match_compares_weakly() {
+        assert!(none_match("\"a\", W/\"b\"", "\"b\""));
+        assert!(none_match("*", "\"x\""));
+        assert!(!none_match("\"a\"", "\"b\""));
+    }
+}
