@@ -115,6 +115,19 @@ fn new_lines(addr: SocketAddr, before: &[String], n: usize) -> Vec<String> {
     now[before.len()..].to_vec()
 }
 
+/// Clock ticks per second of /proc/PID/stat's times (USER_HZ, 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
+/// User and system CPU time of process `pid` so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name (in parentheses): utime and stime are the 12th and
+    // 13th of them (proc(5): fields 14 and 15).
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
 #[test]
 fn rup_server_actions_reports_and_static_files() {
     let dir = temp_dir("rup");
@@ -342,6 +355,23 @@ fn rup_server_actions_reports_and_static_files() {
     assert_ne!(key3, key);
     assert_eq!(seqno(addr, &key, "bot1%40example.org"), None);
     assert_eq!(seqno(addr, &key3, "bot1%40example.org"), Some(0));
+    // Bounded resources while idle: over two seconds (two rescans, which open every
+    // directory of the root) the server uses well under half a CPU; a watcher taking the
+    // rescan's own opening of a directory for a change would rescan without end.
+    let (t0, c0) = (std::time::Instant::now(), cpu_ticks(role.child.id()));
+    let mut polls = 0;
+    wait_until("two seconds of an idle server", || {
+        polls += 1;
+        assert_eq!(http(addr, "GET", "/a.html", "").status, 200);
+        t0.elapsed() >= std::time::Duration::from_secs(2)
+    });
+    let used = cpu_ticks(role.child.id()) - c0;
+    let wall = t0.elapsed().as_secs_f64() * USER_HZ;
+    assert!(
+        (used as f64) < wall / 2.0,
+        "{used} ticks of CPU in {wall:.0} ticks ({polls} requests)"
+    );
+
     let id3 = format!("RegistrationKey={key3}&RegisteredRobotEmail=bot1%40example.org");
     assert_eq!(post(addr, &format!("Action=Unregister&{id3}")).status, 200);
     assert_eq!(seqno(addr, &key3, "bot1%40example.org"), None);

@@ -118,6 +118,10 @@ pub fn look_at(root: &Path, path: &Path, log: &mut ModLog, now: i64) {
 /// system refuses a watcher: the periodic rescan still catches every change.
 pub fn watch(root: &Path, tx: Sender<Vec<PathBuf>>) -> Option<notify::RecommendedWatcher> {
     let handler = move |res: notify::Result<notify::Event>| match res {
+        // Opening and reading (inotify's IN_OPEN, IN_ACCESS, IN_CLOSE_NOWRITE) change nothing,
+        // and the rescan's own opening of directories would otherwise call for another rescan
+        // without end.
+        Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) => {}
         Ok(ev) => {
             let _ = tx.send(ev.paths);
         }
