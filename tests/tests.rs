@@ -23,6 +23,7 @@ mod nameserver;
 mod netns_fault;
 mod port_limits;
 mod queue_crash;
+mod rup;
 mod sched;
 mod search;
 mod synthweb;

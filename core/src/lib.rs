@@ -33,6 +33,7 @@ pub mod queue;
 pub mod ratelog;
 pub mod recordlog;
 pub mod routing;
+pub mod rup;
 pub mod sched;
 pub mod stats;
 pub mod store;

@@ -76,6 +76,10 @@ pub enum Command {
     /// full-text index of a collection in each --data-dir (read-only: works beside a running
     /// distributor), merged by score, each URI once.
     Search(SearchArgs),
+    /// Run a RUP server (draft-cosmo; docs/rup.md): serves a directory over HTTP with
+    /// /rupinfo.txt and the RUP CGI, keeps a modification log of it, and mails registered
+    /// robots their update reports.
+    RupServer(crate::rup::RupServerArgs),
 }
 
 /// Arguments of `crawlfleet search`.

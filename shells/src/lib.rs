@@ -21,6 +21,7 @@ pub mod nameserver;
 pub mod node;
 pub mod nsclient;
 pub mod resolver;
+pub mod rup;
 pub mod search;
 pub mod sessionsink;
 pub mod synthweb;
@@ -140,6 +141,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Distributors(args) => distributor::status::run(&args),
         cli::Command::Search(args) => search::run(&args),
         cli::Command::Index(args) => distributor::index::run(&args),
+        cli::Command::RupServer(args) => rup::run(&args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

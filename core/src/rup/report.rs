@@ -1,0 +1,132 @@
+//! The modification update report (draft-cosmo 3.2) and the robots' path filters (3.1.2).
+//!
+//! ```text
+//! SequenceNumber: integer NL
+//! URLBase: URL NL
+//! NL
+//! [ New[date]: filepath[, filepath]* NL |
+//!   Change[date]: filepath[, filepath]* NL |
+//!   Delete[date]: filepath[, filepath]* NL ]*
+//! ```
+//!
+//! The brackets hold the date of the change ([`super::format_date`], to the second, UTC): they
+//! are part of the line's keyword, not the draft's "optional" braces. Changes of one kind at the
+//! same second that follow each other in the log share a line (up to [`MAX_LINE`] bytes); lines are in the order of the
+//! log, so a robot that applies them in order ends where the tree is. A file path is relative
+//! to URLBase, percent-encoded (every byte but `A-Z a-z 0-9 - . _ ~ /`), so that neither ", "
+//! nor a line break can appear inside one.
+
+use regex::Regex;
+
+use super::format_date;
+
+/// What happened to a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChangeKind {
+    /// The file appeared.
+    New,
+    /// Its content or size changed (its modification time or size, as the server sees it).
+    Change,
+    /// It disappeared.
+    Delete,
+}
+
+impl ChangeKind {
+    /// The line's keyword.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ChangeKind::New => "New",
+            ChangeKind::Change => "Change",
+            ChangeKind::Delete => "Delete",
+        }
+    }
+}
+
+/// One entry of the modification log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// Its place in the log: strictly increasing, never reused.
+    pub seq: u64,
+    /// What happened.
+    pub kind: ChangeKind,
+    /// When the server saw it (Unix seconds).
+    pub date: i64,
+    /// The path relative to the root, percent-encoded ([`encode_path`]).
+    pub path: String,
+}
+
+/// Percent-encodes a path relative to the root (its bytes, '/'-separated): every byte but
+/// `A-Z a-z 0-9 - . _ ~ /` becomes `%XX`.
+pub fn encode_path(raw: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for &b in raw {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A robot's choice of paths (3.1.2): all, all but those matching an Exclude pattern, or only
+/// those matching an IncludeOnly pattern. A pattern matches a path when the regular expression
+/// finds a match anywhere in the percent-encoded path relative to URLBase (anchor it with `^`
+/// and `$` to match it whole).
+#[derive(Clone, Debug)]
+pub enum Filter {
+    /// Every path.
+    All,
+    /// Every path that no pattern matches.
+    Exclude(Vec<Regex>),
+    /// Only the paths some pattern matches.
+    IncludeOnly(Vec<Regex>),
+}
+
+impl Filter {
+    /// Whether the robot hears of `path`.
+    pub fn admits(&self, path: &str) -> bool {
+        match self {
+            Filter::All => true,
+            Filter::Exclude(p) => !p.iter().any(|r| r.is_match(path)),
+            Filter::IncludeOnly(p) => p.iter().any(|r| r.is_match(path)),
+        }
+    }
+}
+
+/// A line holding more paths than fit in this many bytes goes on in a new line of the same
+/// kind and date, so that mail lines stay under RFC 5322's 998 (a single longer path, which
+/// the file system allows, makes a longer line; the mail then goes quoted-printable).
+pub const MAX_LINE: usize = 900;
+
+/// Writes a report: the two header lines, a blank line, then the change lines of `changes`
+/// that `filter` admits; `nl` ends every line ("\r\n" in mail, 3.2's "MIME compliant").
+pub fn render<'a>(
+    seq: u64,
+    url_base: &str,
+    changes: impl IntoIterator<Item = &'a Change>,
+    filter: &Filter,
+    nl: &str,
+) -> String {
+    let mut out = format!("SequenceNumber: {seq}{nl}URLBase: {url_base}{nl}{nl}");
+    let mut line: Option<(ChangeKind, i64)> = None;
+    let mut line_start = 0;
+    for c in changes.into_iter().filter(|c| filter.admits(&c.path)) {
+        let fits = out.len() - line_start + 2 + c.path.len() <= MAX_LINE;
+        if line == Some((c.kind, c.date)) && fits {
+            out.push_str(", ");
+        } else {
+            if line.is_some() {
+                out.push_str(nl);
+            }
+            line_start = out.len();
+            out.push_str(&format!("{}[{}]: ", c.kind.name(), format_date(c.date)));
+            line = Some((c.kind, c.date));
+        }
+        out.push_str(&c.path);
+    }
+    if line.is_some() {
+        out.push_str(nl);
+    }
+    out
+}
