@@ -462,3 +462,72 @@ fn rup_modification_log_and_registrations_survive_sigkill() {
     let _ = http_raw;
     role.kill();
 }
+
+/// DESIGN.md "Limits every port keeps", on the RUP server's HTTP port: a client pipelining GETs
+/// of a 1 MiB file and never reading the answers stops being read once its queued output is
+/// full, so the server's memory stays bounded while another client is answered.
+#[test]
+fn rup_server_pipelined_gets_never_read_cost_bounded_memory() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+
+    let dir = temp_dir("rup-flood");
+    let root = dir.path().join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("big.bin"), vec![b'x'; 1 << 20]).unwrap();
+    let smtp = Smtp::start();
+    let server = start(&root, &dir.path().join("data"), &smtp);
+    let addr = server.addr();
+    let mut flooder = TcpStream::connect(addr).unwrap();
+    flooder
+        .set_write_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let window = "GET /big.bin HTTP/1.1\r\nHost: rup\r\n\r\n".repeat(1000);
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut sent = 0u64;
+    while Instant::now() < until && flooder.write_all(window.as_bytes()).is_ok() {
+        sent += 1000;
+    }
+    // Another client is answered meanwhile, whole.
+    let mut good = TcpStream::connect(addr).unwrap();
+    good.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    good.write_all(b"GET /big.bin HTTP/1.1\r\nHost: rup\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    // The head, then the body its Content-Length announces.
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let (head_end, len) = loop {
+        let n = good.read(&mut chunk).unwrap();
+        assert!(n > 0, "the server closed before answering");
+        answer.extend_from_slice(&chunk[..n]);
+        if let Some(i) = answer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&answer[..i]).to_ascii_lowercase();
+            assert!(head.starts_with("http/1.1 200"), "{head}");
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("a Content-Length");
+            break (i + 4, len);
+        }
+    };
+    while answer.len() < head_end + len {
+        let n = good.read(&mut chunk).unwrap();
+        assert!(n > 0, "the server closed mid-body");
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    assert_eq!(len, 1 << 20, "the whole file");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    let rss_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    eprintln!("rup flood: {sent} GETs of 1 MiB written, server RSS {rss_kb} kB");
+    assert!(
+        rss_kb < 256 << 10,
+        "the RUP server holds {rss_kb} kB after a client pipelined {sent} GETs without reading"
+    );
+}

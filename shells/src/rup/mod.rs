@@ -113,6 +113,11 @@ struct Server {
     closing: HashSet<ConnId>,
 }
 
+/// Bytes of answers to one batch of a connection's pipelined requests past which the
+/// connection is closed after the answer in hand: with the loop's cap on queued output, what a
+/// client that never reads costs the server stays bounded whatever the size of the files.
+const ANSWER_BUDGET: usize = 8 << 20;
+
 fn parse_offer(args: &RupServerArgs, url_base: &str) -> Result<RupInfo, String> {
     let mut latencies = Vec::new();
     for name in args.latencies.split(',').map(str::trim) {
@@ -397,6 +402,9 @@ impl Server {
     /// Answers the requests of one batch, in order.
     fn requests(&mut self, batch: &FrameBatch) {
         let conn = batch.conn();
+        // Bytes answered to this batch so far: past ANSWER_BUDGET the answer in hand is the
+        // connection's last (DESIGN.md "Limits every port keeps").
+        let mut answered = 0usize;
         for i in 0..batch.len() {
             if self.closing.contains(&conn) {
                 return;
@@ -414,6 +422,13 @@ impl Server {
                     None => (Answer::text(400, "malformed request"), false, false),
                 },
             };
+            // A few short pipelined requests can ask for far more than they weigh (a file of
+            // megabytes each), all answered before the loop sees the connection's output
+            // queue fill: once one batch's answers pass the budget, the connection closes
+            // after the answer in hand, and the client asks again for the rest (RFC 9112
+            // 9.3.2: a client retries idempotent requests left unanswered on a close).
+            answered += answer.body.len();
+            let keep_alive = keep_alive && !(answered > ANSWER_BUDGET && i + 1 < batch.len());
             let _ = self
                 .handle
                 .send(conn, Priority::Normal, response(&answer, keep_alive, head));
