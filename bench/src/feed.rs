@@ -375,23 +375,9 @@ struct Cluster {
     _children: Vec<RoleChild>,
 }
 
-fn read_announced(child: &mut std::process::Child, what: &str) -> Result<SocketAddr, BenchError> {
-    let mut out = child.stdout.take().ok_or_else(|| err("no stdout"))?;
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    while out.read(&mut byte).map_err(err)? == 1 && byte[0] != b'\n' {
-        line.push(byte[0]);
-    }
-    let line = String::from_utf8_lossy(&line).into_owned();
-    line.rsplit(' ')
-        .next()
-        .and_then(|a| a.parse().ok())
-        .ok_or_else(|| err(format!("{what} printed {line:?}")))
-}
-
 fn start_role(dir: &std::path::Path, args: &[&str]) -> Result<(RoleChild, SocketAddr), BenchError> {
     std::fs::create_dir_all(dir).map_err(err)?;
-    let mut child = Command::new(std::env::current_exe().map_err(err)?)
+    let child = Command::new(std::env::current_exe().map_err(err)?)
         .arg("role")
         .args(args)
         .arg("--data-dir")
@@ -400,14 +386,13 @@ fn start_role(dir: &std::path::Path, args: &[&str]) -> Result<(RoleChild, Socket
         .stdout(Stdio::piped())
         .spawn()
         .map_err(err)?;
-    let addr = read_announced(&mut child, args[0])?;
-    Ok((
-        RoleChild {
-            child,
-            dir: dir.to_path_buf(),
-        },
-        addr,
-    ))
+    // Killed when dropped, also when it does not announce itself.
+    let mut role = RoleChild {
+        child,
+        dir: dir.to_path_buf(),
+    };
+    let addr = crate::read_announced(&mut role.child, args[0])?;
+    Ok((role, addr))
 }
 
 fn start_cluster(args: &BenchFeedArgs) -> Result<Cluster, BenchError> {
@@ -448,21 +433,16 @@ fn start_cluster(args: &BenchFeedArgs) -> Result<Cluster, BenchError> {
     })
 }
 
+/// The first address `host:port` resolves to.
+fn first_addr(host: &str, port: u16) -> Result<SocketAddr, BenchError> {
+    std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| err(format!("cannot resolve {host}:{port}")))
+}
+
 fn connect(aor: &Aor) -> Result<NsClient, BenchError> {
-    let addr = (aor.host.as_str(), aor.port)
-        .to_socket_addrs_first()
-        .ok_or_else(|| err(format!("cannot resolve {}:{}", aor.host, aor.port)))?;
-    NsClient::connect(addr, CALL_TIMEOUT).map_err(err)
-}
-
-trait FirstAddr {
-    fn to_socket_addrs_first(&self) -> Option<SocketAddr>;
-}
-
-impl FirstAddr for (&str, u16) {
-    fn to_socket_addrs_first(&self) -> Option<SocketAddr> {
-        std::net::ToSocketAddrs::to_socket_addrs(self).ok()?.next()
-    }
+    NsClient::connect(first_addr(&aor.host, aor.port)?, CALL_TIMEOUT).map_err(err)
 }
 
 /// Waits until a master is bound and `want` distributors are registered with it; makes sure
@@ -590,11 +570,7 @@ fn run_sessions(
     });
     let addrs: Vec<SocketAddr> = aors
         .iter()
-        .map(|a| {
-            (a.host.as_str(), a.port)
-                .to_socket_addrs_first()
-                .ok_or_else(|| err(format!("cannot resolve {}", a.host)))
-        })
+        .map(|a| first_addr(&a.host, a.port))
         .collect::<Result<_, _>>()?;
     let window = args.window.max(1);
     let placed: Vec<String> = aors

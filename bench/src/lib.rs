@@ -56,6 +56,29 @@ impl Drop for RoleChild {
     }
 }
 
+/// Reads the line a role child process announces itself with on its standard output and
+/// returns the address it ends with (the role's listening address).
+pub(crate) fn read_announced(
+    child: &mut std::process::Child,
+    what: &str,
+) -> Result<std::net::SocketAddr, BenchError> {
+    use std::io::Read;
+    let mut out = child
+        .stdout
+        .take()
+        .ok_or_else(|| BenchError("no stdout".into()))?;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while out.read(&mut byte).map_err(|e| BenchError(e.to_string()))? == 1 && byte[0] != b'\n' {
+        line.push(byte[0]);
+    }
+    let line = String::from_utf8_lossy(&line).into_owned();
+    line.rsplit(' ')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| BenchError(format!("{what} printed {line:?}")))
+}
+
 /// The resident set size of this process, in bytes (Linux `/proc/self/status`).
 pub fn resident_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -38,26 +38,16 @@ fn start_store() -> Result<(RoleChild, SocketAddr), BenchError> {
     let dir = bench_dir("store");
     let _ = std::fs::remove_dir_all(&dir);
     // This executable's hidden `role` runs the link store as `crawlfleet` itself would.
-    let mut child = Command::new(std::env::current_exe().map_err(err)?)
+    let child = Command::new(std::env::current_exe().map_err(err)?)
         .args(["role", "linkstore", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&dir)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()
         .map_err(err)?;
-    let mut out = child.stdout.take().ok_or_else(|| err("no stdout"))?;
-    let store = RoleChild { child, dir };
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    while out.read(&mut byte).map_err(err)? == 1 && byte[0] != b'\n' {
-        line.push(byte[0]);
-    }
-    let line = String::from_utf8_lossy(&line).into_owned();
-    let addr = line
-        .rsplit(' ')
-        .next()
-        .and_then(|a| a.parse().ok())
-        .ok_or_else(|| err(format!("linkstore printed {line:?}")))?;
+    // Killed when dropped, also when it does not announce itself.
+    let mut store = RoleChild { child, dir };
+    let addr = crate::read_announced(&mut store.child, "linkstore")?;
     Ok((store, addr))
 }
 

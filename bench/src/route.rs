@@ -51,18 +51,7 @@ fn start_multinode(collection: &str) -> Result<(RoleChild, SocketAddr), BenchErr
         .stdout(Stdio::piped())
         .spawn()
         .map_err(err)?;
-    let mut out = child.stdout.take().ok_or_else(|| err("no stdout"))?;
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    while out.read(&mut byte).map_err(err)? == 1 && byte[0] != b'\n' {
-        line.push(byte[0]);
-    }
-    let line = String::from_utf8_lossy(&line).into_owned();
-    let addr = line
-        .rsplit(' ')
-        .next()
-        .and_then(|a| a.parse().ok())
-        .ok_or_else(|| err(format!("multinode printed {line:?}")))?;
+    let addr = crate::read_announced(&mut child, "multinode")?;
     Ok((RoleChild { child, dir }, addr))
 }
 

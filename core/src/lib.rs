@@ -29,6 +29,7 @@ pub mod links;
 pub mod marshal;
 pub mod msg;
 pub mod nameserver;
+pub mod percent;
 pub mod queue;
 pub mod ratelog;
 pub mod recordlog;

@@ -125,20 +125,7 @@ fn collection_of(file_name: &str) -> Option<Vec<u8>> {
     if stem == "%" {
         return Some(Vec::new());
     }
-    let b = stem.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    Some(out)
+    crate::percent::percent_decode(stem)
 }
 
 /// Every log under the data directory `dir`: application, collection and path, sorted. A

@@ -10,6 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
+use crawlfleet_core::percent::percent_decode;
+
 /// The largest file served, in bytes (64 MiB).
 pub const MAX_FILE: u64 = 64 << 20;
 
@@ -35,24 +37,6 @@ impl Answer {
             body: format!("{line}\n").into_bytes(),
         }
     }
-}
-
-/// Percent-decodes a request path (without its query); `None` for a bad escape.
-pub fn percent_decode(s: &str) -> Option<Vec<u8>> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    Some(out)
 }
 
 /// The file `path` (a request target's path, percent-encoded) names under `root` (resolved).
