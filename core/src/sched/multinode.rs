@@ -51,6 +51,7 @@ use crate::routing::{RoutingDb, RoutingError};
 mod admin;
 mod diskfull;
 mod handlers;
+mod retain;
 mod route;
 mod sitepeers;
 
@@ -163,7 +164,9 @@ struct Collection {
 struct Peer {
     node: Option<Vec<u8>>,
     xmlrpc: Option<(Vec<u8>, i64)>,
-    keepalive_pending: bool,
+    /// The number of the last keep-alive the Keep-Alive timer sent (`retain.rs` numbers every
+    /// keep-alive of the connection).
+    keepalive_timer_sent: u64,
 }
 
 /// Statistics of the multinode scheduler itself.
@@ -177,6 +180,9 @@ pub struct MultinodeCounters {
     pub uris_unroutable: u64,
     /// Routing decisions made.
     pub routes_made: u64,
+    /// Forwarded entries taken in again because their node's connection closed before the
+    /// node confirmed it held them (`retain.rs`).
+    pub uris_requeued: u64,
     /// Frames that could not be decoded.
     pub bad_frames: u64,
 }
@@ -222,6 +228,8 @@ pub struct Multinode {
     out: Outbox<PeerId>,
     /// The disk-full pause of routing.
     disk: diskfull::DiskPause,
+    /// Per connection of a node, the entries forwarded and not yet confirmed (`retain.rs`).
+    retained: Vec<(PeerId, retain::Retained)>,
 }
 
 fn queue_opts(segment: u64) -> QueueOptions {
@@ -305,6 +313,7 @@ impl Multinode {
             peer_cache: HashMap::default(),
             site_hasher: foldhash::fast::RandomState::default(),
             out: Outbox::new(),
+            retained: Vec::new(),
         };
         for meta in m.dirs.load_all()? {
             let Some(name) = meta
@@ -469,6 +478,7 @@ impl Multinode {
             self.peer_cache.clear();
         }
         info!("node {} disconnected", show(&node));
+        self.requeue_unconfirmed(peer, &node)?;
         self.ip_locks.retain(|_, n| *n != node);
         let names: Vec<Vec<u8>> = self.collections.keys().cloned().collect();
         for name in names {
@@ -490,16 +500,20 @@ impl Multinode {
     pub fn keepalive_tick(&mut self) {
         let peers: Vec<PeerId> = self.nodes.values().copied().collect();
         for peer in peers {
-            if let Some(p) = self.peers.get_mut(&peer) {
-                if p.keepalive_pending {
-                    warn!(
-                        "node {} did not answer the last CMD_UM_KEEPALIVE",
-                        show(p.node.as_deref().unwrap_or_default())
-                    );
-                }
-                p.keepalive_pending = true;
+            let Some(p) = self.peers.get(&peer) else {
+                continue;
+            };
+            if self.keepalive_unanswered(peer, p.keepalive_timer_sent) {
+                warn!(
+                    "node {} did not answer the last CMD_UM_KEEPALIVE",
+                    show(p.node.as_deref().unwrap_or_default())
+                );
             }
-            self.send(peer, &Message::CmdUmKeepalive);
+            self.send_keepalive(peer);
+            let sent = self.keepalives_sent(peer);
+            if let Some(p) = self.peers.get_mut(&peer) {
+                p.keepalive_timer_sent = sent;
+            }
         }
     }
 }

@@ -316,6 +316,10 @@ pub struct NodeScheduler {
     dns_pending: BTreeSet<String>,
     multinode_connected: bool,
     multinode_keepalive_pending: bool,
+    /// CMD_UM_KEEPALIVE received and not answered yet: the answer waits for the next sync of
+    /// the crawl queues, so that it confirms every CMD_UM_URI received before it is durable
+    /// (the multinode scheduler keeps a copy of each until then: multinode/retain.rs).
+    keepalive_acks_owed: u32,
     /// CMD_UM_URI frames forwarded to the multinode scheduler lately, newest last. The protocol
     /// has no acknowledgement for them, and a multinode scheduler that dies loses what it had
     /// not synced yet (its sync interval, 100 ms by default): when it comes back, these go
@@ -403,6 +407,7 @@ impl NodeScheduler {
             dns_pending: BTreeSet::new(),
             multinode_connected: false,
             multinode_keepalive_pending: false,
+            keepalive_acks_owed: 0,
             forwarded: VecDeque::new(),
             resend: VecDeque::new(),
             dups: BTreeMap::new(),

@@ -10,6 +10,8 @@ impl NodeScheduler {
     pub fn multinode_connected(&mut self) {
         self.multinode_connected = true;
         self.multinode_keepalive_pending = false;
+        // Keep-alives of the connection that closed are answered on it or not at all.
+        self.keepalive_acks_owed = 0;
         let again = std::mem::take(&mut self.resend);
         if !again.is_empty() {
             info!(

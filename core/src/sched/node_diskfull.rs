@@ -230,6 +230,16 @@ impl NodeScheduler {
                 Err(e) => return Err(e),
             }
         }
+        // Everything received is durable unless a collection is paused (its spill is in
+        // memory): only then do the keep-alives received so far get their answers.
+        if routes.is_none() && !self.collections.values().any(|c| c.disk.full.is_some()) {
+            for _ in 0..std::mem::take(&mut self.keepalive_acks_owed) {
+                self.send_multinode(
+                    crate::frame::Priority::Normal,
+                    &crate::msg::Message::CmdUmKeepaliveAck,
+                );
+            }
+        }
         Ok(())
     }
 

@@ -81,9 +81,10 @@ impl NodeScheduler {
     // ---- from the multinode scheduler ----------------------------------------------------------
 
     /// CMD_UM_KEEPALIVE, following MS-FSCMT 3.1.5.1 "Receiving a CMD_UM_KEEPALIVE Message":
-    /// answered with CMD_UM_KEEPALIVE_ACK.
+    /// answered with CMD_UM_KEEPALIVE_ACK, once the next sync has made every CMD_UM_URI
+    /// received before it durable (`sync_at`; within the sync interval, 100 ms by default).
     fn on_cmd_um_keepalive(&mut self) {
-        self.send_multinode(Priority::Normal, &Message::CmdUmKeepaliveAck)
+        self.keepalive_acks_owed = self.keepalive_acks_owed.saturating_add(1);
     }
 
     /// CMD_UM_KEEPALIVE_ACK, the answer the Multinode Scheduler Keep-Alive timer waits for

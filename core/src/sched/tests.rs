@@ -555,6 +555,38 @@ fn uris_forwarded_just_before_the_multinode_died_go_again_when_it_is_back() {
 }
 
 #[test]
+fn a_keepalive_is_answered_once_the_uris_before_it_are_durable() {
+    // MS-FSCMT 3.1.5.1: CMD_UM_KEEPALIVE is answered with CMD_UM_KEEPALIVE_ACK. The answer
+    // waits for the next sync, so it confirms the CMD_UM_URI received before it (the
+    // multinode scheduler keeps a copy of each until then).
+    let (mut n, _dir) = node("keepalive");
+    n.multinode_connected();
+    n.conf_add(b"c", config(&[], None)).unwrap();
+    n.take_output();
+    let acks = |out: Outbox<Dest>| {
+        decoded(out)
+            .into_iter()
+            .filter(|(to, _, m)| *to == MN && *m == Message::CmdUmKeepaliveAck)
+            .count()
+    };
+    n.handle_message(&MN, uri("c", "http://www.example.com/a"), 0)
+        .unwrap();
+    n.handle_message(&MN, Message::CmdUmKeepalive, 0).unwrap();
+    n.handle_message(&MN, Message::CmdUmKeepalive, 0).unwrap();
+    assert_eq!(acks(n.take_output()), 0, "not before the sync");
+    n.sync().unwrap();
+    assert_eq!(acks(n.take_output()), 2, "one answer per keep-alive");
+    n.sync().unwrap();
+    assert_eq!(acks(n.take_output()), 0);
+    // Keep-alives of a connection that closed are not answered on the next one.
+    n.handle_message(&MN, Message::CmdUmKeepalive, 0).unwrap();
+    n.multinode_closed();
+    n.multinode_connected();
+    n.sync().unwrap();
+    assert_eq!(acks(n.take_output()), 0);
+}
+
+#[test]
 fn a_modified_document_keeps_its_new_checksum_after_remove_ok() {
     let (mut n, _dir) = node("remove-ok");
     let d = Dest::Dup("127.0.0.1:9".into());

@@ -229,7 +229,8 @@ fn a_routed_site_follows_its_node_to_a_new_connection() {
         .unwrap();
     m.pump(0).unwrap();
     assert!(forwarded_uris(m.take_output()).is_empty());
-    // n1 comes back on another connection: the route holds, the new connection gets them.
+    // n1 comes back on another connection: the route holds, the new connection gets them,
+    // and the two it never confirmed again (retain.rs).
     register_node(&mut m, 7, "n1");
     m.handle_message(2, uri_msg("http://www.a.com/4"), 0)
         .unwrap();
@@ -241,10 +242,65 @@ fn a_routed_site_follows_its_node_to_a_new_connection() {
     assert_eq!(
         sent,
         vec![
+            (7, b"http://www.a.com/1".to_vec()),
+            (7, b"http://www.a.com/2".to_vec()),
             (7, b"http://www.a.com/3".to_vec()),
             (7, b"http://www.a.com/4".to_vec())
         ]
     );
+}
+
+#[test]
+fn entries_a_node_did_not_confirm_are_routed_again_when_its_connection_closes() {
+    // MS-FSCMT has no acknowledgement for CMD_UM_URI (2.2.3.3). A CMD_UM_KEEPALIVE goes behind
+    // the entries forwarded since the last sync tick, and its CMD_UM_KEEPALIVE_ACK (3.2.5.3)
+    // confirms them; entries unconfirmed when the connection closes are routed again.
+    let dir = tmp("mn-retain");
+    let mut m = Multinode::open(dir.path(), MultinodeOptions::default()).unwrap();
+    m.add_collection(b"c", config(&[], None)).unwrap();
+    register_node(&mut m, 1, "n1");
+    m.take_output();
+    for i in 1..=3 {
+        handle_as_frame(&mut m, 1, &uri_msg(&format!("http://www.a.com/{i}")));
+    }
+    m.pump(0).unwrap();
+    m.sync().unwrap();
+    let out = decoded(m.take_output());
+    let order: Vec<_> = out.iter().map(|(_, _, x)| x.command()).collect();
+    use crate::msg::Command;
+    assert_eq!(
+        order.iter().rev().take(2).collect::<Vec<_>>(),
+        vec![&Command::CmdUmKeepalive, &Command::CmdUmUri],
+        "the keep-alive goes behind the entries: {order:?}"
+    );
+    assert_eq!(m.retained_count(1), 3);
+    // An idle tick sends nothing more.
+    m.sync().unwrap();
+    assert!(decoded(m.take_output()).is_empty());
+    // The answer confirms the three; two more are forwarded and never confirmed.
+    m.handle_message(1, Message::CmdUmKeepaliveAck, 0).unwrap();
+    assert_eq!(m.retained_count(1), 0);
+    for i in 4..=5 {
+        handle_as_frame(&mut m, 1, &uri_msg(&format!("http://www.a.com/{i}")));
+    }
+    assert_eq!(forwarded_uris(m.take_output()).len(), 2);
+    m.sync().unwrap();
+    m.take_output();
+    m.peer_closed(1).unwrap();
+    assert_eq!(m.counters().uris_requeued, 2);
+    register_node(&mut m, 7, "n1");
+    m.pump(0).unwrap();
+    let mut sent = forwarded_uris(m.take_output());
+    sent.sort();
+    assert_eq!(
+        sent,
+        vec![
+            (7, b"http://www.a.com/4".to_vec()),
+            (7, b"http://www.a.com/5".to_vec())
+        ]
+    );
+    // Sent again, they are kept again until the new connection confirms them.
+    assert_eq!(m.retained_count(7), 2);
 }
 
 /// `m` handed `msg` as the frame body it would arrive in.

@@ -175,6 +175,8 @@ impl Multinode {
     /// Makes queues, routes and log lines durable (the shell's sync timer). A full disk pauses
     /// routing instead of failing; the first sync that succeeds whole resumes it.
     pub fn sync(&mut self) -> Result<(), SchedError> {
+        // Entries forwarded since the last tick get a keep-alive behind them (`retain.rs`).
+        self.confirm_tick();
         match self.drain_spill().and_then(|()| self.sync_stores()) {
             Ok(()) => {
                 let Some((since, _)) = self.disk.paused.take() else {

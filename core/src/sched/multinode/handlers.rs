@@ -213,11 +213,10 @@ impl Multinode {
     }
 
     /// CMD_UM_KEEPALIVE_ACK, following MS-FSCMT 3.2.5.3 "Receiving a CMD_UM_KEEPALIVE_ACK
-    /// Message": the connection's pending keep-alive is cleared.
+    /// Message": the oldest keep-alive of the connection still unanswered is answered, which
+    /// also confirms the entries forwarded before it (`retain.rs`).
     fn on_cmd_um_keepalive_ack(&mut self, peer: PeerId) {
-        if let Some(p) = self.peers.get_mut(&peer) {
-            p.keepalive_pending = false;
-        }
+        self.keepalive_answered(peer);
     }
 
     /// CMD_UM_DNS_REQUEST, following MS-FSCMT 3.2.5.4 "Receiving a CMD_UM_DNS_REQUEST Message":

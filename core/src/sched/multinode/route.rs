@@ -204,7 +204,7 @@ impl Multinode {
 
     /// A CMD_UM_URI (`urgent`: CMD_UM_URI_URG) whose frame body is `body`: its crawl site and
     /// the site's hash worked out, then as `accept_uri_site`.
-    fn accept_uri(
+    pub(super) fn accept_uri(
         &mut self,
         collection: &[u8],
         uri: &[u8],
@@ -256,6 +256,7 @@ impl Multinode {
                         .and_then(|pc| pc.get(site.as_bytes(), hash));
                     if let Some(peer) = known {
                         frame::encode_raw_body(body, self.out.bulk(peer));
+                        self.retain(peer, body);
                         self.counters.uris_received += 1;
                         self.counters.uris_forwarded += 1;
                         return Ok(());
@@ -409,6 +410,7 @@ impl Multinode {
         let hash = PeerCache::hash(&self.site_hasher, r.site);
         if let Some(peer) = cache.get(r.site, hash) {
             frame::encode_raw_body(r.body, self.out.bulk(peer));
+            self.retain(peer, r.body);
             self.counters.uris_forwarded += 1;
             return Ok(());
         }
@@ -457,6 +459,7 @@ impl Multinode {
         match peer {
             Some(peer) => {
                 frame::encode_raw_body(r.body, self.out.bulk(peer));
+                self.retain(peer, r.body);
                 self.counters.uris_forwarded += 1;
                 cache.insert(r.site, hash, peer);
             }
