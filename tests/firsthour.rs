@@ -325,33 +325,71 @@ fn the_examples_run_as_the_readme_says() {
         30,
     );
     assert!(o.status.success() && !o.stdout.is_empty(), "{}", shown(&o));
+}
+
+/// The README's first command and its "Your first crawl" walk-through, run in order by
+/// `scripts/newcomer.sh` in this checkout (CI runs it on a fresh clone): among them
+/// examples/collection.xml crawling examples/site.
+#[test]
+fn the_readme_walk_through_runs_as_written() {
     if !python3() {
         return;
     }
-    // examples/collection.xml crawls examples/site served on 127.0.0.1:8081, from the root.
-    let _site = StaticServer::start(&checkout_path("examples/site"), 8081);
-    let dir = temp_dir("example");
-    let data = dir.path().join("data");
     let o = run(
-        crawlfleet(&[
-            "up",
-            "--config",
-            "examples/collection.xml",
-            "--until-idle",
-            "--json",
-        ])
-        .args(["--timeout", "120", "--data-dir"])
-        .arg(&data)
-        .current_dir(checkout_path("")),
-        180,
+        Command::new("bash")
+            .arg(checkout_path("scripts/newcomer.sh"))
+            .arg("--here")
+            .env("CRAWLFLEET_BIN", BIN),
+        600,
     );
     assert!(o.status.success(), "{}", shown(&o));
-    let c = &summary(&o)["collections"]["intranet"];
-    // index, about (the seed file's), docs/index, guide, faq and /index.html: private/ and
-    // the .jpg are excluded by the configuration.
-    assert!(c["pages_fetched"].as_u64() >= Some(6), "{c}");
-    assert_eq!(c["errors"].as_u64(), Some(0), "{c}");
-    assert!(c["documents_stored"].as_u64() >= Some(5), "{c}");
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("newcomer: ok crawlfleet config check examples/collection.xml"),
+        "{out}"
+    );
+    assert!(
+        out.contains("newcomer: ok crawlfleet init ~/my-crawl"),
+        "{out}"
+    );
+    // The example crawl's summary row: collection, fetched, stored, indexed, duplicates,
+    // skipped, errors. index, about (the seed file's), docs/index, guide, faq and /index.html;
+    // private/ and the .jpg are excluded by the configuration.
+    let row: Vec<u64> = out
+        .lines()
+        .find(|l| l.starts_with("intranet "))
+        .map(|l| {
+            l.split_whitespace()
+                .skip(1)
+                .filter_map(|n| n.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(row.len(), 6, "{out}");
+    assert!(row[0] >= 6 && row[1] >= 5, "{out}");
+    assert_eq!(row[5], 0, "errors\n{out}");
+}
+
+/// The multi-host section's web.xml is a configuration the check accepts (its ppdup section
+/// included).
+#[test]
+fn the_readme_multi_host_configuration_checks() {
+    let readme = std::fs::read_to_string(checkout_path("README.md")).unwrap();
+    let section = readme
+        .split("## A cluster on several hosts")
+        .nth(1)
+        .expect("the multi-host section");
+    let xml = section
+        .split("```xml\n")
+        .nth(1)
+        .and_then(|x| x.split("```").next())
+        .expect("its web.xml");
+    assert!(xml.contains("<section name=\"ppdup\">"), "{xml}");
+    let dir = temp_dir("multihost");
+    let web = dir.path().join("web.xml");
+    std::fs::write(&web, xml).unwrap();
+    let o = run(crawlfleet(&["config", "check"]).arg(&web), 30);
+    assert!(o.status.success(), "{}", shown(&o));
 }
 
 #[test]
