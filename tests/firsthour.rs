@@ -768,3 +768,39 @@ fn sigterm_stops_up_and_a_second_signal_forces_the_exit() {
     let (status, _, err) = up.wait();
     assert_eq!(status.code(), Some(130), "{err}");
 }
+
+/// A crawl whose site is down says so (issue 26: it used to exit 0 "after unexplained errors").
+#[test]
+fn up_explains_the_errors_of_a_crawl_whose_site_is_down() {
+    let dir = temp_dir("up-dead");
+    let cfg = dir.path().join("dead.xml");
+    let dead = free_port();
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"<CrawlerConfig><DomainSpecification name="dead">
+  <attrib name="start_uris" type="list-string"><member>http://127.0.0.1:{dead}/</member></attrib>
+  <attrib name="robots" type="boolean">no</attrib>
+</DomainSpecification></CrawlerConfig>"#
+        ),
+    )
+    .unwrap();
+    let o = run(
+        crawlfleet(&[
+            "up",
+            "--until-idle",
+            "--distributors",
+            "0",
+            "--timeout",
+            "120",
+            "--config",
+        ])
+        .arg(&cfg)
+        .arg("--data-dir")
+        .arg(dir.path().join("data")),
+        180,
+    );
+    assert!(o.status.success(), "{}", shown(&o));
+    let want = "crawlfleet up: collection dead: 1 fetch error(s); 1 co: no connection: nothing answers at the address (is the site up?)";
+    assert!(text(&o.stderr).lines().any(|l| l == want), "{}", shown(&o));
+}

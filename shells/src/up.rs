@@ -564,11 +564,7 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
             Some(p) => p,
             None => {
                 let pick = || Ok(SocketAddr::from((base, crate::synthweb::free_port(base))));
-                match layout.known("web") {
-                    // A saved port of another base address is of no use.
-                    Some(a) if a.ip() != base => layout.addr("web-new", pick)?.port(),
-                    _ => layout.addr("web", pick)?.port(),
-                }
+                layout.addr(&format!("web-{base}"), pick)?.port()
             }
         };
         let web = Arc::new(SyntheticWeb::generate(&spec, base, port));

@@ -43,10 +43,13 @@ fn server_of(args: &AdminArgs) -> Result<String, String> {
     if let Some(d) = &args.data_dir {
         return crate::up::layout::admin_addr(d).map(|a| a.to_string());
     }
+    // The default data directory's cluster, when something answers at its address.
     let default = crate::up::layout::default_dir();
-    let running = crawlfleet_core::datadir::DirLock::acquire(&default).is_err();
+    let running = |a: &std::net::SocketAddr| {
+        std::net::TcpStream::connect_timeout(a, std::time::Duration::from_millis(500)).is_ok()
+    };
     match crate::up::layout::admin_addr(&default) {
-        Ok(a) if running => Ok(a.to_string()),
+        Ok(a) if running(&a) => Ok(a.to_string()),
         _ => Ok("127.0.0.1:14101".into()),
     }
 }

@@ -118,11 +118,6 @@ impl Layout {
         self.ports.insert(key.to_string(), addr);
     }
 
-    /// A remembered address, if any.
-    pub fn known(&self, key: &str) -> Option<SocketAddr> {
-        self.ports.get(key).copied()
-    }
-
     /// Writes the ports (synced: a resumed cluster must find them).
     pub fn save(&self) -> Result<(), String> {
         let text: String = self

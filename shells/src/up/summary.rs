@@ -219,6 +219,7 @@ fn print_summary(run: &RunSummary, json: bool) {
             .collect();
         println!("  HTTP {}  skip codes {}", http.join(" "), codes.join(" "));
     }
+    explain_errors(sum);
     let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
     println!(
         "{} pages in {elapsed:.1} s ({rate:.0} pages/s){}",
@@ -347,5 +348,44 @@ impl RunSummary {
             s.feed.acked += e.feed.acked;
         }
         self.earlier_fetched = earlier.earlier_fetched;
+    }
+}
+
+/// What each fetch error code of MS-FSCADM 2.2.3.2 means to someone looking at a crawl that
+/// failed (README, "Troubleshooting").
+const ERROR_MEANINGS: [(&str, &str); 9] = [
+    (
+        "co",
+        "no connection: nothing answers at the address (is the site up?)",
+    ),
+    ("ct", "the connection timed out"),
+    ("ne", "a network error"),
+    ("ti", "the download took longer than fetch_timeout"),
+    ("he", "an invalid HTTP header"),
+    ("cu", "a chunked body that did not decode"),
+    ("en", "a Content-Encoding that did not decode"),
+    ("eh", "an empty HTTP header"),
+    ("ot", "another failure (the node's log says which)"),
+];
+
+/// Says on standard error what the errors of each collection were, so that a crawl that
+/// fetched nothing is not a silent success.
+fn explain_errors(sum: &BTreeMap<String, Summary>) {
+    for (name, s) in sum {
+        let errors = s.counters.errors();
+        if errors == 0 {
+            continue;
+        }
+        let why: Vec<String> = ERROR_MEANINGS
+            .iter()
+            .filter_map(|(code, meaning)| {
+                let n = s.counters.doc_skip.get(code).copied().unwrap_or(0);
+                (n > 0).then(|| format!("{n} {code}: {meaning}"))
+            })
+            .collect();
+        eprintln!(
+            "crawlfleet up: collection {name}: {errors} fetch error(s); {}",
+            why.join("; ")
+        );
     }
 }
