@@ -88,7 +88,9 @@ fn crawl(
         String::from_utf8_lossy(&out.stderr)
     );
     let summary: serde_json::Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+        // The summary is the last line (the start record comes first).
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
     let spec: WebSpec = spec.parse().unwrap();
     let web = SyntheticWeb::generate(&spec, base, port);
     let accesses = read_log(&log);
@@ -344,7 +346,8 @@ fn refused_and_timed_out_fetches_are_counted_with_their_codes() {
         .expect("crawlfleet up runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}");
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).unwrap();
     let c = &v["collections"]["dead"];
     assert_eq!(count(c, "pages_fetched"), 2, "{v}");
     assert_eq!(count(&c["skip_codes"], "co"), 1, "{v}");

@@ -254,7 +254,8 @@ fn up_with_its_distributors_indexes_every_stored_document() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).unwrap();
     let c = &v["collections"]["synthetic"];
     let stored = c["documents_stored"].as_u64().unwrap();
     assert!(stored > 0, "{v}");
@@ -327,7 +328,8 @@ fn up_feeds_the_distributors_of_an_existing_name_server_adding_its_collections()
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).unwrap();
     let stored = v["collections"]["synthetic"]["documents_stored"]
         .as_u64()
         .unwrap();

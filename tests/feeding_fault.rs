@@ -195,7 +195,10 @@ fn no_fed_document_is_lost_or_doubled_when_the_master_distributor_or_the_crawl_i
     let f2 = kill_master(&ns, &dirs, &mut ds, 300);
     let out = crawl.wait_with_output().unwrap();
     assert!(out.status.success(), "up --until-idle finished");
-    let summary: Json = serde_json::from_slice(&out.stdout).expect("up --json prints JSON");
+    // The summary is the last line (the start record comes first).
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.trim().lines().last().unwrap_or("");
+    let summary: Json = serde_json::from_str(last).expect("up --json prints JSON");
     let n1 = check_all_indexed(&up1, &dirs);
     eprintln!(
         "feeding fault: {n1} documents indexed across two master kills (failover {} ms, {} ms); up said {}",

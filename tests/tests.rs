@@ -15,6 +15,7 @@ mod dupserver;
 mod feed_sessions;
 mod feeding;
 mod feeding_fault;
+mod firsthour;
 mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;

@@ -80,6 +80,15 @@ pub enum Command {
     /// /rupinfo.txt and the RUP CGI, keeps a modification log of it, and mails registered
     /// robots their update reports.
     RupServer(crate::rup::RupServerArgs),
+    /// Check collection configuration files: `crawlfleet config check FILE.xml`.
+    Config(crate::configfile::ConfigArgs),
+    /// Write a commented starter configuration, a seed file and a small site into DIR, and
+    /// print the commands that crawl them.
+    Init(crate::starter::InitArgs),
+    /// Print the completion script of a shell (bash, zsh, fish, elvish, powershell).
+    Completions(crate::starter::CompletionsArgs),
+    /// Print the man page (roff), or write one per subcommand with --dir.
+    Man(crate::starter::ManArgs),
 }
 
 /// Arguments of `crawlfleet search`.
@@ -383,10 +392,25 @@ pub struct UpArgs {
     /// (the crawl's collections are added to each of them).
     #[arg(long, conflicts_with = "distributors")]
     pub nameserver: Option<SocketAddr>,
-    /// Data directory (default: a new directory under the system's temporary directory). Give
-    /// the same one again to resume.
+    /// Data directory (default: $XDG_STATE_HOME/crawlfleet/up, else
+    /// ~/.local/state/crawlfleet/up). The same one again resumes the cluster on the same
+    /// addresses with its statistics; one a running `up` holds is refused.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Start over: remove what an earlier cluster left in the data directory first.
+    #[arg(long)]
+    pub fresh: bool,
+    /// The multinode scheduler's administrative (XML-RPC) address (default: the one of the
+    /// last run on this data directory, else a free port); written to DATA/admin.addr.
+    #[arg(long)]
+    pub admin_listen: Option<SocketAddr>,
+    /// Progress: a bar on a terminal and a plain line every 10 s elsewhere (auto), plain
+    /// lines always, or none.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub progress: crate::up::progress::ProgressMode,
+    /// Seconds between plain progress lines.
+    #[arg(long, default_value_t = 10.0, hide = true)]
+    pub progress_interval: f64,
     /// Stop when every collection is crawled, and print per-collection statistics.
     #[arg(long)]
     pub until_idle: bool,
@@ -399,21 +423,37 @@ pub struct UpArgs {
     /// Print the summary as JSON (nothing else on standard output).
     #[arg(long)]
     pub json: bool,
-    /// No progress line.
-    #[arg(long)]
+    /// No progress (the same as --progress never).
+    #[arg(long, hide = true)]
     pub no_progress: bool,
+}
+
+impl UpArgs {
+    /// The progress mode, `--no-progress` included.
+    pub fn progress_mode(&self) -> crate::up::progress::ProgressMode {
+        match self.no_progress {
+            true => crate::up::progress::ProgressMode::Never,
+            false => self.progress,
+        }
+    }
 }
 
 /// Arguments of `crawlfleet admin`.
 #[derive(Debug, Args)]
 pub struct AdminArgs {
-    /// The scheduler's administrative address (its --admin).
-    #[arg(long, default_value = "127.0.0.1:14101")]
-    pub server: String,
+    /// The scheduler's administrative address (its --admin). Default: the cluster of
+    /// --data-dir, else the `crawlfleet up` of the default data directory when it runs, else
+    /// 127.0.0.1:14101.
+    #[arg(long, conflicts_with = "data_dir")]
+    pub server: Option<String>,
+    /// The data directory of a `crawlfleet up` cluster: its admin.addr names the address.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// The method: its FSCADM name (CollectionGetList) or in kebab case (collection-get-list).
+    /// The method: its FSCADM name (CollectionGetList) or in kebab case (collection-get-list);
+    /// system.listMethods, system.methodHelp and system.methodSignature too.
     pub command: String,
     /// The method's arguments in order; an array of URIs takes every remaining argument; a
     /// string argument `@path` is the content of a local file.

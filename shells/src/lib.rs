@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod bench;
 pub mod cli;
+pub mod configfile;
 pub mod crawl;
 pub mod distributor;
 pub mod docs;
@@ -24,6 +25,7 @@ pub mod resolver;
 pub mod rup;
 pub mod search;
 pub mod sessionsink;
+pub mod starter;
 pub mod synthweb;
 pub mod up;
 
@@ -61,6 +63,7 @@ where
 {
     use clap::Parser;
     tune_allocator();
+    exit_quietly_on_closed_output();
     let cli = cli::Cli::parse_from(args);
     // `up` draws a progress line: only warnings unless RUST_LOG asks for more.
     init_logging_at(if matches!(cli.command, cli::Command::Up(_)) {
@@ -98,6 +101,28 @@ pub fn tune_allocator() {
     }
 }
 
+/// Makes a closed standard output or error (`crawlfleet admin ... | head`) a normal end of
+/// the program, exit status 0, in every subcommand: Rust ignores SIGPIPE, so `println!` to a
+/// closed pipe panics with "failed printing to stdout: Broken pipe", which this hook turns into
+/// an exit instead of a panic message.
+fn exit_quietly_on_closed_output() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        let printing = text.starts_with("failed printing to stdout")
+            || text.starts_with("failed printing to stderr");
+        if printing && text.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info)
+    }));
+}
+
 /// Sends `log` records to stderr; `RUST_LOG` overrides the default level (info).
 pub fn init_logging() {
     init_logging_at("info");
@@ -127,7 +152,7 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         }
         cli::Command::Multinode(args) => multinode::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Node(args) => node::run(&args).map(|()| ExitCode::SUCCESS),
-        cli::Command::Up(args) => up::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Up(args) => up::run(&args),
         cli::Command::Admin(args) => admin::cli::run(&args),
         cli::Command::Bench(args) => return bench::run(&args),
         cli::Command::Synthweb(args) => synthweb::run(&args)
@@ -142,6 +167,10 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Search(args) => search::run(&args),
         cli::Command::Index(args) => distributor::index::run(&args),
         cli::Command::RupServer(args) => rup::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Config(args) => configfile::run(&args),
+        cli::Command::Init(args) => starter::init(&args),
+        cli::Command::Completions(args) => starter::completions(&args),
+        cli::Command::Man(args) => starter::man(&args),
     };
     match result {
         Ok(code) => code,

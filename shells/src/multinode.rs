@@ -30,17 +30,10 @@ const MAX_BATCH_EVENTS: usize = 8;
 /// Unix seconds now: the project's one wall clock.
 pub use crawlfleet_core::clock::unix_now as now_secs;
 
-/// Reads collection configuration files: (name, dict) of every DomainSpecification.
+/// Reads collection configuration files: (name, dict) of every DomainSpecification, each
+/// checked against the schema first ([`crate::configfile::load`]).
 pub fn read_configs(files: &[std::path::PathBuf]) -> Result<Vec<(String, Value<'static>)>, String> {
-    let mut out = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| format!("cannot read configuration {}: {e}", f.display()))?;
-        let parsed = crawlfleet_core::config::parse_xml(&text)
-            .map_err(|e| format!("configuration {}: {e}", f.display()))?;
-        out.extend(parsed);
-    }
-    Ok(out)
+    crate::configfile::load_all(files)
 }
 
 /// Takes a role's data directory: creates it, locks it against other processes (the lock lives

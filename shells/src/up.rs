@@ -7,28 +7,33 @@
 //! `--synthetic-web`, a collection `synthetic` for the generated web; a collection that names
 //! no duplicate servers is given the embedded pair.
 
-use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crawlfleet_core::config::{parse_xml, to_xml};
-use crawlfleet_core::crawl::CrawlCounters;
 use crawlfleet_core::marshal::Value;
 use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use log::info;
 use parking_lot::Mutex;
 
 use crate::cli::{AdminOpts, DupArgs, MultinodeArgs, NodeArgs, SchedTimers, UpArgs};
 use crate::crawl::{NodeStatus, StatusSlot};
-use crate::sessionsink::FeedCounters;
 use crate::synthweb::SynthServer;
+use layout::Layout;
+use progress::{Figures, Progress};
 
 mod feeding;
+pub mod layout;
+pub mod progress;
+mod summary;
 pub use feeding::{Distributors, FeedingOptions};
+use summary::{print_search_example, summarize};
+pub use summary::{RunSummary, Summary};
 
 /// A free port on 127.0.0.1 for a role `up` starts, which binds it a moment later.
 ///
@@ -145,68 +150,20 @@ fn with_dupservers(
     Ok(paths)
 }
 
-/// The per-collection summary of a run.
-#[derive(Clone, Debug, Default)]
-pub struct Summary {
-    /// The counters of every node, merged.
-    pub counters: CrawlCounters,
-    /// Entries left in the nodes' crawl queues.
-    pub queued: u64,
-    /// Documents fed through content distributor sessions, over the nodes.
-    pub feed: FeedCounters,
-}
-
-/// What a cluster crawled: per collection, and the seconds from the start of the cluster to
-/// the moment its crawl went quiet.
-#[derive(Clone, Debug, Default)]
-pub struct RunSummary {
-    /// By collection name.
-    pub collections: BTreeMap<String, Summary>,
-    /// Seconds the crawl took.
-    pub elapsed: f64,
-    /// The documents were fed to content distributors (the summary shows them indexed).
-    pub feeding: bool,
-}
-
-impl RunSummary {
-    /// Pages fetched (robots.txt excluded), all collections.
-    pub fn pages_fetched(&self) -> u64 {
-        self.collections
-            .values()
-            .map(|s| s.counters.processed)
-            .sum()
-    }
-
-    /// Pages fetched per second of the run.
-    pub fn pages_per_second(&self) -> f64 {
-        if self.elapsed > 0.0 {
-            self.pages_fetched() as f64 / self.elapsed
-        } else {
-            0.0
-        }
-    }
-
-    /// Prints the summary as `crawlfleet up --until-idle` does: a table, or one JSON object.
-    pub fn print(&self, json: bool) {
-        print_summary(&self.collections, self.elapsed, self.feeding, json);
-    }
-}
-
-fn summarize(slots: &[StatusSlot]) -> BTreeMap<String, Summary> {
-    let mut out: BTreeMap<String, Summary> = BTreeMap::new();
-    for s in slots {
-        let st: NodeStatus = s.lock().clone();
-        for (name, c) in st.collections {
-            let e = out.entry(name).or_default();
-            e.counters.merge(&c.counters);
-            e.queued += c.queued;
-            e.feed.fed += c.feed.fed;
-            e.feed.acked += c.feed.acked;
-            e.feed.failed += c.feed.failed;
-            e.feed.pending += c.feed.pending;
-        }
-    }
-    out
+/// Entries the nodes' engines hold for their sites (taken from the crawl queues, not fetched
+/// yet): one figure per node, over its collections.
+fn held(slots: &[StatusSlot]) -> u64 {
+    slots
+        .iter()
+        .map(|s| {
+            let st = s.lock();
+            st.collections
+                .values()
+                .map(|c| c.held as u64)
+                .max()
+                .unwrap_or(0)
+        })
+        .sum()
 }
 
 fn all_drained(slots: &[StatusSlot], since: Instant) -> bool {
@@ -284,12 +241,48 @@ impl Cluster {
         sources: &[CollectionSource],
         feeding: &FeedingOptions,
     ) -> Result<Cluster, String> {
+        Cluster::start_at(data_dir, nodes, sources, feeding, &mut |_| free_addr())
+    }
+
+    /// [`Cluster::start_with`] in the data directory `up` holds: every role on the address
+    /// it had in the last run on that directory when it is free (`layout.save()` keeps them
+    /// for the next), the multinode scheduler's administrative one on `admin` when given.
+    pub fn start_in(
+        layout: &mut Layout,
+        nodes: usize,
+        sources: &[CollectionSource],
+        feeding: &FeedingOptions,
+        admin: Option<SocketAddr>,
+    ) -> Result<Cluster, String> {
+        let dir = layout.dir.clone();
+        Cluster::start_at(
+            &dir,
+            nodes,
+            sources,
+            feeding,
+            &mut |key| match (key, admin) {
+                ("multinode-admin", Some(a)) => {
+                    layout.set(key, a);
+                    Ok(a)
+                }
+                _ => layout.addr(key, free_addr),
+            },
+        )
+    }
+
+    fn start_at(
+        data_dir: &Path,
+        nodes: usize,
+        sources: &[CollectionSource],
+        feeding: &FeedingOptions,
+        addr: &mut dyn FnMut(&str) -> Result<SocketAddr, String>,
+    ) -> Result<Cluster, String> {
         std::fs::create_dir_all(data_dir)
             .map_err(|e| format!("data dir {} is unusable: {e}", data_dir.display()))?;
-        let dup = free_addr()?;
-        let replica = free_addr()?;
-        let mn = free_addr()?;
-        let mn_admin = free_addr()?;
+        let dup = addr("dupserver")?;
+        let replica = addr("dupreplica")?;
+        let mn = addr("multinode")?;
+        let mn_admin = addr("multinode-admin")?;
         let mut configs: Vec<PathBuf> = Vec::new();
         for (i, src) in sources.iter().enumerate() {
             let prefix = data_dir.join(if src.origin.is_empty() {
@@ -316,7 +309,7 @@ impl Cluster {
                 names.push(name);
             }
         }
-        let distributors = feeding::start(data_dir, feeding, &names, &detached)?;
+        let distributors = feeding::start(data_dir, feeding, &names, &detached, addr)?;
         let nameserver = distributors.as_ref().map(|d| d.nameserver);
         let timers = || SchedTimers {
             keepalive: 120.0,
@@ -341,7 +334,7 @@ impl Cluster {
         spawn_role("dupserver", &detached, move || {
             crate::dupserver::run(crawlfleet_core::dupserver::Mode::Server, &da, Some(replica))
         })?;
-        let links = free_addr()?;
+        let links = addr("linkstore")?;
         let la = crate::cli::LinkstoreArgs {
             listen: Some(links),
             base_port: 13000,
@@ -367,7 +360,7 @@ impl Cluster {
         let mut slots: Vec<StatusSlot> = Vec::new();
         let mut node_admins = Vec::new();
         for i in 1..=nodes.max(1) {
-            let admin = free_addr()?;
+            let admin = addr(&format!("node{i}-admin"))?;
             node_admins.push(admin);
             let slot: StatusSlot = Arc::new(Mutex::new(NodeStatus::default()));
             slots.push(slot.clone());
@@ -422,35 +415,59 @@ impl Cluster {
             collections: summarize(&self.slots),
             elapsed: self.started.elapsed().as_secs_f64(),
             feeding: self.distributors.is_some(),
+            ..RunSummary::default()
         }
     }
 
     /// Shows progress on `bar` every 250 ms; with `until_idle`, returns when every collection
     /// is crawled, the elapsed time without the idle seconds waited.
     pub fn watch(&self, opts: &WatchOptions, bar: &ProgressBar) -> Result<RunSummary, String> {
+        let never = AtomicBool::new(false);
+        let r = self.watch_until(opts, &never, &mut |f: &Figures| {
+            bar.set_message(f.line());
+            bar.tick();
+        });
+        bar.finish_and_clear();
+        r.map(|(sum, _)| sum)
+    }
+
+    /// [`Cluster::watch`], showing the figures with `show` every 250 ms, and returning early
+    /// (with `true`) once `stop` is set.
+    pub fn watch_until(
+        &self,
+        opts: &WatchOptions,
+        stop: &AtomicBool,
+        show: &mut dyn FnMut(&Figures),
+    ) -> Result<(RunSummary, bool), String> {
         let started = self.started;
         let slots = &self.slots;
         let mn_queued = &self.mn_queued;
         let mut idle_since: Option<Instant> = None;
         let mut last_total = u64::MAX;
-        let mut last_rate_at = (Instant::now(), 0u64);
-        let mut rate = 0.0;
-        loop {
+        let mut last_rate_at = (Instant::now(), 0u64, 0u64);
+        let mut figures = Figures::default();
+        let stopped = loop {
+            if stop.load(Ordering::Acquire) {
+                break true;
+            }
             std::thread::sleep(Duration::from_millis(250));
             let sum = summarize(slots);
             let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
             let stored: u64 = sum.values().map(|s| s.counters.stored).sum();
-            let queued: u64 =
-                sum.values().map(|s| s.queued).sum::<u64>() + mn_queued.load(Ordering::Relaxed);
+            let bytes: u64 = sum.values().map(|s| s.counters.read_net).sum();
+            let node_queued: u64 = sum.values().map(|s| s.queued).sum();
+            let queued = node_queued + held(slots) + mn_queued.load(Ordering::Relaxed);
             let dt = last_rate_at.0.elapsed().as_secs_f64();
             if dt >= 1.0 {
-                rate = (fetched - last_rate_at.1.min(fetched)) as f64 / dt;
-                last_rate_at = (Instant::now(), fetched);
+                figures.pages_per_sec = fetched.saturating_sub(last_rate_at.1) as f64 / dt;
+                figures.bytes_per_sec = bytes.saturating_sub(last_rate_at.2) as f64 / dt;
+                last_rate_at = (Instant::now(), fetched, bytes);
             }
-            bar.set_message(format!(
-                "{fetched} pages fetched, {stored} stored, {rate:.0} pages/s, {queued} queued"
-            ));
-            bar.tick();
+            figures.fetched = fetched;
+            figures.stored = stored;
+            figures.queued = queued;
+            figures.errors = sum.values().map(|s| s.counters.errors()).sum();
+            show(&figures);
             if !opts.until_idle {
                 continue;
             }
@@ -463,24 +480,27 @@ impl Cluster {
             last_total = activity;
             match (quiet, idle_since) {
                 (true, None) => idle_since = Some(Instant::now()),
-                (true, Some(t)) if t.elapsed().as_secs_f64() >= opts.idle_seconds => break,
+                (true, Some(t)) if t.elapsed().as_secs_f64() >= opts.idle_seconds => break false,
                 (true, Some(_)) => {}
                 (false, _) => idle_since = None,
             }
             if opts.timeout > 0.0 && started.elapsed().as_secs_f64() > opts.timeout {
-                bar.finish_and_clear();
                 return Err(format!(
                     "the crawl was not done after {} seconds (--timeout)",
                     opts.timeout
                 ));
             }
-        }
-        bar.finish_and_clear();
-        Ok(RunSummary {
-            collections: summarize(slots),
-            elapsed: started.elapsed().as_secs_f64() - opts.idle_seconds,
-            feeding: self.distributors.is_some(),
-        })
+        };
+        let waited = if stopped { 0.0 } else { opts.idle_seconds };
+        Ok((
+            RunSummary {
+                collections: summarize(slots),
+                elapsed: started.elapsed().as_secs_f64() - waited,
+                feeding: self.distributors.is_some(),
+                ..RunSummary::default()
+            },
+            stopped,
+        ))
     }
 
     /// Waits (at most `timeout`) until the content distributors acknowledged every document
@@ -504,25 +524,34 @@ impl Cluster {
 /// documents fed.
 const FEED_WAIT: Duration = Duration::from_secs(60);
 
-/// Runs the cluster; with `--until-idle`, until every collection is crawled.
-pub fn run(args: &UpArgs) -> Result<(), String> {
+/// Runs the cluster; with `--until-idle`, until every collection is crawled; Ctrl-C or SIGTERM
+/// stops it (exit 0, the summary so far), a second Ctrl-C forces the exit (130).
+pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
     crate::set_quiet(true);
-    let data_dir = match &args.data_dir {
-        Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("crawlfleet-up-{}", std::process::id())),
-    };
-    std::fs::create_dir_all(&data_dir)
-        .map_err(|e| format!("data dir {} is unusable: {e}", data_dir.display()))?;
+    // Every configuration is checked before anything starts (docs/collection-config.md).
     let mut sources: Vec<CollectionSource> = Vec::new();
     for path in &args.config {
-        let xml = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let mut xml = String::from("<CrawlerConfig>\n");
+        for (name, dict) in crate::configfile::load(path)? {
+            let one = to_xml(&name, &dict).map_err(|e| format!("{}: {e}", path.display()))?;
+            // to_xml writes a whole document per collection: keep its DomainSpecification.
+            let start = one.find("<DomainSpecification").unwrap_or(0);
+            let end = one.rfind("</CrawlerConfig>").unwrap_or(one.len());
+            xml.push_str(&one[start..end]);
+        }
+        xml.push_str("</CrawlerConfig>\n");
         sources.push(CollectionSource {
             origin: path.display().to_string(),
             xml,
             overrides: Vec::new(),
         });
     }
+    let data_dir = match &args.data_dir {
+        Some(d) => d.clone(),
+        None => layout::default_dir(),
+    };
+    let mut layout = Layout::open(&data_dir, args.fresh)?;
+    let stop = signals()?;
     let mut web_server = None;
     if let Some(spec) = &args.synthetic_web {
         let spec: WebSpec = spec.parse().map_err(|e| format!("--synthetic-web: {e}"))?;
@@ -533,7 +562,10 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         let base: Ipv4Addr = args.web_base;
         let port = match args.web_port {
             Some(p) => p,
-            None => crate::synthweb::free_port(base),
+            None => {
+                let pick = || Ok(SocketAddr::from((base, crate::synthweb::free_port(base))));
+                layout.addr(&format!("web-{base}"), pick)?.port()
+            }
         };
         let web = Arc::new(SyntheticWeb::generate(&spec, base, port));
         let server = SynthServer::start_logging(web.clone(), args.access_log.as_deref())
@@ -574,57 +606,50 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         distributors: args.distributors,
         nameserver: args.nameserver,
     };
-    let mut cluster = Cluster::start_with(&data_dir, args.nodes, &sources, &feeding)?;
-    if let (Some(d), false) = (&cluster.distributors, args.json) {
-        eprintln!(
-            "content distributors: name server {}, {} distributors{}",
-            d.nameserver,
-            d.nodes,
-            if d.started.is_empty() {
-                " (existing)".to_string()
-            } else {
-                format!(" at {:?}", d.started)
-            }
-        );
-    }
-    if !args.json {
-        let admins: Vec<String> = cluster.node_admins.iter().map(|a| a.to_string()).collect();
-        eprintln!(
-            "crawlfleet up: multinode {}, {} node schedulers, duplicate server {} + replica {}, link store {}; data in {}\n\
-             administration (XML-RPC, `crawlfleet admin --server ADDR ...`): multinode {}, nodes {}",
-            cluster.multinode,
-            cluster.nodes,
-            cluster.dupserver,
-            cluster.replica,
-            cluster.linkstore,
-            data_dir.display(),
-            cluster.multinode_admin,
-            admins.join(" ")
-        );
-    }
+    let mut cluster = Cluster::start_in(
+        &mut layout,
+        args.nodes,
+        &sources,
+        &feeding,
+        args.admin_listen,
+    )?;
+    layout.save()?;
+    layout.write_admin_addr(cluster.multinode_admin)?;
+    announce_start(args, &layout, &cluster);
+    let earlier = summary::load(&data_dir);
     cluster.restart_clock();
-    let bar = if args.json || args.no_progress {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new_spinner();
-        b.set_style(
-            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        b
-    };
-    let mut sum = cluster.watch(
+    let mut progress = Progress::new(
+        args.progress_mode(),
+        args.json,
+        Duration::from_secs_f64(args.progress_interval.max(0.1)),
+    );
+    let watched = cluster.watch_until(
         &WatchOptions {
             until_idle: args.until_idle,
             idle_seconds: args.idle_seconds,
             timeout: args.timeout,
         },
-        &bar,
-    )?;
-    let fed = cluster.wait_fed(FEED_WAIT);
+        &stop,
+        &mut |f| progress.show(f),
+    );
+    progress.finish();
+    let (mut sum, stopped) = watched?;
+    if stopped && !args.json {
+        eprintln!("crawlfleet up: stopping (Ctrl-C again to force it); the next `crawlfleet up --data-dir {}` resumes", data_dir.display());
+    }
+    // A stop does not wait for the distributors: what they did not acknowledge is sent again
+    // when the cluster resumes (docs/sessionsink.md).
+    let fed = match stopped {
+        true => Ok(()),
+        false => cluster.wait_fed(FEED_WAIT),
+    };
     sum.collections = summarize(&cluster.slots);
+    sum.add_earlier(&earlier);
+    if let Err(e) = summary::save(&data_dir, &sum) {
+        log::warn!("{e}");
+    }
     sum.print(args.json);
-    if let (Some(d), false) = (&cluster.distributors, args.json) {
+    if let (Some(d), false, false) = (&cluster.distributors, args.json, stopped) {
         let query = if args.synthetic_web.is_some() {
             // Words of the generated web's pages.
             "replica checksum"
@@ -639,152 +664,79 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
     if let Some(s) = web_server {
         s.stop();
     }
-    Ok(())
+    // The roles' state is on disk at every sync (crawl queues, routes, checksums: nothing is
+    // lost when the process ends, DESIGN.md "Durable state"); one more sync interval lets
+    // the last changes reach it before the process ends them.
+    std::thread::sleep(Duration::from_millis(250));
+    Ok(ExitCode::SUCCESS)
 }
 
-/// How to search what the crawl indexed, with the best hits of an example query (the
-/// distributors commit their full-text indexes every second, so the last documents may be
-/// missing from it yet).
-fn print_search_example(d: &Distributors, collection: &str, query: &str) {
-    if d.data_dirs.is_empty() {
-        return;
+/// Ctrl-C and SIGTERM set the returned flag; a second one while it is set exits at once with
+/// status 130.
+fn signals() -> Result<Arc<AtomicBool>, String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        // The conditional exit first, so that the first signal only sets the flag.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
+            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
     }
-    let dirs: Vec<String> = d
-        .data_dirs
-        .iter()
-        .map(|p| format!("--data-dir {}", p.display()))
-        .collect();
-    println!(
-        "search the crawl (docs/search.md): crawlfleet search {} {collection} \"{query}\"",
-        dirs.join(" ")
-    );
-    if let Some(a) = d.admins.first() {
-        println!("  or XML-RPC search(\"{collection}\", \"{query}\", 10) on http://{a}/RPC2");
-    }
-    match crate::search::search(&d.data_dirs, collection, query, 3) {
-        Ok(found) => {
-            for f in found {
-                println!("  {:>8.3}  {}", f.hit.score, f.hit.uri);
-            }
-        }
-        Err(e) => println!("  ({e})"),
-    }
+    Ok(stop)
 }
 
-fn print_summary(sum: &BTreeMap<String, Summary>, elapsed: f64, feeding: bool, json: bool) {
-    let row = |c: &CrawlCounters| {
-        let dups = c.doc_skip.get("cs").copied().unwrap_or(0);
-        (
-            c.processed,
-            c.stored,
-            dups,
-            c.docs_skipped() - dups - c.errors() + c.uris_skipped(),
-            c.errors(),
-        )
-    };
-    if json {
-        let mut cols = serde_json::Map::new();
-        for (name, s) in sum {
-            let (fetched, stored, dups, skipped, errors) = row(&s.counters);
-            let http: serde_json::Map<String, serde_json::Value> = s
-                .counters
-                .http_response
-                .iter()
-                .map(|(k, v)| (k.to_string(), (*v).into()))
-                .collect();
-            let skips: serde_json::Map<String, serde_json::Value> = s
-                .counters
-                .doc_skip
-                .iter()
-                .chain(s.counters.uri_skip.iter())
-                .map(|(k, v)| (k.to_string(), (*v).into()))
-                .collect();
-            let mut col = serde_json::json!({
-                    "pages_fetched": fetched,
-                    "documents_stored": stored,
-                    "duplicates": dups,
-                    "skipped": skipped,
-                    "errors": errors,
-                    "redirects": s.counters.redirects,
-                    "bytes": s.counters.read_net,
-                    "http_response": http,
-                    "skip_codes": skips,
-            });
-            if feeding {
-                col["documents_indexed"] = s.feed.acked.into();
-                col["feed_failed"] = s.feed.failed.into();
-                col["feed_pending"] = s.feed.pending.into();
-            }
-            cols.insert(name.clone(), col);
-        }
-        let total = |f: fn(&(u64, u64, u64, u64, u64)) -> u64| -> u64 {
-            sum.values().map(|s| f(&row(&s.counters))).sum()
-        };
-        let fetched = total(|r| r.0);
-        let mut v = serde_json::json!({
-            "pages_fetched": fetched,
-            "documents_stored": total(|r| r.1),
-            "duplicates": total(|r| r.2),
-            "skipped": total(|r| r.3),
-            "errors": total(|r| r.4),
-            "elapsed_seconds": (elapsed * 1000.0).round() / 1000.0,
-            "pages_per_second": if elapsed > 0.0 { (fetched as f64 / elapsed).round() } else { 0.0 },
-            "collections": cols,
+/// Says where the cluster is: its data directory and administrative address on standard
+/// output (a line each, or one JSON start record with `--json`), the roles on standard error.
+fn announce_start(args: &UpArgs, layout: &Layout, cluster: &Cluster) {
+    let dir = layout.dir.display().to_string();
+    let admins: Vec<String> = cluster.node_admins.iter().map(|a| a.to_string()).collect();
+    if args.json {
+        let v = serde_json::json!({
+            "event": "start",
+            "data_dir": dir,
+            "resumed": layout.resumed,
+            "admin": cluster.multinode_admin.to_string(),
+            "node_admins": admins,
+            "multinode": cluster.multinode.to_string(),
+            "dupserver": cluster.dupserver.to_string(),
+            "replica": cluster.replica.to_string(),
+            "linkstore": cluster.linkstore.to_string(),
+            "nameserver": cluster.distributors.as_ref().map(|d| d.nameserver.to_string()),
         });
-        if feeding {
-            v["documents_indexed"] = sum.values().map(|s| s.feed.acked).sum::<u64>().into();
-        }
         println!("{v}");
         return;
     }
-    let indexed = |s: &Summary| match feeding {
-        true => format!(" {:>10}", s.feed.acked),
-        false => String::new(),
-    };
     println!(
-        "{:<16} {:>10} {:>10}{} {:>10} {:>10} {:>8}",
-        "collection",
-        "fetched",
-        "stored",
-        if feeding { "    indexed" } else { "" },
-        "duplicates",
-        "skipped",
-        "errors"
-    );
-    for (name, s) in sum {
-        let (fetched, stored, dups, skipped, errors) = row(&s.counters);
-        println!(
-            "{name:<16} {fetched:>10} {stored:>10}{} {dups:>10} {skipped:>10} {errors:>8}",
-            indexed(s)
-        );
-        if feeding && (s.feed.failed > 0 || s.feed.pending > 0) {
-            println!(
-                "  feeding: {} refused by the distributors, {} not acknowledged",
-                s.feed.failed, s.feed.pending
-            );
-        }
-        let codes: Vec<String> = s
-            .counters
-            .doc_skip
-            .iter()
-            .chain(s.counters.uri_skip.iter())
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let http: Vec<String> = s
-            .counters
-            .http_response
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        println!("  HTTP {}  skip codes {}", http.join(" "), codes.join(" "));
-    }
-    let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
-    println!(
-        "{fetched} pages in {elapsed:.1} s ({:.0} pages/s)",
-        if elapsed > 0.0 {
-            fetched as f64 / elapsed
+        "crawlfleet up: data in {dir} ({})",
+        if layout.resumed {
+            "resumed"
         } else {
-            0.0
+            "new cluster"
         }
+    );
+    println!(
+        "admin {}  (crawlfleet admin --data-dir {dir} collection-get-list)",
+        cluster.multinode_admin
+    );
+    if let Some(d) = &cluster.distributors {
+        eprintln!(
+            "content distributors: name server {}, {} distributors{}",
+            d.nameserver,
+            d.nodes,
+            if d.started.is_empty() {
+                " (existing)".to_string()
+            } else {
+                format!(" at {:?}", d.started)
+            }
+        );
+    }
+    eprintln!(
+        "roles: multinode {}, {} node schedulers (admin {}), duplicate server {} + replica {}, link store {}",
+        cluster.multinode,
+        cluster.nodes,
+        admins.join(" "),
+        cluster.dupserver,
+        cluster.replica,
+        cluster.linkstore,
     );
 }

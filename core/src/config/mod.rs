@@ -26,10 +26,12 @@
 //! assert_eq!(config::parse_xml(&config::to_xml(name, dict).unwrap()).unwrap(), specs);
 //! ```
 
+mod check;
 mod collection;
 mod params;
 mod parts;
 mod rules;
+pub mod schema;
 mod xml;
 
 #[cfg(test)]
@@ -41,6 +43,7 @@ use std::fmt;
 
 use crate::marshal::Value;
 
+pub use check::{check_xml, Finding};
 pub use collection::{default_dict, CollectionConfig, Node, RefreshMode, Refusal, KNOWN_ATTRIBS};
 pub use parts::{Login, SubDomain, VariableDelay};
 pub use rules::{RuleError, RuleKind, RuleSet, RuleTarget};

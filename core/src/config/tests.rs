@@ -4,7 +4,7 @@
 use super::*;
 use crate::marshal::{self, Limits, Value};
 
-const EXAMPLE: &str = include_str!("../../../examples/collection.xml");
+const EXAMPLE: &str = include_str!("../../../tests/data/collection-full.xml");
 
 fn s(x: &str) -> Value<'static> {
     Value::owned_bytes(x.as_bytes().to_vec())

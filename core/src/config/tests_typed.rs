@@ -3,7 +3,7 @@
 use super::*;
 use crate::marshal::Value;
 
-const EXAMPLE: &str = include_str!("../../../examples/collection.xml");
+const EXAMPLE: &str = include_str!("../../../tests/data/collection-full.xml");
 const DOCS: &str = include_str!("../../../docs/collection-config.md");
 
 fn s(x: &str) -> Value<'static> {

@@ -23,10 +23,35 @@ fn norm(s: &str) -> String {
         .collect()
 }
 
-/// The FSCADM method a command names.
+/// The FSCADM (or introspection) method a command names.
 pub fn method_of(command: &str) -> Option<(&'static str, &'static [Ty])> {
     let n = norm(command);
-    METHODS.iter().find(|(m, _)| norm(m) == n).copied()
+    METHODS
+        .iter()
+        .chain(super::introspect::SYSTEM_METHODS.iter())
+        .find(|(m, _)| norm(m) == n)
+        .copied()
+}
+
+/// The address `crawlfleet admin` calls: --server, else the admin.addr of --data-dir, else
+/// that of `up`'s default data directory when a cluster runs there, else the scheduler's
+/// default administrative address.
+fn server_of(args: &AdminArgs) -> Result<String, String> {
+    if let Some(s) = &args.server {
+        return Ok(s.clone());
+    }
+    if let Some(d) = &args.data_dir {
+        return crate::up::layout::admin_addr(d).map(|a| a.to_string());
+    }
+    // The default data directory's cluster, when something answers at its address.
+    let default = crate::up::layout::default_dir();
+    let running = |a: &std::net::SocketAddr| {
+        std::net::TcpStream::connect_timeout(a, std::time::Duration::from_millis(500)).is_ok()
+    };
+    match crate::up::layout::admin_addr(&default) {
+        Ok(a) if running(&a) => Ok(a.to_string()),
+        _ => Ok("127.0.0.1:14101".into()),
+    }
 }
 
 /// The parameters for `sig` from command-line words.
@@ -96,14 +121,19 @@ pub fn to_json(v: &Value) -> serde_json::Value {
 pub fn run(args: &AdminArgs) -> Result<ExitCode, String> {
     let Some((method, sig)) = method_of(&args.command) else {
         let all: Vec<&str> = METHODS.iter().map(|(m, _)| *m).collect();
+        let close =
+            crawlfleet_core::config::schema::did_you_mean(&args.command, all.iter().copied())
+                .map(|m| format!(" (did you mean {m}?)"))
+                .unwrap_or_default();
         return Err(format!(
-            "unknown command {:?}; the methods are: {}",
+            "unknown command {:?}{close}; the methods are: {}",
             args.command,
             all.join(", ")
         ));
     };
     let params = params_of(method, sig, &args.args)?;
-    let result = client::call(&args.server, method, &params).map_err(|e| e.to_string())?;
+    let server = server_of(args)?;
+    let result = client::call(&server, method, &params).map_err(|e| e.to_string())?;
     let v = match result {
         Ok(v) => v,
         Err(f) => {

@@ -264,7 +264,11 @@ pub fn collection_add(
     now: i64,
 ) -> R {
     at_the_multinode_or_forced(role, force, "add")?;
-    let specs = config::parse_xml(config_data).map_err(|e| format!("ConfigData: {e}"))?;
+    // The same check as `crawlfleet config check` (unknown names, types, ranges, start URIs).
+    let specs = config::check_xml(config_data).map_err(|f| {
+        let lines: Vec<String> = f.iter().map(|f| format!("ConfigData: {f}")).collect();
+        lines.join("\n")
+    })?;
     if specs.is_empty() {
         return Err("ConfigData holds no DomainSpecification".into());
     }

@@ -11,6 +11,7 @@
 pub mod call;
 pub mod cli;
 pub mod client;
+pub mod introspect;
 pub mod management;
 pub mod methods;
 pub mod roles;

@@ -85,7 +85,7 @@ pub type Parse<C> = fn(&str, &[Value]) -> Result<C, String>;
 
 /// Starts the server of the FSCADM methods on `addr`, ticking every `tick`.
 pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Server> {
-    spawn_with(addr, tick, limits, |method, params| {
+    spawn_serving(addr, tick, limits, true, |method, params| {
         AdminCall::parse(method, params).map_err(|e| e.to_string())
     })
 }
@@ -96,6 +96,18 @@ pub fn spawn_with<C: Send + 'static>(
     addr: SocketAddr,
     tick: Duration,
     limits: Limits,
+    parse: Parse<C>,
+) -> io::Result<Server<C>> {
+    spawn_serving(addr, tick, limits, false, parse)
+}
+
+/// [`spawn_with`]; with `introspect`, the XML-RPC introspection methods answer from the
+/// FSCADM method table (`system.listMethods` ..., [`super::introspect`]).
+fn spawn_serving<C: Send + 'static>(
+    addr: SocketAddr,
+    tick: Duration,
+    limits: Limits,
+    introspect: bool,
     parse: Parse<C>,
 ) -> io::Result<Server<C>> {
     let lp = EventLoop::builder()
@@ -118,6 +130,7 @@ pub fn spawn_with<C: Send + 'static>(
         replies_tx,
         limits,
         parse,
+        introspect,
         conns: HashMap::new(),
         fences: HashMap::new(),
         serial: 0,
@@ -177,6 +190,8 @@ struct Http<C> {
     replies_tx: Sender<Reply>,
     limits: Limits,
     parse: Parse<C>,
+    /// The introspection methods answer here ([`super::introspect`]).
+    introspect: bool,
     conns: HashMap<ConnId, Conn<C>>,
     /// The connection each write fence is for.
     fences: HashMap<TimerId, ConnId>,
@@ -294,7 +309,7 @@ impl<C> Http<C> {
                     (SlotState::Answer(plain(r.status, &why, &[], false)), false)
                 }
                 None => match batch.raw(i).and_then(Request::parse) {
-                    Some(req) => request(&req, &self.limits, self.parse),
+                    Some(req) => request(&req, &self.limits, self.parse, self.introspect),
                     // The framing cut it as a request: not reached.
                     None => (
                         SlotState::Answer(plain(400, "malformed request", &[], false)),
@@ -388,7 +403,12 @@ impl<C> Http<C> {
 
 /// Answers one request, or makes it a call for the role loop; with whether the connection
 /// stays open after it.
-fn request<C>(req: &Request<'_>, limits: &Limits, parse: Parse<C>) -> (SlotState<C>, bool) {
+fn request<C>(
+    req: &Request<'_>,
+    limits: &Limits,
+    parse: Parse<C>,
+    introspect: bool,
+) -> (SlotState<C>, bool) {
     let ka = req.keep_alive();
     let answer = |status, text, extra: &[(&str, &str)], ka| {
         (SlotState::Answer(plain(status, text, extra, ka)), ka)
@@ -403,6 +423,18 @@ fn request<C>(req: &Request<'_>, limits: &Limits, parse: Parse<C>) -> (SlotState
         return answer(404, "XML-RPC is at /RPC2", &[], ka);
     }
     let call = xmlrpc::parse_call(req.body, limits).map_err(|e| e.to_string());
+    if let Some(answer) = call
+        .as_ref()
+        .ok()
+        .filter(|_| introspect)
+        .and_then(|c| super::introspect::answer(&c.method, &c.params))
+    {
+        let body = match answer {
+            Ok(v) => xmlrpc::encode_response(&v),
+            Err(e) => xmlrpc::encode_fault(FAULT_CODE, &e),
+        };
+        return (SlotState::Answer(xml(&body, ka)), ka);
+    }
     match call.and_then(|c| parse(&c.method, &c.params)) {
         Ok(call) => (SlotState::Call(call), ka),
         Err(e) => {

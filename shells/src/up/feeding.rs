@@ -12,7 +12,7 @@ use crawlfleet_core::distributor::{DISPATCHER_NODE, PORT_OFFSET, SESSION_FACTORY
 use crawlfleet_core::marshal::Value;
 use log::info;
 
-use super::{free_addr, spawn_role, wait_listening, Detached};
+use super::{spawn_role, wait_listening, Detached};
 use crate::cli::DistributorArgs;
 use crate::nsclient::NsClient;
 
@@ -56,6 +56,7 @@ pub(super) fn start(
     opts: &FeedingOptions,
     collections: &[String],
     detached: &Detached,
+    addr: &mut dyn FnMut(&str) -> Result<SocketAddr, String>,
 ) -> Result<Option<Distributors>, String> {
     if let Some(ns) = opts.nameserver {
         let nodes = add_collections(ns, collections)?;
@@ -70,7 +71,7 @@ pub(super) fn start(
     if opts.distributors == 0 {
         return Ok(None);
     }
-    let ns = free_addr()?;
+    let ns = addr("nameserver")?;
     let ns_dir = data_dir.join("nameserver");
     spawn_role("nameserver", detached, move || {
         crate::nameserver::run(ns, &ns_dir)
@@ -80,10 +81,10 @@ pub(super) fn start(
     let (mut data_dirs, mut admins) = (Vec::new(), Vec::new());
     for i in 1..=opts.distributors {
         // The objects' port (base + 390) is the free one; the base follows from it.
-        let objects = free_addr()?;
+        let objects = addr(&format!("distributor{i}"))?;
         let base = objects.port().saturating_sub(PORT_OFFSET);
         let listen = SocketAddr::new(objects.ip(), base);
-        let admin = free_addr()?;
+        let admin = addr(&format!("distributor{i}-admin"))?;
         data_dirs.push(data_dir.join(format!("distributor{i}")));
         admins.push(admin);
         let args = DistributorArgs {
