@@ -80,6 +80,18 @@ pub enum Command {
     /// /rupinfo.txt and the RUP CGI, keeps a modification log of it, and mails registered
     /// robots their update reports.
     RupServer(crate::rup::RupServerArgs),
+    /// Hand one RUP update report (a mail, on standard input) to the node scheduler whose data
+    /// directory is --data-dir: for delivery from a mail server's pipe (docs/rup.md "The
+    /// robot"). Exits 0 once the mail is durable in the node's spool.
+    RupDeliver(RupDeliverArgs),
+}
+
+/// Arguments of `crawlfleet rup-deliver`.
+#[derive(Debug, Args)]
+pub struct RupDeliverArgs {
+    /// The node scheduler's data directory.
+    #[arg(long)]
+    pub data_dir: PathBuf,
 }
 
 /// Arguments of `crawlfleet search`.
@@ -634,6 +646,10 @@ pub struct NodeArgs {
     /// in the document log.
     #[arg(long)]
     pub nameserver: Option<SocketAddr>,
+    /// Receive RUP update reports (draft-cosmo 3.2) by SMTP on this address (docs/rup.md "The
+    /// robot"); `crawlfleet rup-deliver` takes them on standard input instead.
+    #[arg(long)]
+    pub rup_smtp: Option<SocketAddr>,
     /// Multinode keep-alive and sync.
     #[command(flatten)]
     pub timers: SchedTimers,

@@ -142,6 +142,9 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Search(args) => search::run(&args),
         cli::Command::Index(args) => distributor::index::run(&args),
         cli::Command::RupServer(args) => rup::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::RupDeliver(args) => {
+            node::rup_spool::deliver(&args.data_dir).map(|()| ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,

@@ -119,10 +119,7 @@ pub fn pick_latency(offered: &[Unit], wanted: Option<Span>) -> Option<Span> {
             return Some(w);
         }
     }
-    offered
-        .iter()
-        .min()
-        .map(|&unit| Span { count: 1, unit })
+    offered.iter().min().map(|&unit| Span { count: 1, unit })
 }
 
 /// The registrations, by (collection, URL base), with their log.

@@ -64,7 +64,10 @@ impl NodeScheduler {
         if c.settings.rup.is_none() {
             return;
         }
-        let Some(base) = parse_record(rec).ok().and_then(|(e, _)| url_base(&e.uri.uri)) else {
+        let Some(base) = parse_record(rec)
+            .ok()
+            .and_then(|(e, _)| url_base(&e.uri.uri))
+        else {
             return;
         };
         if self.rup.announced.insert((name.to_vec(), base.clone())) {
