@@ -29,6 +29,8 @@ pub mod robot;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_robot;
 
 use std::fmt;
 use std::str::FromStr;
