@@ -282,7 +282,8 @@ fn pipe(dir: &Path, raw: &[u8]) -> bool {
         .stdin(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(raw).unwrap();
+    // A refusing rup-deliver may exit before it reads: the pipe's error is its answer.
+    let _ = child.stdin.take().unwrap().write_all(raw);
     child.wait().unwrap().success()
 }
 
@@ -477,4 +478,89 @@ fn rup_robot_refreshes_a_site_whole_past_max_query_span_and_unregisters() {
     let n = node(&data, &cfg, Some(port));
     wait_until("the robot unregisters", || cgi(&log, "Unregister") == 1);
     n.kill();
+}
+
+/// Reads one SMTP reply (all its lines); its code.
+fn reply(r: &mut impl BufRead) -> String {
+    loop {
+        let mut l = String::new();
+        if r.read_line(&mut l).unwrap_or(0) == 0 {
+            return String::new();
+        }
+        if l.as_bytes().get(3) != Some(&b'-') {
+            return l.get(..3).unwrap_or("").to_owned();
+        }
+    }
+}
+
+fn session(addr: SocketAddr) -> (TcpStream, BufReader<TcpStream>) {
+    let c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    assert_eq!(reply(&mut r), "220");
+    (c, r)
+}
+
+fn say(w: &mut TcpStream, r: &mut impl BufRead, line: &str) -> String {
+    w.write_all(format!("{line}\r\n").as_bytes()).unwrap();
+    reply(r)
+}
+
+#[test]
+fn rup_smtp_receiver_keeps_its_limits_and_bad_mail_is_dropped() {
+    let dir = temp_dir("rup-robot-smtp");
+    let data = dir.path().join("node");
+    let cfg = dir.path().join("rupweb.xml");
+    // No site is reachable: only the receiver and the spool are at work.
+    config(&cfg, ([127, 0, 0, 1], free_port()).into(), true);
+    let port = free_port();
+    let node = node(&data, &cfg, Some(port));
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    wait_until("the receiver takes mail for the robot", || {
+        let Ok(c) = TcpStream::connect(addr) else {
+            return false;
+        };
+        let (mut w, mut r) = (c.try_clone().unwrap(), BufReader::new(c));
+        reply(&mut r) == "220"
+            && say(&mut w, &mut r, "HELO t") == "250"
+            && say(&mut w, &mut r, "MAIL FROM:<a@example.org>") == "250"
+            && say(&mut w, &mut r, &format!("RCPT TO:<{ROBOT}>")) == "250"
+    });
+    // Mail for anyone else is refused (RFC 5321 4.2.3: 550), as is RCPT before MAIL.
+    let (mut w, mut r) = session(addr);
+    assert_eq!(say(&mut w, &mut r, "RCPT TO:<robot@example.org>"), "503");
+    assert_eq!(say(&mut w, &mut r, "MAIL FROM:<a@example.org>"), "250");
+    assert_eq!(say(&mut w, &mut r, "RCPT TO:<other@example.org>"), "550");
+    assert_eq!(say(&mut w, &mut r, "DATA"), "503");
+    // A message over the size limit: 552, and the session goes on.
+    assert_eq!(say(&mut w, &mut r, &format!("RCPT TO:<{ROBOT}>")), "250");
+    assert_eq!(say(&mut w, &mut r, "DATA"), "354");
+    let line = format!("{}\r\n", "x".repeat(998));
+    for _ in 0..(17 << 20) / line.len() {
+        w.write_all(line.as_bytes()).unwrap();
+    }
+    assert_eq!(say(&mut w, &mut r, "."), "552");
+    assert_eq!(say(&mut w, &mut r, "NOOP"), "250");
+    // A line past the limit: 500 and the connection closed.
+    w.write_all("y".repeat(8 << 10).as_bytes()).unwrap();
+    assert_eq!(reply(&mut r), "500");
+    assert_eq!(reply(&mut r), "", "closed");
+    // Sessions beyond 16 at once are turned away (421).
+    let held: Vec<_> = (0..16).map(|_| session(addr)).collect();
+    let c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    assert_eq!(reply(&mut BufReader::new(c)), "421");
+    drop(held);
+    // Mail that is no report is dropped from the spool with a warning; rup-deliver refuses an
+    // empty mail and a missing directory.
+    assert!(pipe(&data, b"Subject: hello\r\n\r\nnot a report\r\n"));
+    wait_until("the spool emptied", || {
+        std::fs::read_dir(data.join("rup-spool"))
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("mail-"))
+    });
+    assert!(!pipe(&data, b""));
+    assert!(!pipe(&dir.path().join("nowhere"), b"Subject: x\r\n\r\n"));
+    node.kill();
 }

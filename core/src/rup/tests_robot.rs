@@ -212,3 +212,38 @@ fn registrations_survive_reopening_and_removal_is_durable() {
     assert_eq!(b.all().count(), 1);
     assert!(b.get(b"c", "https://x/").is_none());
 }
+
+#[test]
+fn the_rup_section_turns_the_robot_on_and_is_checked() {
+    use crate::config::{parse_xml, CollectionConfig, RupRobot};
+    let conf = |section: &str| {
+        let xml = format!(
+            "<CrawlerConfig><DomainSpecification name=\"c\"><section name=\"rup\">{section}\
+             </section></DomainSpecification></CrawlerConfig>"
+        );
+        let (_, dict) = parse_xml(&xml).unwrap().remove(0);
+        CollectionConfig::from_dict("c", &dict).map(|c| c.rup)
+    };
+    let email = "<attrib name=\"robot_email\" type=\"string\"> r@example.org </attrib>";
+    assert_eq!(
+        conf(email),
+        Ok(Some(RupRobot {
+            robot_email: "r@example.org".into(),
+            latency: None,
+        }))
+    );
+    let with_latency = format!("{email}<attrib name=\"latency\" type=\"string\">2-day</attrib>");
+    assert_eq!(
+        conf(&with_latency).unwrap().unwrap().latency,
+        Some(span("2-day"))
+    );
+    let off = format!("{email}<attrib name=\"enabled\" type=\"boolean\">no</attrib>");
+    assert_eq!(conf(&off), Ok(None));
+    assert_eq!(conf(""), Ok(None));
+    let bad = conf("<attrib name=\"robot_email\" type=\"string\">not an address</attrib>");
+    assert!(bad.unwrap_err().to_string().contains("rup.robot_email"));
+    let bad = conf(&format!(
+        "{email}<attrib name=\"latency\" type=\"string\">fortnight</attrib>"
+    ));
+    assert!(bad.unwrap_err().to_string().contains("rup.latency"));
+}
