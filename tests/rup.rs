@@ -3,7 +3,7 @@
 //! byte for byte with their sequence numbers and filters, retried sends, the static side, and
 //! the modification log across a SIGKILL.
 
-mod peer;
+pub(crate) mod peer;
 
 use std::net::SocketAddr;
 use std::path::Path;

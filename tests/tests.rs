@@ -25,6 +25,7 @@ mod netns_fault;
 mod port_limits;
 mod queue_crash;
 mod rup;
+mod rup_robot;
 mod sched;
 mod search;
 mod synthweb;

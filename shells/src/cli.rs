@@ -89,6 +89,18 @@ pub enum Command {
     Completions(crate::starter::CompletionsArgs),
     /// Print the man page (roff), or write one per subcommand with --dir.
     Man(crate::starter::ManArgs),
+    /// Hand one RUP update report (a mail, on standard input) to the node scheduler whose data
+    /// directory is --data-dir: for delivery from a mail server's pipe (docs/rup.md "The
+    /// robot"). Exits 0 once the mail is durable in the node's spool.
+    RupDeliver(RupDeliverArgs),
+}
+
+/// Arguments of `crawlfleet rup-deliver`.
+#[derive(Debug, Args)]
+pub struct RupDeliverArgs {
+    /// The node scheduler's data directory.
+    #[arg(long)]
+    pub data_dir: PathBuf,
 }
 
 /// Arguments of `crawlfleet search`.
@@ -674,6 +686,10 @@ pub struct NodeArgs {
     /// in the document log.
     #[arg(long)]
     pub nameserver: Option<SocketAddr>,
+    /// Receive RUP update reports (draft-cosmo 3.2) by SMTP on this address (docs/rup.md "The
+    /// robot"); `crawlfleet rup-deliver` takes them on standard input instead.
+    #[arg(long)]
+    pub rup_smtp: Option<SocketAddr>,
     /// Multinode keep-alive and sync.
     #[command(flatten)]
     pub timers: SchedTimers,

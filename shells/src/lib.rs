@@ -171,6 +171,9 @@ pub fn run(cli: cli::Cli) -> ExitCode {
         cli::Command::Init(args) => starter::init(&args),
         cli::Command::Completions(args) => starter::completions(&args),
         cli::Command::Man(args) => starter::man(&args),
+        cli::Command::RupDeliver(args) => {
+            node::rup_spool::deliver(&args.data_dir).map(|()| ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,

@@ -3,6 +3,10 @@
 //! reconnect), one link per duplicate server the collections name (failing over to its replica
 //! when it stays silent), the four timers of 3.1.2 and the sync timer of the crawl queues.
 
+mod rup;
+mod rup_smtp;
+pub mod rup_spool;
+
 use std::collections::{HashMap, VecDeque};
 use std::net::ToSocketAddrs;
 use std::time::Duration;
@@ -147,6 +151,21 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
     };
     let mut crawler = Crawler::start(&format!("crawlfleet/{}", env!("CARGO_PKG_VERSION")), links)
         .map_err(|e| format!("cannot start the fetcher: {e}"))?;
+    // The RUP robot (node/rup.rs) and its SMTP receiver.
+    let mut robot = rup::start(
+        &args.data_dir,
+        &format!("crawlfleet/{}", env!("CARGO_PKG_VERSION")),
+    )?;
+    if let Some(listen) = args.rup_smtp {
+        let a = rup_smtp::start(
+            listen,
+            &args.data_dir,
+            robot.recipients.clone(),
+            robot.wake.clone(),
+        )
+        .map_err(|e| format!("RUP SMTP receiver on {listen}: {e}"))?;
+        info!("RUP SMTP receiver listening on {a}");
+    }
     let mut published = std::time::Instant::now();
     let mut mn_conn: Option<ConnId> = None;
     let mut held: VecDeque<(Priority, Vec<u8>)> = VecDeque::new();
@@ -358,6 +377,8 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                 event = spawned.events.try_recv().ok();
             }
         }
+        let pumped = robot.pump(&mut sm);
+        answer(&mut sm, &handle, pumped)?;
         crawler.collect_verdicts(&mut sm);
         let stepped = crawler.step(&mut sm, now_secs());
         answer(&mut sm, &handle, stepped)?;

@@ -377,6 +377,7 @@ impl Cluster {
                 block_seconds: 1800,
                 linkstore: Some(links),
                 nameserver,
+                rup_smtp: None,
                 timers: timers(),
                 admin_opts: admin_opts(),
             };

@@ -48,6 +48,9 @@ pub const KNOWN_ATTRIBS: &[&str] = &[
     "ppdup.dupservers",
     "ppdup.replicas",
     "linkstore.applications",
+    "rup.robot_email",
+    "rup.latency",
+    "rup.enabled",
     "max_sites",
     "max_pending",
     "max_inter_docs",
@@ -227,6 +230,20 @@ pub struct CollectionConfig {
     pub logins: Vec<Login>,
     /// Per-node overrides, in document order.
     pub nodes: Vec<Node>,
+    /// The node as a RUP robot (draft-cosmo; the `rup` section, docs/rup.md "The robot"):
+    /// `None` when the section has no `robot_email` or says `enabled` no.
+    pub rup: Option<RupRobot>,
+}
+
+/// The `rup` section: the node registers with the RUP server of each site of the collection
+/// that publishes /rupinfo.txt (draft-cosmo 3.1.2) and re-fetches what its reports name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RupRobot {
+    /// `rup.robot_email`: the address the reports are sent to (Register's RobotEmail).
+    pub robot_email: String,
+    /// `rup.latency`: the Latency asked for (`INTEGER-UNIT` or a bare unit); `None` takes the
+    /// shortest unit the site offers.
+    pub latency: Option<crate::rup::Span>,
 }
 
 /// `link_extraction` when the configuration does not say: every tag but `comment` (links in
@@ -281,6 +298,7 @@ impl CollectionConfig {
             max_site_connections: 2,
             max_ip_connections: 8,
             max_inter_docs: None,
+            rup: None,
             user_agent: format!("crawlfleet/{}", env!("CARGO_PKG_VERSION")),
             use_http_1_1: true,
             fetch_timeout: 300.0,
@@ -371,6 +389,9 @@ impl CollectionConfig {
         if let Some(pp) = p.section("ppdup")? {
             set(&mut c.ppdup_servers, pp.strings("dupservers")?);
             set(&mut c.ppdup_replicas, pp.strings("replicas")?);
+        }
+        if let Some(r) = p.section("rup")? {
+            c.rup = rup_robot(&r)?;
         }
         if let Some(vd) = p.section("variable_delay")? {
             c.variable_delay = variable_delay(&vd)?;
@@ -601,6 +622,29 @@ fn top_level_known() -> Vec<&'static str> {
         .iter()
         .map(|k| k.split('.').next().unwrap_or(k))
         .collect()
+}
+
+/// The `rup` section: on when it names a valid `robot_email` and `enabled` is not no.
+fn rup_robot(r: &Params<'_, '_>) -> Result<Option<RupRobot>, ConfigError> {
+    let enabled = r.boolean("enabled")?.unwrap_or(true);
+    let latency = match r.string("latency")? {
+        Some(l) => Some(
+            crate::rup::Span::parse(l.trim(), true)
+                .map_err(|e| r.bad("latency", &l, format!("{e}: INTEGER-UNIT or a unit")))?,
+        ),
+        None => None,
+    };
+    let Some(email) = r.string("robot_email")? else {
+        return Ok(None);
+    };
+    let email = email.trim().to_owned();
+    if !crate::rup::valid_email(&email) {
+        return Err(r.bad("robot_email", &email, "not an e-mail address"));
+    }
+    Ok(enabled.then_some(RupRobot {
+        robot_email: email,
+        latency,
+    }))
 }
 
 /// `refresh_mode`: a name (the XML's `string`) or an FSCADM 2.2.4.2 code.

@@ -44,7 +44,9 @@ use std::fmt;
 use crate::marshal::Value;
 
 pub use check::{check_xml, Finding};
-pub use collection::{default_dict, CollectionConfig, Node, RefreshMode, Refusal, KNOWN_ATTRIBS};
+pub use collection::{
+    default_dict, CollectionConfig, Node, RefreshMode, Refusal, RupRobot, KNOWN_ATTRIBS,
+};
 pub use parts::{Login, SubDomain, VariableDelay};
 pub use rules::{RuleError, RuleKind, RuleSet, RuleTarget};
 pub use xml::{parse_xml, to_xml};

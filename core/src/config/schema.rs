@@ -136,6 +136,10 @@ pub const SETTINGS: &[Setting] = &[
         "linkstore.applications",
         Expect::Words(&["webanalyzer", "sharepoint"]),
     ),
+    c("rup", Expect::Section),
+    c("rup.robot_email", Expect::Check(email)),
+    c("rup.latency", Expect::Check(rup_latency)),
+    c("rup.enabled", Expect::Bool),
     c("max_sites", Expect::Int(1, 1_000_000)),
     c("max_pending", Expect::Int(1, 1000)),
     c("max_ip_connections", Expect::Int(0, 10_000)),
@@ -384,6 +388,25 @@ fn refresh_mode(v: &Value<'_>) -> Result<(), String> {
             v,
         ),
     }
+}
+
+fn email(v: &Value<'_>) -> Result<(), String> {
+    let Some(t) = v.as_bytes().map(String::from_utf8_lossy) else {
+        return Err(wrong("a string", v));
+    };
+    match crate::rup::valid_email(t.trim()) {
+        true => Ok(()),
+        false => Err(format!("{t:?} is not an e-mail address")),
+    }
+}
+
+fn rup_latency(v: &Value<'_>) -> Result<(), String> {
+    let Some(t) = v.as_bytes().map(String::from_utf8_lossy) else {
+        return Err(wrong("a string", v));
+    };
+    crate::rup::Span::parse(t.trim(), true)
+        .map(|_| ())
+        .map_err(|e| format!("{t:?}: {e}: INTEGER-UNIT (2-day) or a unit (day)"))
 }
 
 fn crawl_mode(v: &Value<'_>) -> Result<(), String> {

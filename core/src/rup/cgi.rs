@@ -425,3 +425,20 @@ pub fn on_get_index(offer: &Offer, modlog: &ModLog, now: i64, span: Span) -> Str
     );
     html(&text)
 }
+
+/// The text of a CGI answer as a robot reads it: what the first `<pre>` holds (the whole
+/// document when there is none), with the entities [`html`] writes, and `&quot;`, undone.
+pub fn answer_text(doc: &str) -> String {
+    let inner = match doc.find("<pre>") {
+        Some(i) => {
+            let rest = &doc[i + 5..];
+            &rest[..rest.find("</pre>").unwrap_or(rest.len())]
+        }
+        None => doc,
+    };
+    inner
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
+}

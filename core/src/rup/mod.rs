@@ -8,7 +8,9 @@
 //! - [`report`]: the update report format (3.2) and the robots' path filters;
 //! - [`cgi`]: the CGI actions (3.1.2, 3.3.1-3.3.4) read from form-urlencoded key/value pairs;
 //! - [`registry`]: the registered robots, persisted on the record log;
-//! - [`modlog`]: the modification log of the served tree, persisted on the record log.
+//! - [`modlog`]: the modification log of the served tree, persisted on the record log;
+//! - [`robot`]: the robot side, a node scheduler's registrations and what a report's
+//!   sequence number or a silence means (3.3.3).
 //!
 //! ```
 //! use crawlfleet_core::rup::{Span, Unit};
@@ -23,9 +25,12 @@ pub mod info;
 pub mod modlog;
 pub mod registry;
 pub mod report;
+pub mod robot;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_robot;
 
 use std::fmt;
 use std::str::FromStr;

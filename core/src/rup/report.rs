@@ -130,3 +130,113 @@ pub fn render<'a>(
     }
     out
 }
+
+/// A report as a robot reads it (3.2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// Its sequence number (0 for a GetIndex answer, 3.3.4).
+    pub seq: u64,
+    /// The URL its paths are relative to.
+    pub url_base: String,
+    /// The change lines, in order: what happened, the bracket's date as written, the paths.
+    pub lines: Vec<(ChangeKind, String, Vec<String>)>,
+}
+
+impl Report {
+    /// The absolute URL of a path of the report (relative to URLBase; a path starting with
+    /// '/' is taken from the URLBase's root).
+    pub fn url(&self, path: &str) -> String {
+        let base = self.url_base.trim_end_matches('/');
+        format!("{base}/{}", path.trim_start_matches('/'))
+    }
+}
+
+/// Why a report was not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReportError {
+    /// No `SequenceNumber: <integer>` line before the blank line.
+    NoSequenceNumber,
+    /// No `URLBase:` line before the blank line.
+    NoUrlBase,
+    /// A change line that is not `New[date]: `, `Change[date]: ` or `Delete[date]: ` with
+    /// paths: its line number (from 1).
+    BadLine(usize),
+}
+
+impl std::fmt::Display for ReportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReportError::NoSequenceNumber => f.write_str("no SequenceNumber line"),
+            ReportError::NoUrlBase => f.write_str("no URLBase line"),
+            ReportError::BadLine(n) => write!(f, "line {n} is not a change line"),
+        }
+    }
+}
+
+impl std::error::Error for ReportError {}
+
+/// Reads a report (3.2), as [`render`] writes it and as a robot receives it: LF or CRLF line
+/// ends, the header lines up to the first blank line (others there skipped), then change
+/// lines; the date brackets are optional (the draft's "{[date]}"); blank lines among the
+/// change lines are skipped.
+pub fn parse(text: &str) -> Result<Report, ReportError> {
+    let mut lines = text.lines().enumerate();
+    let (mut seq, mut url_base) = (None, None);
+    for (_, line) in lines.by_ref() {
+        if line.trim().is_empty() {
+            if seq.is_some() || url_base.is_some() {
+                break;
+            }
+            continue;
+        }
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        match k.trim() {
+            "SequenceNumber" => seq = v.trim().parse::<u64>().ok(),
+            "URLBase" => url_base = Some(v.trim().to_owned()),
+            _ => {}
+        }
+    }
+    let seq = seq.ok_or(ReportError::NoSequenceNumber)?;
+    let url_base = url_base
+        .filter(|u| !u.is_empty())
+        .ok_or(ReportError::NoUrlBase)?;
+    let mut out = Vec::new();
+    for (i, line) in lines {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = || ReportError::BadLine(i + 1);
+        // The keyword ends at '[' or ':'; the date (if any) is inside the brackets, and may
+        // hold ':' itself.
+        let kw_end = line.find(['[', ':']).ok_or_else(bad)?;
+        let kind = match line[..kw_end].trim() {
+            "New" => ChangeKind::New,
+            "Change" => ChangeKind::Change,
+            "Delete" => ChangeKind::Delete,
+            _ => return Err(bad()),
+        };
+        let rest = &line[kw_end..];
+        let (date, rest) = match rest.strip_prefix('[') {
+            Some(r) => {
+                let (d, r) = r.split_once(']').ok_or_else(bad)?;
+                (d.to_owned(), r)
+            }
+            None => (String::new(), rest),
+        };
+        let paths = rest.strip_prefix(':').ok_or_else(bad)?;
+        let paths: Vec<String> = paths
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect();
+        out.push((kind, date, paths));
+    }
+    Ok(Report {
+        seq,
+        url_base,
+        lines: out,
+    })
+}

@@ -51,6 +51,8 @@ mod frames;
 mod ops;
 #[path = "node_refresh.rs"]
 mod refresh;
+#[path = "node_rup.rs"]
+mod rup;
 #[path = "node_sites.rs"]
 mod sites;
 #[path = "node_store.rs"]
@@ -73,6 +75,7 @@ use crate::store::{store_dir, CrawlStore, UriState};
 pub use diskfull::RETRY_EVERY as DISK_FULL_RETRY;
 pub use docs::Verdict;
 pub use refresh::{RefreshOnly, RefreshPolicy};
+pub use rup::url_base;
 pub use store::Fate;
 
 /// Where a frame of the node scheduler goes.
@@ -332,6 +335,8 @@ pub struct NodeScheduler {
     local_ip_locks: HashMap<String, Vec<u8>>,
     /// Duplicate-check answers for the crawl engine.
     verdicts: Vec<Verdict>,
+    /// The RUP robot's sites (`node_rup.rs`).
+    rup: rup::RupHook,
     out: Outbox<Dest>,
 }
 
@@ -413,6 +418,7 @@ impl NodeScheduler {
             dups: BTreeMap::new(),
             local_ip_locks: HashMap::new(),
             verdicts: Vec::new(),
+            rup: rup::RupHook::default(),
             out: Outbox::new(),
         };
         for m in n.dirs.load_all()? {

@@ -163,7 +163,9 @@ impl NodeScheduler {
             // Not crawled in any of the last `dbswitch` cycles before this one.
             let before = u32::try_from(cycle).unwrap_or(u32::MAX);
             let before = before.saturating_sub(policy.dbswitch);
-            let stale = c.store.stale(before);
+            // A site a RUP server keeps current is not stale: its reports say what went.
+            let mut stale = c.store.stale(before);
+            stale.retain(|u| !self.rup_covers(name, u));
             if !stale.is_empty() {
                 let n = stale.len();
                 let set: std::collections::HashSet<Vec<u8>> = stale.into_iter().collect();
@@ -182,6 +184,11 @@ impl NodeScheduler {
         } else {
             uris
         };
+        // The sites a RUP server keeps current are fetched as its reports say (node_rup.rs).
+        let ordered: Vec<Vec<u8>> = ordered
+            .into_iter()
+            .filter(|u| !self.rup_covers(name, u))
+            .collect();
         for u in ordered {
             let mut e = start_uri_entry(&u);
             e.refresh_cycle = cycle;
@@ -199,7 +206,7 @@ impl NodeScheduler {
         let mut stored: Vec<(u64, Vec<u8>)> = c
             .store
             .iter()
-            .filter(|(_, r)| r.state == UriState::Stored)
+            .filter(|(u, r)| r.state == UriState::Stored && !self.rup_covers(name, u))
             .map(|(u, r)| (r.last_crawl, u.to_vec()))
             .collect();
         if policy.mode == RefreshMode::Adaptive {

@@ -306,6 +306,14 @@ impl NodeScheduler {
         }
         c.sites.active.insert(site.to_string(), ip.to_string());
         c.counters.sites_started += 1;
+        if let Some((_, r)) = w.records.first() {
+            // The RUP robot looks at the site's /rupinfo.txt (node_rup.rs).
+            let r = r.clone();
+            self.rup_site_started(name, &r);
+        }
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(());
+        };
         for (seq, r) in w.records {
             c.sites.ready.push_back(Ready {
                 collection: name.to_vec(),

@@ -218,7 +218,7 @@ impl Collection {
 
     /// Feeds a delete for `uri` and marks it deleted (the record stays, so that a later fetch
     /// is an add again); returns the checksum the URI owned.
-    fn delete_stored(
+    pub(super) fn delete_stored(
         &mut self,
         uri: &[u8],
         keep_record: bool,
@@ -259,7 +259,7 @@ impl Collection {
 }
 
 impl NodeScheduler {
-    fn send_ppdup_remove(&mut self, name: &[u8], uri: &[u8], cs: Checksum) {
+    pub(super) fn send_ppdup_remove(&mut self, name: &[u8], uri: &[u8], cs: Checksum) {
         let Some(c) = self.collections.get_mut(name) else {
             return;
         };

@@ -83,6 +83,10 @@ pub struct RupServerArgs {
     /// Largest CGI request body, in bytes.
     #[arg(long, default_value_t = 64 << 10)]
     pub max_body: usize,
+    /// Append a line per answered request to this file: method, path (without the query),
+    /// the CGI Action (`-` for other paths) and status, tab-separated.
+    #[arg(long)]
+    pub access_log: Option<PathBuf>,
 }
 
 /// The role thread's tick: reports due, retries, rescans, expiry.
@@ -111,6 +115,8 @@ struct Server {
     last_rescan: Instant,
     /// Connections closing after their last answer: their further requests are not answered.
     closing: HashSet<ConnId>,
+    /// `--access-log`.
+    access: Option<std::fs::File>,
 }
 
 /// Bytes of answers to one batch of a connection's pipelined requests past which the
@@ -227,6 +233,16 @@ pub fn run(args: &RupServerArgs) -> Result<(), String> {
         rescan_every: Duration::from_secs(args.rescan_secs),
         last_rescan: Instant::now(),
         closing: HashSet::new(),
+        access: match &args.access_log {
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| format!("--access-log {}: {e}", p.display()))?,
+            ),
+            None => None,
+        },
     };
     // What changed while the server was down.
     s.rescan();
@@ -417,7 +433,9 @@ impl Server {
                 None => match batch.raw(i).and_then(Request::parse) {
                     Some(req) => {
                         let head = req.method == "HEAD";
-                        (self.request(&req), req.keep_alive(), head)
+                        let a = self.request(&req);
+                        self.log_access(&req, a.status);
+                        (a, req.keep_alive(), head)
                     }
                     None => (Answer::text(400, "malformed request"), false, false),
                 },
@@ -436,6 +454,31 @@ impl Server {
                 self.closing.insert(conn);
                 let _ = self.handle.close(conn);
             }
+        }
+    }
+
+    /// A line of `--access-log`.
+    fn log_access(&mut self, req: &Request<'_>, status: u16) {
+        use std::io::Write;
+        let Some(f) = &mut self.access else {
+            return;
+        };
+        let (path, query) = req.path.split_once('?').unwrap_or((req.path, ""));
+        let action = if path == self.cgi_path {
+            let form = if req.method == "POST" {
+                req.body
+            } else {
+                query.as_bytes()
+            };
+            cgi::parse_form(form)
+                .into_iter()
+                .find(|(k, _)| k == "Action")
+                .map_or_else(|| "-".to_owned(), |(_, v)| v.replace(['\t', '\n'], " "))
+        } else {
+            "-".to_owned()
+        };
+        if let Err(e) = writeln!(f, "{}\t{path}\t{action}\t{status}", req.method) {
+            warn_limited!("rup-http", "access log: {e}");
         }
     }
 
