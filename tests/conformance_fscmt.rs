@@ -2,7 +2,7 @@
 //! CPython's marshal, no crawlfleet code) against real roles on loopback. Each test names the
 //! section it checks; docs/conformance.md lists them per message.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -33,6 +33,7 @@ impl Peer {
             .arg(&script)
             .arg(scenario)
             .args(args)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -43,13 +44,24 @@ impl Peer {
 
     /// The port a listening scenario announced on its first line.
     pub(crate) fn port(&mut self) -> u16 {
+        self.announced()["port"].as_u64().expect("a port") as u16
+    }
+
+    /// The next line the scenario announced (a JSON object).
+    pub(crate) fn announced(&mut self) -> serde_json::Value {
         let mut line = String::new();
         self.out.read_line(&mut line).unwrap();
-        let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap_or_else(|_| {
+        serde_json::from_str(line.trim()).unwrap_or_else(|_| {
             let rest = self.fail_text();
             panic!("`{}` announced {line:?}\n{rest}", self.shown)
-        });
-        v["port"].as_u64().expect("a port") as u16
+        })
+    }
+
+    /// Writes a line to the scenario's standard input.
+    pub(crate) fn tell(&mut self, line: &str) {
+        let input = self.child.stdin.as_mut().expect("stdin is piped");
+        writeln!(input, "{line}").unwrap();
+        input.flush().unwrap();
     }
 
     fn fail_text(&mut self) -> String {
@@ -111,10 +123,31 @@ pub(crate) fn config_xml(dir: &Path, name: &str, start: &str) -> String {
 /// administrative address.
 pub(crate) fn multinode(data: &Path, configs: &[&str], extra: &[&str]) -> (Role, String) {
     let admin = format!("127.0.0.1:{}", free_port());
+    multinode_with(data, configs, "127.0.0.1:0", &admin, extra)
+}
+
+/// A multinode scheduler listening on `listen` with its administrative interface on `admin`.
+pub(crate) fn multinode_at(
+    data: &Path,
+    configs: &[&str],
+    listen: &str,
+    admin: &str,
+) -> (Role, String) {
+    multinode_with(data, configs, listen, admin, &[])
+}
+
+fn multinode_with(
+    data: &Path,
+    configs: &[&str],
+    listen: &str,
+    admin: &str,
+    extra: &[&str],
+) -> (Role, String) {
+    let admin = admin.to_owned();
     let mut args = vec![
         "multinode",
         "--listen",
-        "127.0.0.1:0",
+        listen,
         "--admin",
         &admin,
         "--data-dir",
@@ -181,4 +214,99 @@ fn node_reads_conf_add_and_update_in_the_spec_form() {
         &[],
     );
     peer.finish();
+}
+
+/// MS-FSCMT 3.1.5.4, 3.1.5.5 (through MS-FSCADM 2.2.9.20 CollectionSuspend and 2.2.9.18
+/// CollectionResume on the multinode scheduler): a suspended collection fetches nothing on
+/// any node until it is resumed.
+#[test]
+fn suspend_stops_fetching_on_every_node_until_resume() {
+    let dir = temp_dir("cf-suspend");
+    let admin = format!("127.0.0.1:{}", free_port());
+    let tmp = dir.path().to_str().unwrap().to_owned();
+    let mut peer = Peer::start(
+        "conformance_fscmt",
+        "suspend_stops_fetching",
+        &["127.125.0", &tmp, &admin],
+    );
+    let cfg = peer.announced()["config"].as_str().unwrap().to_owned();
+    let (mn, _) = multinode_at(&dir.path().join("mn"), &[&cfg], "127.0.0.1:0", &admin);
+    let _nodes: Vec<Role> = ["n1", "n2"]
+        .iter()
+        .map(|id| node(&dir.path().join(id), mn.addr(), id, &[]))
+        .collect();
+    let got = peer.finish();
+    eprintln!("requests before / after: {got}");
+}
+
+/// MS-FSCMT 3.1.5.13 CMD_ADM_PREEMPT_SITE and 3.1.5.18 CMD_UM_QUARANTINE_SITE_REQUEUE, with
+/// 2.2.4.11 / 2.2.4.12: the site stops at once, every START_CRAWL_IP is closed by a
+/// STOP_CRAWL_IP before the next, and nothing unqueued (the site's root) is fetched.
+#[test]
+fn preempt_and_quarantine_requeue_stop_the_site_and_close_its_claim() {
+    let dir = temp_dir("cf-preempt");
+    let mut peer = Peer::start("conformance_fscmt", "preempt_and_requeue", &["127.127.0"]);
+    let port = peer.port();
+    let _node = node(
+        &dir.path().join("n"),
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        "n1",
+        &["--quarantine-interval", "0.2"],
+    );
+    peer.finish();
+}
+
+/// MS-FSCMT 3.1.5.21 and 3.2.5.11: a node scheduler's grants end with its connection to the
+/// multinode scheduler; a refused re-claim keeps the site stopped until a grant.
+#[test]
+fn a_refused_reclaim_stops_the_site_until_granted() {
+    let dir = temp_dir("cf-reclaim");
+    let mut peer = Peer::start(
+        "conformance_fscmt",
+        "refused_reclaim_stops_site",
+        &["127.128.0"],
+    );
+    let port = peer.port();
+    let _node = node(
+        &dir.path().join("n"),
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        "n1",
+        &["--block-seconds", "1", "--quarantine-interval", "0.2"],
+    );
+    peer.finish();
+}
+
+/// MS-FSCMT 3.2.5.11 and 3.1.5.21, one node scheduler per IP address: the multinode scheduler
+/// is SIGKILLed and restarted mid-crawl; a node's claims end with the connection, a refused
+/// re-claim stops the site, and the web never serves one address to two nodes at once.
+#[test]
+fn one_node_per_ip_across_multinode_restarts() {
+    let dir = temp_dir("cf-one-ip");
+    let admin = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{}", free_port());
+    let tmp = dir.path().to_str().unwrap().to_owned();
+    let restarts = 3;
+    let mut peer = Peer::start(
+        "conformance_fscmt",
+        "one_node_per_ip",
+        &["127.126.0", &tmp, &restarts.to_string()],
+    );
+    let cfg = peer.announced()["config"].as_str().unwrap().to_owned();
+    let mn_data = dir.path().join("mn");
+    let (mut mn, _) = multinode_at(&mn_data, &[&cfg], &listen, &admin);
+    let fast = ["--block-seconds", "1", "--quarantine-interval", "0.2"];
+    let nodes: Vec<Role> = ["n1", "n2"]
+        .iter()
+        .map(|id| node(&dir.path().join(id), mn.addr(), id, &fast))
+        .collect();
+    let pids: Vec<String> = nodes.iter().map(|n| n.child.id().to_string()).collect();
+    peer.tell(&pids.join(" "));
+    for _ in 0..restarts {
+        peer.announced();
+        mn.kill();
+        mn = multinode_at(&mn_data, &[], &listen, &admin).0;
+        peer.tell("restarted");
+    }
+    let got = peer.finish();
+    eprintln!("requests: {got}");
 }

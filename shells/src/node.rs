@@ -266,22 +266,21 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                     }
                     r
                 }
-                Event::Closed { conn, reason, .. } => {
-                    match conn_dest.remove(&conn) {
-                        Some(Dest::Multinode) => {
-                            warn!("multinode scheduler connection closed: {reason}");
-                            mn_conn = None;
-                            sm.multinode_closed();
-                        }
-                        Some(Dest::Dup(addr)) => {
-                            warn!("duplicate server {addr} connection closed: {reason}");
-                            dup_conns.remove(&addr);
-                            sm.dup_closed(&addr);
-                        }
-                        None => {}
+                Event::Closed { conn, reason, .. } => match conn_dest.remove(&conn) {
+                    Some(Dest::Multinode) => {
+                        warn!("multinode scheduler connection closed: {reason}");
+                        mn_conn = None;
+                        sm.multinode_closed();
+                        Ok(())
                     }
-                    Ok(())
-                }
+                    Some(Dest::Dup(addr)) => {
+                        warn!("duplicate server {addr} connection closed: {reason}");
+                        dup_conns.remove(&addr);
+                        sm.dup_closed(&addr);
+                        Ok(())
+                    }
+                    None => Ok(()),
+                },
                 Event::Timer(MN_KEEPALIVE_TIMER) => {
                     sm.multinode_keepalive_tick();
                     Ok(())
