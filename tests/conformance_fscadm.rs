@@ -2,5 +2,40 @@
 //! conformance_fscadm.py) against real roles on loopback. Each test names the section it
 //! checks; docs/conformance.md lists them per method.
 
-#[allow(unused_imports)]
-use crate::conformance_fscmt::{config_xml, multinode, node, Peer};
+use std::path::Path;
+
+use crate::conformance_fscmt::{free_port, Peer};
+use crate::util::{temp_dir, Role};
+
+/// A standalone node scheduler and its administrative address.
+fn standalone(data: &Path) -> (Role, String) {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let role = Role::start(&[
+        "node",
+        "--standalone",
+        "--admin",
+        &admin,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--sync-ms",
+        "20",
+    ]);
+    (role, admin)
+}
+
+/// MS-FSCADM 2.2.8.6 SetLogLevel (and 2.2.8.1 GetLogLevel): 1 on success, 0 otherwise.
+#[test]
+fn set_log_level_answers_one_or_zero() {
+    let dir = temp_dir("cf-loglevel");
+    let (_node, admin) = standalone(&dir.path().join("n"));
+    Peer::start("conformance_fscadm", "set_log_level", &[&admin]).finish();
+}
+
+/// MS-FSCADM 2.2.2.2 hostport and 2.2.2.3 contentdest, with 2.2.7 faults: a malformed Site or
+/// Destination argument gets a fault naming it.
+#[test]
+fn malformed_sites_and_destinations_get_a_fault_naming_the_argument() {
+    let dir = temp_dir("cf-malformed");
+    let (_node, admin) = standalone(&dir.path().join("n"));
+    Peer::start("conformance_fscadm", "malformed_arguments", &[&admin]).finish();
+}
