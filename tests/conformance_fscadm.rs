@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::conformance_fscmt::{free_port, Peer};
-use crate::util::{temp_dir, Role};
+use crate::util::{checkout_path, temp_dir, Role};
 
 /// A standalone node scheduler and its administrative address.
 fn standalone(data: &Path) -> (Role, String) {
@@ -38,4 +38,36 @@ fn malformed_sites_and_destinations_get_a_fault_naming_the_argument() {
     let dir = temp_dir("cf-malformed");
     let (_node, admin) = standalone(&dir.path().join("n"));
     Peer::start("conformance_fscadm", "malformed_arguments", &[&admin]).finish();
+}
+
+/// docs/conformance.md names only tests that exist: every `module::test` (or
+/// `module::submodule::test`) it cites is a `fn` of tests/module.rs (or
+/// tests/module/submodule.rs).
+#[test]
+fn conformance_table_names_existing_tests() {
+    let doc = std::fs::read_to_string(checkout_path("docs/conformance.md")).unwrap();
+    let mut named = 0;
+    for cited in doc.split('`').skip(1).step_by(2) {
+        let parts: Vec<&str> = cited.split("::").collect();
+        let is_path = parts.len() >= 2
+            && parts.iter().all(|p| {
+                !p.is_empty()
+                    && p.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            });
+        if !is_path {
+            continue;
+        }
+        let (test, modules) = parts.split_last().unwrap();
+        let file = checkout_path(&format!("tests/{}.rs", modules.join("/")));
+        let src = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{cited}: {} ({e})", file.display()));
+        assert!(
+            src.contains(&format!("fn {test}(")),
+            "docs/conformance.md cites {cited}, which is no test of {}",
+            file.display()
+        );
+        named += 1;
+    }
+    assert!(named > 40, "only {named} tests cited");
 }
