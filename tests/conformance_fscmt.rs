@@ -276,6 +276,26 @@ fn a_refused_reclaim_stops_the_site_until_granted() {
     peer.finish();
 }
 
+/// MS-FSCMT 3.1.5.17: a quarantine ends no earlier than the time asked.
+#[test]
+fn a_quarantine_ends_no_earlier_than_asked() {
+    let dir = temp_dir("cf-quarantine");
+    let mut peer = Peer::start(
+        "conformance_fscmt",
+        "quarantine_ends_no_earlier",
+        &["127.129.0"],
+    );
+    let port = peer.port();
+    let _node = node(
+        &dir.path().join("n"),
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        "n1",
+        &["--quarantine-interval", "0.2"],
+    );
+    let got = peer.finish();
+    eprintln!("quarantines ended after (s): {got}");
+}
+
 /// MS-FSCMT 3.2.5.11 and 3.1.5.21, one node scheduler per IP address: the multinode scheduler
 /// is SIGKILLed and restarted mid-crawl; a node's claims end with the connection, a refused
 /// re-claim stops the site, and the web never serves one address to two nodes at once.

@@ -209,11 +209,14 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
             }
             recv(admin_server.calls) -> m => {
                 if let Ok(m) = m {
-                    admin.handle(&mut sm, m, now_secs());
+                    // Rounded up: a quarantine asked now ends no earlier than asked (MS-FSCMT
+                    // 3.1.5.17), the Quarantine timer reading the time rounded down.
+                    admin.handle(&mut sm, m, crawlfleet_core::clock::unix_now_up());
                 }
             }
         }
         let now = now_secs();
+        let now_up = crawlfleet_core::clock::unix_now_up();
         let mut event = first;
         let mut handled = 0;
         while let Some(ev) = event.take() {
@@ -258,7 +261,8 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                     let mut r = Ok(());
                     if let Some(from) = from {
                         for (_, body) in batch.iter() {
-                            r = sm.handle_frame(&from, body, now);
+                            // Rounded up, as for the administrative calls above.
+                            r = sm.handle_frame(&from, body, now_up);
                             if r.is_err() {
                                 break;
                             }

@@ -315,7 +315,47 @@ def refused_reclaim_stops_site(base):
     return {"requests": len(web.requests())}
 
 
+def quarantine_ends_no_earlier(base):
+    """MS-FSCMT 3.1.5.17: the site is blocked "for the duration of the specified time period"
+    and crawled again only "after the time period has expired": no request to it starts
+    before the seconds asked have passed since the CMD_UM_QUARANTINE_SITE was sent (sent late
+    in a second, where a period counted from the whole second would end early)."""
+    web = Web(["%s.1" % base], delay=0.02, leaf=True)
+    site = web.sites()[0]
+    ip = site.split(":")[0]
+    mn = Listener()
+    announce(port=mn.port)
+    c = mn.accept()
+    check(c.recv()["cm"] == "CMD_UM_INIT", "CMD_UM_INIT first")
+    conf = {"start_uris": [], "delay": 0.0, "include_domains": [ip], "robots": 0}
+    c.send("CMD_ADM_CONF_ADD", dn="p", ds={"p": conf})
+    for i in range(1, 301):
+        c.send("CMD_UM_URI", dn="p", pd=queue_entry("http://%s/%d" % (site, i)))
+    results = []
+    m = c.wait("CMD_UM_START_CRAWL_IP")
+    c.send("CMD_UM_START_CRAWL_IP", dn="p", pd=(ip, site, m["pd"][2], 1))
+    for seconds in (1, 2):
+        wait_requests(web, len(web.requests()) + 3, 30, "fetching before the quarantine")
+        while time.time() % 1.0 < 0.8:
+            time.sleep(0.01)
+        sent = time.time()
+        c.send("CMD_UM_QUARANTINE_SITE", dn="p", pd=(site, seconds))
+        m = c.wait("CMD_UM_START_CRAWL_IP")
+        c.send("CMD_UM_START_CRAWL_IP", dn="p", pd=(ip, site, m["pd"][2], 1))
+        # Requests open when the quarantine began finish within the web's delay.
+        end = time.time() + 30
+        while not any(r[3] > sent + 0.1 for r in web.requests()):
+            check(time.time() < end, "fetching after the quarantine")
+            time.sleep(0.02)
+        first = min(r[3] for r in web.requests() if r[3] > sent + 0.1)
+        check(first >= sent + seconds, "a quarantine of %d s sent at %.3f ended at %.3f"
+              % (seconds, sent, first))
+        results.append(round(first - sent, 3))
+    return {"ended_after": results}
+
+
 SCENARIOS = {
+    "quarantine_ends_no_earlier": quarantine_ends_no_earlier,
     "refused_reclaim_stops_site": refused_reclaim_stops_site,
     "mn_sends_spec_conf": mn_sends_spec_conf,
     "node_reads_spec_conf": node_reads_spec_conf,
