@@ -181,6 +181,10 @@ pub struct MultinodeCounters {
     pub bad_frames: u64,
 }
 
+/// An IP address granted to a node (3.2.1): the node, and the (collection, site) pairs it was
+/// granted the address for.
+type IpLock = (Vec<u8>, BTreeSet<(Vec<u8>, Vec<u8>)>);
+
 /// The multinode scheduler.
 pub struct Multinode {
     opts: MultinodeOptions,
@@ -200,7 +204,7 @@ pub struct Multinode {
     /// Crawl site IP addresses (3.2.1): IP -> the node crawling it and the (collection, site)
     /// pairs it was granted the address for; the address is free once each START_CRAWL_IP
     /// was closed by its STOP_CRAWL_IP (or the node went away).
-    ip_locks: HashMap<Vec<u8>, (Vec<u8>, BTreeSet<(Vec<u8>, Vec<u8>)>)>,
+    ip_locks: HashMap<Vec<u8>, IpLock>,
     logs: HashMap<(Vec<u8>, &'static str), BufWriter<File>>,
     /// Crawl site -> routing attribute (the public suffix lookup is worth remembering).
     attr_cache: HashMap<String, String, foldhash::fast::RandomState>,
