@@ -430,13 +430,28 @@ fn dns_crawl_ip_locks_conf_state_and_logs() {
     assert!(!answer(&mut n2), "the IP is crawled by n1");
     n1.send(&ask("10.0.0.1", "c.com"));
     assert!(answer(&mut n1), "n1 may crawl more sites on its own IP");
-    n1.send(&Message::CmdUmStopCrawlIp(StopCrawlIp {
-        collection: b("web"),
-        ip: b("10.0.0.1"),
-        site: b("a.com"),
-    }));
+    let stop = |site: &str| {
+        Message::CmdUmStopCrawlIp(StopCrawlIp {
+            collection: b("web"),
+            ip: b("10.0.0.1"),
+            site: b(site),
+        })
+    };
+    // Each STOP is read before n2 asks: n1's next question on the same connection is
+    // answered after it.
+    n1.send(&stop("a.com"));
+    n1.send(&ask("10.0.0.9", "z.com"));
+    assert!(answer(&mut n1));
     n2.send(&ask("10.0.0.1", "b.com"));
-    assert!(answer(&mut n2), "released by STOP_CRAWL_IP");
+    assert!(!answer(&mut n2), "n1 still crawls c.com on the IP");
+    n1.send(&stop("c.com"));
+    n1.send(&ask("10.0.0.9", "z.com"));
+    assert!(answer(&mut n1));
+    n2.send(&ask("10.0.0.1", "b.com"));
+    assert!(
+        answer(&mut n2),
+        "released by the STOP_CRAWL_IP of its last site"
+    );
     // A node that disconnects releases its IP addresses.
     n2.send(&ask("10.0.0.2", "d.com"));
     assert!(answer(&mut n2));

@@ -3,6 +3,9 @@
 mod admin;
 mod architecture;
 mod bench_cli;
+// Conformance to MS-FSCMT and MS-FSCADM from a peer written from the specs (issue 25).
+mod conformance_fscadm;
+mod conformance_fscmt;
 mod crawl;
 mod data_dir_lock;
 mod decode_errors;

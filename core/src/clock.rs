@@ -23,6 +23,20 @@ pub fn unix_now() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// Seconds since the Unix epoch, rounded up: the time of an event that starts a period (a
+/// quarantine, a block), so that the period, kept in whole seconds and ended by a timer reading
+/// [`unix_now`], never ends before the time asked has passed.
+pub fn unix_now_up() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+        let s = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        if d.subsec_nanos() > 0 {
+            s.saturating_add(1)
+        } else {
+            s
+        }
+    })
+}
+
 /// Where a role reads the time.
 #[derive(Clone, Debug, Default)]
 pub enum Clock {

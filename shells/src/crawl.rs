@@ -147,6 +147,12 @@ impl Crawler {
     /// idle sites released.
     pub fn step(&mut self, sm: &mut NodeScheduler, now_secs: i64) -> Result<(), SchedError> {
         self.sync_configs(sm);
+        // Sites the scheduler stopped (suspend, preempt, quarantine, an IP no longer granted):
+        // no new request for them; what the engine held goes back to the crawl queue.
+        for (name, sites) in sm.take_stopped() {
+            let held = self.engine.withdraw(&name, Some(&sites));
+            sm.give_back(&name, held)?;
+        }
         let want = self.engine.wants();
         if want > 0 {
             sm.dispatch(want, now_secs)?;

@@ -228,11 +228,14 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
             }
             recv(admin_server.calls) -> m => {
                 if let Ok(m) = m {
-                    admin.handle(&mut sm, m, now_secs());
+                    // Rounded up: a quarantine asked now ends no earlier than asked (MS-FSCMT
+                    // 3.1.5.17), the Quarantine timer reading the time rounded down.
+                    admin.handle(&mut sm, m, crawlfleet_core::clock::unix_now_up());
                 }
             }
         }
         let now = now_secs();
+        let now_up = crawlfleet_core::clock::unix_now_up();
         let mut event = first;
         let mut handled = 0;
         while let Some(ev) = event.take() {
@@ -277,7 +280,8 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                     let mut r = Ok(());
                     if let Some(from) = from {
                         for (_, body) in batch.iter() {
-                            r = sm.handle_frame(&from, body, now);
+                            // Rounded up, as for the administrative calls above.
+                            r = sm.handle_frame(&from, body, now_up);
                             if r.is_err() {
                                 break;
                             }
@@ -285,22 +289,21 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                     }
                     r
                 }
-                Event::Closed { conn, reason, .. } => {
-                    match conn_dest.remove(&conn) {
-                        Some(Dest::Multinode) => {
-                            warn!("multinode scheduler connection closed: {reason}");
-                            mn_conn = None;
-                            sm.multinode_closed();
-                        }
-                        Some(Dest::Dup(addr)) => {
-                            warn!("duplicate server {addr} connection closed: {reason}");
-                            dup_conns.remove(&addr);
-                            sm.dup_closed(&addr);
-                        }
-                        None => {}
+                Event::Closed { conn, reason, .. } => match conn_dest.remove(&conn) {
+                    Some(Dest::Multinode) => {
+                        warn!("multinode scheduler connection closed: {reason}");
+                        mn_conn = None;
+                        sm.multinode_closed();
+                        Ok(())
                     }
-                    Ok(())
-                }
+                    Some(Dest::Dup(addr)) => {
+                        warn!("duplicate server {addr} connection closed: {reason}");
+                        dup_conns.remove(&addr);
+                        sm.dup_closed(&addr);
+                        Ok(())
+                    }
+                    None => Ok(()),
+                },
                 Event::Timer(MN_KEEPALIVE_TIMER) => {
                     sm.multinode_keepalive_tick();
                     Ok(())

@@ -315,7 +315,8 @@ fn a_node_suspends_quarantines_and_deletes_over_the_wire() {
             site: b("b.com"),
         },
     ));
-    // 3.1.5.18: quarantine with requeue puts the site at the front.
+    // 3.1.5.18: quarantine with requeue puts the site's entries at the front; c.com has none
+    // here, and nothing is queued for it (its root page was, before: nobody asked for it).
     mn.send(&Message::CmdUmQuarantineSiteRequeue(Quarantine {
         collection: b("web"),
         site: b("c.com"),
@@ -337,12 +338,7 @@ fn a_node_suspends_quarantines_and_deletes_over_the_wire() {
     let q: Vec<String> = queued(&data, "web").into_iter().map(|(u, _)| u).collect();
     assert_eq!(
         q,
-        vec![
-            "http://c.com/",
-            "http://a.com/4",
-            "http://a.com/6",
-            "http://a.com/8"
-        ]
+        vec!["http://a.com/4", "http://a.com/6", "http://a.com/8"]
     );
     let meta = crawlfleet_core::sched::node::read_meta(&collection_dir(&data, b"web").join("meta"))
         .unwrap();

@@ -29,6 +29,9 @@ use crate::routing::crawl_site;
 use crate::sched::node::Ready;
 use crate::sched::parse_record;
 
+#[path = "engine_stop.rs"]
+mod stop;
+
 /// Key of the depth of an entry in its extra metadata (only written when a collection limits
 /// depth).
 const DEPTH_KEY: &[u8] = b"depth";
@@ -142,25 +145,6 @@ impl CrawlEngine {
     /// The configuration of a collection.
     pub fn config(&self, name: &[u8]) -> Option<&Arc<CollectionConfig>> {
         self.configs.get(name)
-    }
-
-    /// Forgets a collection: its entries held here are dropped and its sites released.
-    pub fn remove_collection(&mut self, name: &[u8]) -> Vec<Action> {
-        self.configs.remove(name);
-        let mut out = Vec::new();
-        let keys: Vec<SiteKey> = self.sites.keys().filter(|k| k.0 == name).cloned().collect();
-        for k in keys {
-            if let Some(s) = self.sites.remove(&k) {
-                self.queued -= s.queue.len();
-                self.done
-                    .extend(s.queue.into_iter().map(|h| (k.0.clone(), h.seq)));
-            }
-            out.push(Action::SiteDone {
-                collection: k.0.clone(),
-                site: k.1.clone(),
-            });
-        }
-        out
     }
 
     /// The counters of a collection.

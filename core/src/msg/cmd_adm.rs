@@ -101,11 +101,19 @@ impl<'a> Codec<'a> for ConfRefresh<'a> {
 
 /// CMD_ADM_CONF_ADD / CMD_ADM_CONF_UPDATE (MS-FSCMT 2.2.3.11, 2.2.3.12): a new or changed
 /// crawl configuration.
+///
+/// On the wire PKT_DSPEC is the crawl configuration structure of 2.2.2.3.1: a dictionary keyed
+/// by the collection's name whose value is the collection's parameters, `{name: {...}}`. That
+/// is what [`Codec::encode`] sends. [`Codec::read`] takes the entry named by PKT_DSPECNAME out
+/// of it; a PKT_DSPEC without that entry is read as the flat form earlier versions sent (the
+/// parameters themselves), which cannot be confused with the spec's form unless the
+/// collection is named like one of its own sections (then the spec's form wins).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConfSpec<'a> {
     /// PKT_DSPECNAME.
     pub collection: Bytes<'a>,
-    /// PKT_DSPEC: the crawl configuration structure (2.2.2.3), a dict.
+    /// The collection's own parameters: the value under its name in PKT_DSPEC (2.2.2.3.1), a
+    /// dict.
     pub config: Value<'a>,
     /// PKT_EPOCH, when sent: the configuration version.
     pub epoch: Option<i64>,
@@ -113,18 +121,47 @@ pub struct ConfSpec<'a> {
 
 impl<'a> Codec<'a> for ConfSpec<'a> {
     fn read(r: &Reader<'_, 'a>) -> Result<Self, MessageError> {
+        let collection = r.bytes(Key::CollectionName)?;
+        let spec = r.dict(Key::CollectionSpec)?;
         Ok(ConfSpec {
-            collection: r.bytes(Key::CollectionName)?,
-            config: r.dict(Key::CollectionSpec)?,
+            config: collection_entry(spec, &collection),
+            collection,
             epoch: r.opt_int(Key::Epoch)?,
         })
     }
     fn encode<'s>(&'s self, out: &mut Pairs<'s>) {
         out.push((Key::CollectionName, bytes_v(&self.collection)));
-        out.push((Key::CollectionSpec, borrow_value(&self.config)));
+        out.push((
+            Key::CollectionSpec,
+            Value::Dict(vec![(
+                bytes_v(&self.collection),
+                borrow_value(&self.config),
+            )]),
+        ));
         if let Some(e) = self.epoch {
             out.push((Key::Epoch, Value::int(e)));
         }
+    }
+}
+
+/// The parameters of collection `name` in a crawl configuration structure (MS-FSCMT
+/// 2.2.2.3.1, `{name: {...}}`), or `spec` itself when it has no dictionary under `name` (the
+/// flat form).
+pub(crate) fn collection_entry<'a>(spec: Value<'a>, name: &[u8]) -> Value<'a> {
+    if let Value::Dict(pairs) = spec {
+        let at = pairs
+            .iter()
+            .position(|(k, v)| k.as_bytes() == Some(name) && matches!(v, Value::Dict(_)));
+        match at {
+            Some(i) => pairs
+                .into_iter()
+                .nth(i)
+                .map(|(_, v)| v)
+                .expect("found above"),
+            None => Value::Dict(pairs),
+        }
+    } else {
+        spec
     }
 }
 

@@ -615,3 +615,44 @@ fn commands_with_two_shapes_pick_theirs_by_pkt_data() {
         })
     );
 }
+
+#[test]
+fn conf_add_carries_the_spec_form_and_reads_the_flat_form_too() {
+    // MS-FSCMT 2.2.2.3.1: PKT_DSPEC is {collection name: {parameters}}.
+    let params = Value::Dict(vec![(Value::bytes(b"delay"), Value::int(2))]);
+    let m = Message::CmdAdmConfAdd(ConfSpec {
+        collection: b("web"),
+        config: params.clone(),
+        epoch: None,
+    });
+    let d = m.to_dict();
+    let ds = d
+        .iter()
+        .find(|(k, _)| k.as_bytes() == Some(b"ds"))
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    assert_eq!(
+        ds,
+        Value::Dict(vec![(Value::bytes(b"web"), params.clone())])
+    );
+    assert_eq!(Message::from_dict(&d).unwrap(), m);
+    // The flat form of earlier versions: no entry named like the collection.
+    let flat = dict(&[
+        ("cm", Value::int(1)),
+        ("dn", Value::bytes(b"web")),
+        ("ds", params.clone()),
+    ]);
+    assert_eq!(Message::from_dict(&flat).unwrap(), m);
+    // A parameter that happens to be named like the collection, but is no dictionary, is
+    // still a parameter of the flat form.
+    let odd = Value::Dict(vec![(Value::bytes(b"web"), Value::int(1))]);
+    let flat = dict(&[
+        ("cm", Value::int(0)),
+        ("dn", Value::bytes(b"web")),
+        ("ds", odd.clone()),
+    ]);
+    let Message::CmdAdmConfUpdate(c) = Message::from_dict(&flat).unwrap() else {
+        panic!("CMD_ADM_CONF_UPDATE")
+    };
+    assert_eq!(c.config, odd);
+}

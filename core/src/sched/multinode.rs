@@ -187,6 +187,10 @@ pub struct MultinodeCounters {
     pub bad_frames: u64,
 }
 
+/// An IP address granted to a node (3.2.1): the node, and the (collection, site) pairs it was
+/// granted the address for.
+type IpLock = (Vec<u8>, BTreeSet<(Vec<u8>, Vec<u8>)>);
+
 /// The multinode scheduler.
 pub struct Multinode {
     opts: MultinodeOptions,
@@ -203,8 +207,10 @@ pub struct Multinode {
     dns: DnsCache,
     /// Hosts being resolved and who asked.
     dns_waiting: HashMap<String, Vec<PeerId>, foldhash::fast::RandomState>,
-    /// Crawl site IP addresses (3.2.1): IP -> the node crawling it.
-    ip_locks: HashMap<Vec<u8>, Vec<u8>>,
+    /// Crawl site IP addresses (3.2.1): IP -> the node crawling it and the (collection, site)
+    /// pairs it was granted the address for; the address is free once each START_CRAWL_IP
+    /// was closed by its STOP_CRAWL_IP (or the node went away).
+    ip_locks: HashMap<Vec<u8>, IpLock>,
     logs: HashMap<(Vec<u8>, &'static str), BufWriter<File>>,
     /// Crawl site -> routing attribute (the public suffix lookup is worth remembering).
     attr_cache: HashMap<String, String, foldhash::fast::RandomState>,
@@ -440,7 +446,7 @@ impl Multinode {
 
     /// Which node crawls IP `ip` now.
     pub fn ip_owner(&self, ip: &[u8]) -> Option<&[u8]> {
-        self.ip_locks.get(ip).map(Vec::as_slice)
+        self.ip_locks.get(ip).map(|(n, _)| n.as_slice())
     }
 
     fn send(&mut self, peer: PeerId, m: &Message<'_>) {
@@ -479,7 +485,7 @@ impl Multinode {
         }
         info!("node {} disconnected", show(&node));
         self.requeue_unconfirmed(peer, &node)?;
-        self.ip_locks.retain(|_, n| *n != node);
+        self.ip_locks.retain(|_, (n, _)| *n != node);
         let names: Vec<Vec<u8>> = self.collections.keys().cloned().collect();
         for name in names {
             if let Some(c) = self.collections.get_mut(&name) {

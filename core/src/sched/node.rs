@@ -268,6 +268,9 @@ struct SiteControl {
     ip_sites: HashMap<String, BTreeSet<String>>,
     waiting: HashMap<String, Waiting>,
     ready: VecDeque<Ready>,
+    /// Sites stopped since the crawl engine last asked ([`NodeScheduler::take_stopped`]):
+    /// the entries it holds for them come back to the crawl queue.
+    stopped: Vec<String>,
 }
 
 /// A collection's duplicate detection.

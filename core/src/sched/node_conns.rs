@@ -29,9 +29,9 @@ impl NodeScheduler {
     }
 
     /// After (re)connecting: questions the multinode scheduler may have taken down with it are
-    /// asked again. START_CRAWL_IP for every site waiting for its answer, and for every active
-    /// site (a restarted multinode scheduler knows no IP locks: this restores this node's; the
-    /// answers for sites not waiting are ignored), and CMD_UM_DNS_REQUEST for every name still
+    /// asked again. START_CRAWL_IP for every site waiting for its answer (the sites active
+    /// when the connection closed among them, [`Self::drop_claims`]) and for every active site
+    /// (a refusal stops it, 3.1.5.21), and CMD_UM_DNS_REQUEST for every name still
     /// unanswered. A multinode scheduler that did answer answers again the same way.
     fn ask_again(&mut self) {
         if self.opts.standalone {
@@ -81,7 +81,10 @@ impl NodeScheduler {
         out
     }
 
-    /// The link to the multinode scheduler is down (the shell reconnects).
+    /// The link to the multinode scheduler is down (the shell reconnects). The IP addresses
+    /// it granted went with it: every site stops until it is granted again
+    /// ([`Self::drop_claims`]), so that a restarted multinode scheduler that grants an address
+    /// to another node never sees two nodes crawl it (one node per IP, 3.2.5.11).
     pub fn multinode_closed(&mut self) {
         self.multinode_connected = false;
         // What the multinode scheduler may not have synced goes again on the next connection
@@ -90,6 +93,9 @@ impl NodeScheduler {
         self.resend.extend(lately);
         while self.resend.len() > FORWARD_RESEND_MAX {
             self.resend.pop_front();
+        }
+        if !self.opts.standalone {
+            self.drop_claims();
         }
     }
 

@@ -339,7 +339,7 @@ impl NodeScheduler {
         q: &Quarantine<'_>,
         now: i64,
     ) -> Result<(), SchedError> {
-        self.quarantine(&q.collection, &q.site, q.seconds, false, now)
+        self.quarantine(&q.collection, &q.site, q.seconds, now)
     }
 
     /// CMD_UM_QUARANTINE_SITE_REQUEUE, following MS-FSCMT 3.1.5.18 "Receiving a
@@ -350,7 +350,7 @@ impl NodeScheduler {
         q: &Quarantine<'_>,
         now: i64,
     ) -> Result<(), SchedError> {
-        self.quarantine(&q.collection, &q.site, q.seconds, true, now)
+        self.quarantine(&q.collection, &q.site, q.seconds, now)
     }
 
     /// CMD_UM_DNS_REPLY, following MS-FSCMT 3.1.5.19 "Receiving a CMD_UM_DNS_REPLY Message":

@@ -230,10 +230,66 @@ impl NodeScheduler {
                 c.enqueue(Target::Queue, false, r, Some(*seq))?;
             }
         }
+        c.sites.stopped.extend(stopped.iter().cloned());
         for s in stopped {
             self.release_site(name, &s);
         }
         Ok(())
+    }
+
+    /// The sites stopped since the last call, by collection: the crawl engine starts no new
+    /// request for them and hands back what it holds ([`Self::give_back`]).
+    pub fn take_stopped(&mut self) -> Vec<(Vec<u8>, Vec<String>)> {
+        self.collections
+            .iter_mut()
+            .filter(|(_, c)| !c.sites.stopped.is_empty())
+            .map(|(n, c)| (n.clone(), std::mem::take(&mut c.sites.stopped)))
+            .collect()
+    }
+
+    /// Entries the crawl engine held for stopped sites, (in-flight sequence number, record)
+    /// in the order it would have fetched them: back to the front of the crawl queue, in that
+    /// order, each finished in the journal once queued.
+    pub fn give_back(&mut self, name: &[u8], held: Vec<(u64, Vec<u8>)>) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(());
+        };
+        for (seq, r) in held.iter().rev() {
+            c.enqueue(Target::Queue, true, r, Some(*seq))?;
+        }
+        Ok(())
+    }
+
+    /// The multinode scheduler is gone, and with it the IP addresses it granted (it keeps
+    /// them in memory only, MS-FSCMT 3.2.1): every active site stops (3.1.5.21: a site is
+    /// crawled only while its IP is granted) and waits for its address to be granted again,
+    /// with the entries that were ready for it; [`Self::ask_again`] claims it on the next
+    /// connection, and a refusal blocks it like any refused site. No CMD_UM_STOP_CRAWL_IP goes
+    /// out: the multinode scheduler that granted the addresses is gone.
+    pub(super) fn drop_claims(&mut self) {
+        for c in self.collections.values_mut() {
+            c.sites.ip_sites.clear();
+            let active: Vec<(String, String)> = c.sites.active.drain().collect();
+            for (site, ip) in &active {
+                c.sites.waiting.insert(
+                    site.clone(),
+                    Waiting {
+                        host: site_host(site).to_string(),
+                        ip: Some(ip.clone()),
+                        records: Vec::new(),
+                    },
+                );
+            }
+            let mut kept = VecDeque::new();
+            for r in c.sites.ready.drain(..) {
+                match c.sites.waiting.get_mut(&r.site) {
+                    Some(w) => w.records.push((r.seq, r.record)),
+                    None => kept.push_back(r),
+                }
+            }
+            c.sites.ready = kept;
+            c.sites.stopped.extend(active.into_iter().map(|(s, _)| s));
+        }
     }
 
     /// A site ends: out of the active list, its IP released when no other site uses it
@@ -256,15 +312,21 @@ impl NodeScheduler {
             c.sites.ip_sites.remove(&ip);
             if self.opts.standalone {
                 self.local_ip_locks.remove(&ip);
-            } else {
-                let m = Message::CmdUmStopCrawlIp(StopCrawlIp {
-                    collection: owned(name),
-                    ip: owned(ip.as_bytes()),
-                    site: owned(site.as_bytes()),
-                });
-                self.send_multinode(Priority::Normal, &m);
             }
         }
+        self.send_stop_crawl_ip(name, &ip, site);
+    }
+
+    /// CMD_UM_STOP_CRAWL_IP (MS-FSCMT 2.2.4.12): this node stopped crawling `site` at `ip`.
+    /// Sent for every site whose START_CRAWL_IP was granted, each START closed by its STOP;
+    /// the multinode scheduler frees the address once no site of this node holds it.
+    pub(super) fn send_stop_crawl_ip(&mut self, name: &[u8], ip: &str, site: &str) {
+        let m = Message::CmdUmStopCrawlIp(StopCrawlIp {
+            collection: owned(name),
+            ip: owned(ip.as_bytes()),
+            site: owned(site.as_bytes()),
+        });
+        self.send_multinode(Priority::Normal, &m);
     }
 
     /// The crawl engine finished `site`.
@@ -344,7 +406,6 @@ impl NodeScheduler {
         name: &[u8],
         site: &[u8],
         seconds: i64,
-        requeue: bool,
         now: i64,
     ) -> Result<(), SchedError> {
         let site = String::from_utf8_lossy(site).into_owned();
@@ -352,20 +413,16 @@ impl NodeScheduler {
             warn!("quarantine in unknown collection {}", show(name));
             return Ok(());
         }
-        // 1. Stop crawling it; its pending entries wait in the quarantine queue.
+        // 1. Stop crawling it; its pending entries go to the front of the crawl queue and wait
+        // in the quarantine queue until the quarantine ends. That is also the final step of
+        // CMD_UM_QUARANTINE_SITE_REQUEUE (3.1.5.18): the site's own entries are the site
+        // queued at the front; nothing else (such as its root page) is added.
         self.stop_sites(name, |s| s == site, true)?;
         let c = self.collections.get_mut(name).expect("checked above");
         // 2. On the quarantine list until the period ends.
         c.sites
             .quarantine
             .insert(site.clone(), now.saturating_add(seconds.max(0)));
-        if requeue {
-            // 3.1.5.18: the site goes to the front of the crawl queue (it waits in the
-            // quarantine queue until the quarantine ends, then comes back first).
-            let mut e = start_uri_entry(format!("http://{site}/").as_bytes());
-            e.uri_flags = uri_flags::URIF_SITEURI;
-            c.enqueue(Target::Queue, true, &record(&e, true), None)?;
-        }
         info!(
             "collection {}: site {site} quarantined for {seconds} s",
             show(name)

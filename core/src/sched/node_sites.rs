@@ -271,6 +271,20 @@ impl NodeScheduler {
             return Ok(());
         };
         let Some(w) = c.sites.waiting.remove(site) else {
+            if !allowed && c.sites.active.get(site).is_some_and(|a| a == ip) {
+                // A re-claim of an active site refused (its IP went to another node while the
+                // multinode scheduler was away): the site stops here, blocked like any refused
+                // site, its entries at the front of the crawl queue (one node per IP).
+                c.sites
+                    .blocked
+                    .insert(site.to_string(), now.saturating_add(block));
+                c.counters.sites_blocked += 1;
+                info!(
+                    "collection {}: site {site} ({ip}) stopped: the IP is crawled by another node",
+                    show(name)
+                );
+                return self.stop_sites(name, |s| s == site, true);
+            }
             debug!("START_CRAWL_IP answer for {site}, which is not waiting");
             return Ok(());
         };
@@ -285,6 +299,7 @@ impl NodeScheduler {
                     set.remove(site);
                 }
             }
+            let granted = allowed;
             // Blocked for 30 minutes, its entries at the front of the crawl queue.
             c.sites
                 .blocked
@@ -302,6 +317,10 @@ impl NodeScheduler {
                     "IP crawled by another node"
                 }
             );
+            if granted && !self.opts.standalone {
+                // Granted but not crawled: the START closed by its STOP (2.2.4.12).
+                self.send_stop_crawl_ip(name, ip, site);
+            }
             return Ok(());
         }
         c.sites.active.insert(site.to_string(), ip.to_string());

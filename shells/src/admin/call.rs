@@ -220,6 +220,18 @@ pub enum CallError {
         /// The XML-RPC type given.
         got: &'static str,
     },
+    /// An argument of the right type whose text is not what its FSCADM type allows (a
+    /// hostport, 2.2.2.2, or a contentdest, 2.2.2.3).
+    Malformed {
+        /// The method.
+        method: &'static str,
+        /// The argument's position, from 1.
+        position: usize,
+        /// The parameter's name in the spec, e.g. "Site".
+        name: &'static str,
+        /// What is wrong.
+        why: String,
+    },
 }
 
 impl fmt::Display for CallError {
@@ -241,7 +253,88 @@ impl fmt::Display for CallError {
                 "{method}: argument {position} must be {}, not {got}",
                 want.article()
             ),
+            CallError::Malformed {
+                method,
+                position,
+                name,
+                why,
+            } => write!(f, "{method}: argument {position} ({name}) {why}"),
         }
+    }
+}
+
+/// Why `site` is no hostport (MS-FSCADM 2.2.2.2: `<hostname>:<port>`, the hostname a host name,
+/// an FQDN, an IPv4 address or an IPv6 address in brackets). The port may be left out (the
+/// crawl site of a URI on its scheme's default port has none).
+pub fn hostport_error(site: &str) -> Option<String> {
+    let (host, port) = if let Some(rest) = site.strip_prefix('[') {
+        let Some((h, after)) = rest.split_once(']') else {
+            return Some(format!("{site:?} is no hostport: \"[\" without \"]\""));
+        };
+        if h.parse::<std::net::Ipv6Addr>().is_err() {
+            return Some(format!("{site:?} is no hostport: {h:?} is no IPv6 address"));
+        }
+        match after {
+            "" => return None,
+            a => match a.strip_prefix(':') {
+                Some(p) => ("", Some(p)),
+                None => return Some(format!("{site:?} is no hostport: {a:?} after \"]\"")),
+            },
+        }
+    } else {
+        match site.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (site, None),
+        }
+    };
+    if let Some(p) = port {
+        if p.is_empty()
+            || !p.bytes().all(|b| b.is_ascii_digit())
+            || !(1..=65535).contains(&p.parse::<u32>().unwrap_or(0))
+        {
+            return Some(format!(
+                "{site:?} is no hostport: port {p:?} is not 1-65535"
+            ));
+        }
+    }
+    if site.starts_with('[') {
+        return None;
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    if host.is_empty() || host.len() > 253 || !host.trim_end_matches('.').split('.').all(label_ok) {
+        return Some(format!(
+            "{site:?} is no hostport: {host:?} is no host name or address"
+        ));
+    }
+    None
+}
+
+/// Why `dest` is no contentdest (MS-FSCADM 2.2.2.3: empty, a destination name of the
+/// configuration, or "default:<content collection>").
+pub fn contentdest_error(dest: &str) -> Option<String> {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.len() <= 255
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+    };
+    if dest.is_empty() {
+        return None;
+    }
+    match dest.strip_prefix("default:") {
+        Some(c) if name_ok(c.trim_start()) => None,
+        Some(c) => Some(format!(
+            "{dest:?} is no contentdest: {c:?} is no content collection name"
+        )),
+        None if name_ok(dest) => None,
+        None => Some(format!(
+            "{dest:?} is no contentdest: not a destination name or \"default:<content collection>\""
+        )),
     }
 }
 
@@ -287,6 +380,35 @@ impl Args<'_> {
 
     fn str(&mut self) -> Result<String, CallError> {
         Ok(self.take(Ty::Str)?.as_str().unwrap_or_default().to_string())
+    }
+
+    /// A string argument checked by `check` (None when it is well formed).
+    fn checked(
+        &mut self,
+        name: &'static str,
+        check: fn(&str) -> Option<String>,
+    ) -> Result<String, CallError> {
+        let position = self.next + 1;
+        let v = self.str()?;
+        match check(&v) {
+            None => Ok(v),
+            Some(why) => Err(CallError::Malformed {
+                method: self.method,
+                position,
+                name,
+                why,
+            }),
+        }
+    }
+
+    /// A hostport argument (2.2.2.2).
+    fn site(&mut self) -> Result<String, CallError> {
+        self.checked("Site", hostport_error)
+    }
+
+    /// A contentdest argument (2.2.2.3).
+    fn destination(&mut self) -> Result<String, CallError> {
+        self.checked("Destination", contentdest_error)
     }
 
     fn strings(&mut self) -> Result<Vec<String>, CallError> {
@@ -345,7 +467,7 @@ impl AdminCall {
             },
             "CollectionDeleteSite" => CollectionDeleteSite {
                 collection: a.str()?,
-                site: a.str()?,
+                site: a.site()?,
             },
             "CollectionDeleteURIs" => CollectionDeleteUris {
                 collection: a.str()?,
@@ -361,15 +483,15 @@ impl AdminCall {
             "CollectionGetList" => CollectionGetList,
             "CollectionGetSiteRoutingAddress" => CollectionGetSiteRoutingAddress {
                 collection: a.str()?,
-                site: a.str()?,
+                site: a.site()?,
             },
             "CollectionPreemptSite" => CollectionPreemptSite {
                 collection: a.str()?,
-                site: a.str()?,
+                site: a.site()?,
             },
             "CollectionQuarantineSite" => CollectionQuarantineSite {
                 collection: a.str()?,
-                site: a.str()?,
+                site: a.site()?,
                 time: a.int()?,
             },
             "CollectionRefetch" => CollectionRefetch {
@@ -385,18 +507,18 @@ impl AdminCall {
             },
             "CollectionReprocessSite" => CollectionReprocessSite {
                 collection: a.str()?,
-                destination: a.str()?,
-                site: a.str()?,
+                destination: a.destination()?,
+                site: a.site()?,
             },
             "CollectionReprocessSitePrefix" => CollectionReprocessSitePrefix {
                 collection: a.str()?,
-                site: a.str()?,
+                site: a.site()?,
                 prefix: a.str()?,
-                destination: a.str()?,
+                destination: a.destination()?,
             },
             "CollectionReprocessURI" => CollectionReprocessUri {
                 collection: a.str()?,
-                destination: a.str()?,
+                destination: a.destination()?,
                 uris: a.strings()?,
             },
             "CollectionResume" => CollectionResume {
@@ -404,14 +526,14 @@ impl AdminCall {
             },
             "CollectionResumeFeeding" => CollectionResumeFeeding {
                 collection: a.str()?,
-                destination: a.str()?,
+                destination: a.destination()?,
             },
             "CollectionSuspend" => CollectionSuspend {
                 collection: a.str()?,
             },
             "CollectionSuspendFeeding" => CollectionSuspendFeeding {
                 collection: a.str()?,
-                destination: a.str()?,
+                destination: a.destination()?,
             },
             "CollectionDisableRefreshOnly" => CollectionDisableRefreshOnly {
                 collection: a.str()?,
@@ -424,7 +546,7 @@ impl AdminCall {
             },
             "CollectionGetSiteStatistics" => CollectionGetSiteStatistics {
                 collection: a.str()?,
-                site: a.str()?,
+                site: a.site()?,
             },
             "CollectionGetStatistics" => CollectionGetStatistics {
                 collection: a.str()?,

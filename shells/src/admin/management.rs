@@ -43,9 +43,10 @@ pub fn get_site_manager_num(role: &dyn Role) -> Value {
 /// multinode scheduler forwarded to every node before the answer.
 pub fn set_log_level(admin: &mut Admin, role: &dyn Role, level: i64) -> Outcome {
     if level <= 0 || level & !log_level::ALL != 0 {
-        return Outcome::Done(Err(format!(
-            "log level {level:#x} is not a mask of the FSCADM 2.2.3.5 levels"
-        )));
+        // 2.2.8.6: "MUST return 1 if the method succeeds, 0 otherwise" (not a fault); the
+        // level stays as it was.
+        warn!("SetLogLevel({level:#x}): not a mask of the FSCADM 2.2.3.5 levels; unchanged");
+        return Outcome::Done(Ok(Value::Int(0)));
     }
     admin.state.log_level = level;
     log::set_max_level(level_of(level));

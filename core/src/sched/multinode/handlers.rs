@@ -3,6 +3,7 @@
 //! section of 3.2.5 named in its doc. CMD_UM_URI and CMD_UM_URI_URG are handled in `route.rs`,
 //! beside the crawl queues they fill.
 
+use std::collections::BTreeSet;
 use std::fs::{self, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -387,13 +388,14 @@ impl Multinode {
     /// Message": one node per IP address; the answer (2.2.3.22) says whether the asking node may
     /// crawl it.
     fn on_cmd_um_start_crawl_ip(&mut self, peer: PeerId, node: &[u8], s: StartCrawlIp<'_>) {
-        let allowed = match self.ip_locks.get(s.ip.as_ref()) {
-            Some(owner) => *owner == node,
-            None => {
-                self.ip_locks.insert(s.ip.to_vec(), node.to_vec());
-                true
-            }
-        };
+        let (owner, sites) = self
+            .ip_locks
+            .entry(s.ip.to_vec())
+            .or_insert_with(|| (node.to_vec(), BTreeSet::new()));
+        let allowed = *owner == node;
+        if allowed {
+            sites.insert((s.collection.to_vec(), s.site.to_vec()));
+        }
         let reply = Message::CmdUmStartCrawlIpReply(StartCrawlIpReply {
             collection: s.collection,
             ip: s.ip,
@@ -405,9 +407,17 @@ impl Multinode {
     }
 
     /// CMD_UM_STOP_CRAWL_IP, following MS-FSCMT 3.2.5.12 "Receiving a CMD_UM_STOP_CRAWL_IP
-    /// Message": the node's hold on the IP address is released.
+    /// Message": the record of the site is removed; the node's hold on the IP address ends
+    /// with its last site.
     fn on_cmd_um_stop_crawl_ip(&mut self, node: &[u8], s: &StopCrawlIp<'_>) {
-        if self.ip_locks.get(s.ip.as_ref()).map(Vec::as_slice) == Some(node) {
+        let Some((owner, sites)) = self.ip_locks.get_mut(s.ip.as_ref()) else {
+            return;
+        };
+        if owner.as_slice() != node {
+            return;
+        }
+        sites.remove(&(s.collection.to_vec(), s.site.to_vec()));
+        if sites.is_empty() {
             self.ip_locks.remove(s.ip.as_ref());
         }
     }

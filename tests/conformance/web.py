@@ -1,0 +1,121 @@
+"""A small web for the conformance scenarios: HTTP servers on loopback addresses that record
+every request (address, port, path, start, end, and which process made it), and serve pages
+whose links go on without end (/N links to /2N+1 and /2N+2), or leaf pages with `leaf=True`.
+"""
+import http.server
+import os
+import socket
+import threading
+import time
+
+
+def socket_owner(local, remote, pids):
+    """The pid among `pids` that holds the TCP connection from `local` to `remote` (each
+    (ip, port)), found through /proc; None when it cannot be told."""
+    def hexaddr(a):
+        ip = socket.inet_aton(a[0])
+        return "%08X:%04X" % (int.from_bytes(ip, "little"), a[1])
+    want = (hexaddr(local), hexaddr(remote))
+    inode = None
+    try:
+        with open("/proc/net/tcp") as f:
+            next(f)
+            for line in f:
+                p = line.split()
+                if (p[1], p[2]) == want:
+                    inode = p[9]
+                    break
+    except OSError:
+        return None
+    if inode is None:
+        return None
+    target = "socket:[%s]" % inode
+    for pid in pids:
+        d = "/proc/%d/fd" % pid
+        try:
+            for fd in os.listdir(d):
+                try:
+                    if os.readlink(os.path.join(d, fd)) == target:
+                        return pid
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return None
+
+
+class Web:
+    def __init__(self, addrs, delay=0.0, leaf=False):
+        self.log = []  # (ip, port, path, start, end, pid)
+        self.lock = threading.Lock()
+        self.pids = []
+        self.owners = {}  # client (ip, port) -> pid
+        self.servers = []
+        web = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                t0 = time.time()
+                ip, port = self.server.server_address[:2]
+                client = self.client_address[:2]
+                with web.lock:
+                    pid = web.owners.get(client)
+                if pid is None and web.pids:
+                    pid = socket_owner(client, (ip, port), web.pids)
+                    with web.lock:
+                        web.owners[client] = pid
+                if delay:
+                    time.sleep(delay)
+                if self.path == "/robots.txt":
+                    body, status = b"", 404
+                else:
+                    status = 200
+                    try:
+                        n = int(self.path.strip("/").split("?")[0] or "0")
+                    except ValueError:
+                        n = 0
+                    links = "" if leaf else '<a href="/%d">a</a> <a href="/%d">b</a>' % (
+                        2 * n + 1, 2 * n + 2)
+                    body = ("<html><body>page %d %s</body></html>" % (n, links)).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                with web.lock:
+                    web.log.append((ip, port, self.path, t0, time.time(), pid))
+
+        for a in addrs:
+            s = http.server.ThreadingHTTPServer((a, 0), Handler)
+            s.daemon_threads = True
+            threading.Thread(target=s.serve_forever, daemon=True).start()
+            self.servers.append(s)
+
+    def sites(self):
+        """The crawl sites, "ip:port"."""
+        return ["%s:%d" % s.server_address[:2] for s in self.servers]
+
+    def requests(self):
+        with self.lock:
+            return list(self.log)
+
+    def overlaps(self):
+        """Pairs of requests to one IP address from two different processes at once."""
+        by_ip = {}
+        for r in self.requests():
+            if r[5] is not None and r[2] != "/robots.txt":
+                by_ip.setdefault(r[0], []).append(r)
+        bad = []
+        for ip, rs in by_ip.items():
+            rs.sort(key=lambda r: r[3])
+            open_ = []  # requests still open at the current start
+            for r in rs:
+                open_ = [o for o in open_ if o[4] > r[3]]
+                bad.extend((o, r) for o in open_ if o[5] != r[5])
+                open_.append(r)
+        return bad
