@@ -18,9 +18,10 @@ use log::debug;
 use md5::{Digest, Md5};
 use url::Url;
 
-use super::counters::{doc_skip, uri_skip, CrawlCounters};
+use super::counters::{doc_skip, failure_code, uri_skip, CrawlCounters};
 use super::links::{self, Extracted};
 use super::robots::{RobotsCache, Rules};
+use super::sitemaps;
 pub use super::types::*;
 use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
@@ -408,11 +409,14 @@ impl CrawlEngine {
                 self.done.push((key.0.clone(), seq));
                 continue;
             }
-            let Some(req) = self.new_request(&cfg, &uri, &ip, conditional) else {
+            let Some(mut req) = self.new_request(&cfg, &uri, &ip, conditional) else {
                 self.counters_mut(&key.0).skip_uri(uri_skip::SCHEME);
                 self.done.push((key.0.clone(), seq));
                 continue;
             };
+            if sitemaps::entry_kind(&entry).is_some() {
+                req.max_body = sitemaps::MAX_BODY;
+            }
             self.counters_mut(&key.0).processed += 1;
             self.start(key, ip, Some((seq, rec)), uri, req, reqs);
         }
@@ -494,8 +498,9 @@ impl CrawlEngine {
             if rules.has_sitemap() {
                 counters.has_sitemap += 1;
             }
+            let offered = sitemaps::offered(&cfg, &rules, &f.key.0, &f.key.1, &f.url);
             self.robots.insert(&f.key.1, rules, now);
-            return Vec::new();
+            return offered.into_iter().collect();
         };
         let (seq, rec) = rec;
         let out = self.read_entry(&f, &cfg, o.result, seq, &rec);
@@ -521,6 +526,17 @@ impl CrawlEngine {
             return Vec::new();
         };
         let entry = entry.into_owned();
+        if let Some(found) = sitemaps::entry_kind(&entry) {
+            let result = sitemaps::read(&f.url, found, &result).map(Box::new);
+            let (collection, site, url) = (f.key.0.clone(), f.key.1.clone(), f.url.clone());
+            return vec![Action::Sitemap {
+                collection,
+                site,
+                url,
+                found,
+                result,
+            }];
+        }
         let mut out = Vec::new();
         let r = match result {
             Ok(r) => r,
@@ -743,24 +759,12 @@ impl CrawlEngine {
     }
 }
 
-/// The document skip code of a failed fetch (MS-FSCADM 2.2.3.2).
 /// True when a response header line `Name: value` matches the collection's `exclude_headers`.
 fn excluded_header(cfg: &CollectionConfig, r: &Fetched) -> bool {
     r.headers.iter().any(|(n, v)| {
         let line = format!("{n}: {}", String::from_utf8_lossy(v));
         cfg.exclude_headers.matches(&line)
     })
-}
-
-fn failure_code(f: &Failure) -> &'static str {
-    match f {
-        Failure::Refused => doc_skip::CONNECT,
-        Failure::ConnectTimeout => doc_skip::CONNECT_TIMEOUT,
-        Failure::Timeout => doc_skip::TIMEOUT,
-        Failure::Network(_) => doc_skip::NETWORK,
-        Failure::Protocol(_) => doc_skip::HEADER,
-        Failure::Decode(_) => doc_skip::ENCODING,
-    }
 }
 
 /// The entry of a redirect (or meta refresh) target: the trail of `from` plus this hop.

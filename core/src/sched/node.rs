@@ -47,10 +47,14 @@ mod diskfull;
 mod docs;
 #[path = "node_frames.rs"]
 mod frames;
+#[path = "node_indexnow.rs"]
+mod indexnow;
 #[path = "node_ops.rs"]
 mod ops;
 #[path = "node_refresh.rs"]
 mod refresh;
+#[path = "node_sitemap.rs"]
+mod sitemap;
 #[path = "node_sites.rs"]
 mod sites;
 #[path = "node_store.rs"]
@@ -73,6 +77,7 @@ use crate::store::{store_dir, CrawlStore, UriState};
 pub use diskfull::RETRY_EVERY as DISK_FULL_RETRY;
 pub use docs::Verdict;
 pub use refresh::{RefreshOnly, RefreshPolicy};
+pub use sitemap::{SitemapTally, HOLD_SECONDS as SITEMAP_HOLD_SECONDS};
 pub use store::Fate;
 
 /// Where a frame of the node scheduler goes.
@@ -141,6 +146,8 @@ pub struct NodeCounters {
     pub uris_seen: u64,
     /// New URIs held back while the collection only refreshes.
     pub uris_held_refresh_only: u64,
+    /// URLs of IndexNow submissions queued (docs/indexnow.md).
+    pub indexnow_queued: u64,
 }
 
 impl NodeCounters {
@@ -157,6 +164,7 @@ impl NodeCounters {
                 "uris_held_refresh_only",
                 Value::int(self.uris_held_refresh_only as i64),
             ),
+            ("indexnow_queued", Value::int(self.indexnow_queued as i64)),
         ])
     }
 }
@@ -233,6 +241,8 @@ struct Collection {
     clock: Clock,
     /// The crawl paused for a full disk, and the entries waiting for room in the queues.
     disk: diskfull::DiskPause,
+    /// The sites' sitemaps, and the stored URIs a refresh cycle holds for them.
+    sitemaps: sitemap::SiteMaps,
 }
 
 /// A collection's refresh cycles and crawl mode.
@@ -329,6 +339,8 @@ pub struct NodeScheduler {
     /// Duplicate-check answers for the crawl engine.
     verdicts: Vec<Verdict>,
     out: Outbox<Dest>,
+    /// IndexNow URLs no collection covers, since the start.
+    indexnow_dropped: u64,
 }
 
 /// The conditional request headers for a queue record whose URI has a stored copy with
@@ -409,6 +421,7 @@ impl NodeScheduler {
             local_ip_locks: HashMap::new(),
             verdicts: Vec::new(),
             out: Outbox::new(),
+            indexnow_dropped: 0,
         };
         for m in n.dirs.load_all()? {
             let Some(name) = m.get(b"name").and_then(Value::as_bytes).map(<[u8]>::to_vec) else {
@@ -526,6 +539,7 @@ impl NodeScheduler {
             sent: NodeCounters::default(),
             clock: self.opts.clock.clone(),
             disk: diskfull::DiskPause::default(),
+            sitemaps: Default::default(),
         };
         c.count_documents();
         Ok(c)

@@ -83,6 +83,14 @@ pub struct Server<C = AdminCall> {
 /// Reads a method call into a role's typed call; `Err` is the fault's text.
 pub type Parse<C> = fn(&str, &[Value]) -> Result<C, String>;
 
+/// Requests on a path other than /RPC2 that a role answers itself, in the server's thread
+/// (the node's IndexNow endpoint, `crate::node::indexnow`).
+pub trait Route: Send + Sync {
+    /// The whole HTTP answer to `req` (the connection kept open after it when `keep_alive`),
+    /// or `None` when the request is not the route's.
+    fn answer(&self, req: &Request<'_>, keep_alive: bool) -> Option<Vec<u8>>;
+}
+
 /// Starts the server of the FSCADM methods on `addr`, ticking every `tick`.
 pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Server> {
     spawn_with(addr, tick, limits, |method, params| {
@@ -97,6 +105,17 @@ pub fn spawn_with<C: Send + 'static>(
     tick: Duration,
     limits: Limits,
     parse: Parse<C>,
+) -> io::Result<Server<C>> {
+    spawn_routed(addr, tick, limits, parse, None)
+}
+
+/// [`spawn_with`], `route` answering the requests it takes before they are read as XML-RPC.
+pub fn spawn_routed<C: Send + 'static>(
+    addr: SocketAddr,
+    tick: Duration,
+    limits: Limits,
+    parse: Parse<C>,
+    route: Option<Arc<dyn Route>>,
 ) -> io::Result<Server<C>> {
     let lp = EventLoop::builder()
         .framing(HttpFraming::new(limits.max_body))
@@ -118,6 +137,7 @@ pub fn spawn_with<C: Send + 'static>(
         replies_tx,
         limits,
         parse,
+        route,
         conns: HashMap::new(),
         fences: HashMap::new(),
         serial: 0,
@@ -177,6 +197,7 @@ struct Http<C> {
     replies_tx: Sender<Reply>,
     limits: Limits,
     parse: Parse<C>,
+    route: Option<Arc<dyn Route>>,
     conns: HashMap<ConnId, Conn<C>>,
     /// The connection each write fence is for.
     fences: HashMap<TimerId, ConnId>,
@@ -294,7 +315,7 @@ impl<C> Http<C> {
                     (SlotState::Answer(plain(r.status, &why, &[], false)), false)
                 }
                 None => match batch.raw(i).and_then(Request::parse) {
-                    Some(req) => request(&req, &self.limits, self.parse),
+                    Some(req) => request(&req, &self.limits, self.parse, self.route.as_deref()),
                     // The framing cut it as a request: not reached.
                     None => (
                         SlotState::Answer(plain(400, "malformed request", &[], false)),
@@ -388,8 +409,16 @@ impl<C> Http<C> {
 
 /// Answers one request, or makes it a call for the role loop; with whether the connection
 /// stays open after it.
-fn request<C>(req: &Request<'_>, limits: &Limits, parse: Parse<C>) -> (SlotState<C>, bool) {
+fn request<C>(
+    req: &Request<'_>,
+    limits: &Limits,
+    parse: Parse<C>,
+    route: Option<&dyn Route>,
+) -> (SlotState<C>, bool) {
     let ka = req.keep_alive();
+    if let Some(answer) = route.and_then(|r| r.answer(req, ka)) {
+        return (SlotState::Answer(answer), ka);
+    }
     let answer = |status, text, extra: &[(&str, &str)], ka| {
         (SlotState::Answer(plain(status, text, extra, ka)), ka)
     };
