@@ -216,6 +216,12 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
             recv(indexnow_urls) -> u => {
                 if let Ok(urls) = u {
                     let dropped = sm.indexnow_submitted(&urls);
+                    if let Ok(n @ 1..) = dropped {
+                        crawlfleet_core::warn_limited!(
+                            "indexnow dropped",
+                            "IndexNow: {n} URLs of hosts no collection covers dropped"
+                        );
+                    }
                     answer(&mut sm, &handle, dropped.map(|_| ()))?;
                 }
             }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crawlfleet_core::config::{parse_xml, to_xml};
 use crawlfleet_core::crawl::CrawlCounters;
 use crawlfleet_core::marshal::Value;
-use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
+use crawlfleet_core::synthweb::{Publish, SyntheticWeb, WebSpec};
 use indicatif::{ProgressBar, ProgressStyle};
 use log::info;
 use parking_lot::Mutex;
@@ -535,7 +535,13 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
             Some(p) => p,
             None => crate::synthweb::free_port(base),
         };
-        let web = Arc::new(SyntheticWeb::generate(&spec, base, port));
+        // Sitemaps with lastmod (robots.txt names them), and changing pages if asked.
+        let web = SyntheticWeb::generate(&spec, base, port).publishing(Publish {
+            robots_sitemap: true,
+            since: crawlfleet_core::clock::Clock::System.now(),
+            changes: args.web_changes,
+        });
+        let web = Arc::new(web);
         let server = SynthServer::start_logging(web.clone(), args.access_log.as_deref())
             .map_err(|e| format!("cannot serve the synthetic web: {e}"))?;
         let mut overrides = Vec::new();
@@ -709,6 +715,8 @@ fn print_summary(sum: &BTreeMap<String, Summary>, elapsed: f64, feeding: bool, j
                     "bytes": s.counters.read_net,
                     "http_response": http,
                     "skip_codes": skips,
+                    "sitemaps_read": s.counters.sitemaps_read,
+                    "sitemap_skipped": s.counters.sitemap_skipped,
             });
             if feeding {
                 col["documents_indexed"] = s.feed.acked.into();
@@ -777,6 +785,11 @@ fn print_summary(sum: &BTreeMap<String, Summary>, elapsed: f64, feeding: bool, j
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         println!("  HTTP {}  skip codes {}", http.join(" "), codes.join(" "));
+        if s.counters.sitemaps_read + s.counters.sitemap_skipped > 0 {
+            let c = &s.counters;
+            let (read, skipped) = (c.sitemaps_read, c.sitemap_skipped);
+            println!("  sitemaps: {read} read, {skipped} stored pages not refetched (lastmod)");
+        }
     }
     let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
     println!(

@@ -526,28 +526,21 @@ impl CrawlEngine {
             return Vec::new();
         };
         let entry = entry.into_owned();
-        if let Some(found) = sitemaps::entry_kind(&entry) {
-            let result = sitemaps::read(&f.url, found, &result).map(Box::new);
-            let (collection, site, url) = (f.key.0.clone(), f.key.1.clone(), f.url.clone());
-            return vec![Action::Sitemap {
-                collection,
-                site,
-                url,
-                found,
-                result,
-            }];
-        }
+        let sitemap = |result| sitemaps::outcome(&f.key, &f.url, &entry, result);
         let mut out = Vec::new();
         let r = match result {
             Ok(r) => r,
             Err(e) => {
                 counters.skip_doc(failure_code(&e));
-                return out;
+                return sitemap(Err(&e)).into_iter().collect();
             }
         };
         counters.downloaded += 1;
         counters.read_net += r.body.len() as u64;
         *counters.http_response.entry(r.status).or_default() += 1;
+        if let Some(a) = sitemap(Ok(&r)) {
+            return vec![a];
+        }
         let Ok(url) = Url::parse(&f.url) else {
             counters.skip_doc(doc_skip::OTHER);
             return out;

@@ -108,17 +108,29 @@ pub(super) fn offered(
     })
 }
 
+/// The action of a fetched entry of `key` (collection, site) at `url` when it is a sitemap
+/// entry: what the sitemap lists, or why it lists nothing; `None` for any other entry.
+pub(super) fn outcome(
+    key: &(Vec<u8>, String),
+    url: &str,
+    entry: &CrawlQueueEntry<'_>,
+    result: Result<&Fetched, &Failure>,
+) -> Option<Action> {
+    let found = entry_kind(entry)?;
+    Some(Action::Sitemap {
+        collection: key.0.clone(),
+        site: key.1.clone(),
+        url: url.to_string(),
+        found,
+        result: read(url, found, result).map(Box::new),
+    })
+}
+
 /// What a fetched sitemap says: its entries, or why it gave none (a failed fetch, a status
 /// other than 2xx, a body over the limits, bad XML). A body cut at the fetch limit is over
 /// [`sitemap::MAX_BYTES`]: refused, never read in part.
-pub(super) fn read(
-    url: &str,
-    found: Found,
-    result: &Result<Fetched, Failure>,
-) -> Result<Sitemap, String> {
-    let r = result
-        .as_ref()
-        .map_err(|e| format!("fetch failed: {e:?}"))?;
+fn read(url: &str, found: Found, result: Result<&Fetched, &Failure>) -> Result<Sitemap, String> {
+    let r = result.map_err(|e| format!("fetch failed: {e:?}"))?;
     if !(200..=299).contains(&r.status) {
         return Err(format!("answered {}", r.status));
     }
@@ -194,31 +206,29 @@ mod tests {
 
     #[test]
     fn a_fetched_sitemap_is_read_or_refused_with_a_reason() {
-        let ok = |body: &[u8], status| {
-            Ok(Fetched {
-                status,
-                body: body.to_vec(),
-                ..Fetched::default()
-            })
+        let ok = |body: &[u8], status| Fetched {
+            status,
+            body: body.to_vec(),
+            ..Fetched::default()
         };
         let xml =
             b"<urlset><url><loc>http://h/a</loc></url><url><loc>http://h/d/b</loc></url></urlset>";
-        let m = read("http://h/d/s.xml", Found::File, &ok(xml, 200)).unwrap();
+        let m = read("http://h/d/s.xml", Found::File, Ok(&ok(xml, 200))).unwrap();
         assert_eq!((m.entries.len(), m.out_of_scope), (1, 1));
-        let m = read("http://h/d/s.xml", Found::Robots, &ok(xml, 200)).unwrap();
+        let m = read("http://h/d/s.xml", Found::Robots, Ok(&ok(xml, 200))).unwrap();
         assert_eq!(m.entries.len(), 2);
         assert_eq!(
-            read("http://h/s.xml", Found::File, &ok(b"", 404)),
+            read("http://h/s.xml", Found::File, Ok(&ok(b"", 404))),
             Err("answered 404".into())
         );
-        let cut = Ok(Fetched {
+        let cut = Fetched {
             status: 200,
             truncated: true,
             ..Fetched::default()
-        });
-        assert!(read("http://h/s.xml", Found::File, &cut)
+        };
+        assert!(read("http://h/s.xml", Found::File, Ok(&cut))
             .unwrap_err()
             .contains("52428800 bytes"));
-        assert!(read("http://h/s.xml", Found::File, &Err(Failure::Refused)).is_err());
+        assert!(read("http://h/s.xml", Found::File, Err(&Failure::Refused)).is_err());
     }
 }
