@@ -65,7 +65,7 @@ fn enc(s: &str) -> String {
         .collect()
 }
 
-fn submission(host: &str, key: &str, urls: &[String]) -> String {
+fn submission(host: &str, key: &str, urls: &[&str]) -> String {
     serde_json::json!({"host": host, "key": key, "urlList": urls}).to_string()
 }
 
@@ -134,13 +134,17 @@ fn indexnow_submissions_are_checked_answered_and_queued() {
     // 422: a key not of the protocol's format; a URL of another host.
     let changed = site.url("/changed.html");
     assert_eq!(
-        post(&admin, &submission(&host, "short", &[changed.clone()])),
+        post(&admin, &submission(&host, "short", &[changed.as_str()])),
         422
     );
     assert_eq!(
         post(
             &admin,
-            &submission(&host, KEY, &[changed.clone(), other.url("/x.html")])
+            &submission(
+                &host,
+                KEY,
+                &[changed.as_str(), other.url("/x.html").as_str()]
+            )
         ),
         422
     );
@@ -149,7 +153,7 @@ fn indexnow_submissions_are_checked_answered_and_queued() {
     assert!(!site.hits().iter().any(|h| h.path == key_file));
 
     // 202 while the key file is checked, 200 once it holds the key; the URL is fetched.
-    let body = submission(&host, KEY, &[changed.clone()]);
+    let body = submission(&host, KEY, &[changed.as_str()]);
     assert_eq!(post(&admin, &body), 202);
     assert_eq!(settled(&admin, &body), 200);
     wait_until("the submitted page is fetched", || {
@@ -168,18 +172,22 @@ fn indexnow_submissions_are_checked_answered_and_queued() {
     });
 
     // 403: the key file holds another key.
-    let bad = submission(&host, BAD_KEY, &[changed.clone()]);
+    let bad = submission(&host, BAD_KEY, &[changed.as_str()]);
     assert_eq!(settled(&admin, &bad), 403);
 
     // A host no collection covers: accepted once its key checks, then dropped (never fetched,
     // though a later URL of the covered host submitted after it is).
-    let theirs = submission(&other.addr.ip().to_string(), KEY, &[other.url("/x.html")]);
+    let theirs = submission(
+        &other.addr.ip().to_string(),
+        KEY,
+        &[other.url("/x.html").as_str()],
+    );
     assert_eq!(settled(&admin, &theirs), 200);
     site.put(
         "/after.html",
         Resource::ok("text/html", "<html>after</html>"),
     );
-    let after = submission(&host, KEY, &[site.url("/after.html")]);
+    let after = submission(&host, KEY, &[site.url("/after.html").as_str()]);
     let mut code = 0;
     wait_until("a submission past the rate limit", || {
         code = post(&admin, &after);

@@ -386,6 +386,12 @@ fn queue_local(
     // A URI queued before in this cycle is not queued again, unless the entry insists
     // (promotion, forced re-crawl).
     let insists = entry.uri_flags & (uri_flags::URIF_PROMOTE | uri_flags::URIF_FORCE) != 0;
+    // A stored URI waiting for its site's sitemaps is theirs to queue or skip (node_sitemap.rs),
+    // not a link's.
+    if !insists && c.sitemaps.holds(&entry.uri.uri) {
+        c.counters.uris_seen += 1;
+        return Ok(());
+    }
     if !c.seen.insert(&entry.uri.uri)? && !insists {
         c.counters.uris_seen += 1;
         return Ok(());
