@@ -34,3 +34,6 @@ mod search;
 mod synthweb;
 mod util;
 mod vectors;
+// Sitemaps and IndexNow (issue 24).
+mod indexnow;
+mod sitemaps;

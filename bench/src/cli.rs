@@ -69,9 +69,20 @@ pub struct BenchRefreshArgs {
     /// The web and the cluster crawling it.
     #[command(flatten)]
     pub web: BenchWebArgs,
-    /// The fraction of pages changed between the crawl and the refresh cycle.
-    #[arg(long, default_value_t = 0.05)]
+    /// The fraction of pages changed between the crawl and the refresh cycle: `0.01` or
+    /// `1%`.
+    #[arg(long, default_value = "5%", value_parser = fraction)]
     pub changed: f64,
+    /// The ways of finding what changed, each measured with a cluster of its own:
+    /// `conditional` (every page, If-None-Match / If-Modified-Since), `sitemaps` (a
+    /// /sitemap.xml per host with each page's lastmod).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "conditional,sitemaps"
+    )]
+    pub methods: Vec<RefreshMethod>,
     /// Give up on each crawl after this many seconds.
     #[arg(long, default_value_t = 600.0)]
     pub timeout: f64,
@@ -79,6 +90,37 @@ pub struct BenchRefreshArgs {
     /// complete, first_crawl_rate, ...).
     #[arg(long)]
     pub json: bool,
+}
+
+/// How `crawlfleet bench refresh` finds the pages that changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RefreshMethod {
+    /// Every stored page fetched again with If-None-Match / If-Modified-Since.
+    Conditional,
+    /// Sitemaps with lastmod: only pages whose lastmod is newer than their last fetch.
+    Sitemaps,
+}
+
+impl RefreshMethod {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            RefreshMethod::Conditional => "conditional",
+            RefreshMethod::Sitemaps => "sitemaps",
+        }
+    }
+}
+
+/// A fraction written `0.01` or `1%`.
+fn fraction(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.strip_suffix('%') {
+        Some(p) => (p, 100.0),
+        None => (s, 1.0),
+    };
+    num.trim()
+        .parse::<f64>()
+        .map(|x| x / scale)
+        .map_err(|e| format!("{s:?} is not a fraction (0.01) or a percentage (1%): {e}"))
 }
 
 /// The plain synthetic web (served by nginx) and the cluster crawling it, for `crawlfleet bench

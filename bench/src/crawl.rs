@@ -192,6 +192,10 @@ pub(super) struct Served {
     pub(super) repeated: Vec<String>,
     /// robots.txt requests.
     pub(super) robots: u64,
+    /// Sitemap requests (`/sitemap*`), not counted as pages.
+    pub(super) sitemaps: u64,
+    /// The latest time a request was answered (nginx's `$msec`, Unix seconds).
+    pub(super) last_at: f64,
 }
 
 pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
@@ -212,6 +216,9 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
         // address:port, URI, status, ... (SyntheticWeb::write_nginx's log_format)
         let mut cols = line.split('\t');
         let (host, uri, status) = (cols.next(), cols.next(), cols.next());
+        if let Some(t) = cols.next().and_then(|t| t.parse::<f64>().ok()) {
+            out.last_at = out.last_at.max(t);
+        }
         match status {
             Some("200") => {}
             Some("304") => out.not_modified += 1,
@@ -219,6 +226,8 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
         }
         if uri == Some("/robots.txt") {
             out.robots += 1;
+        } else if uri.is_some_and(|u| u.starts_with("/sitemap")) {
+            out.sitemaps += 1;
         } else if seen.insert((host.map(str::to_string), uri.map(str::to_string))) {
             out.pages += 1;
         } else {

@@ -5,5 +5,6 @@ mod cli;
 mod dup;
 mod flood;
 mod queue;
+mod refresh;
 mod roles;
 mod util;

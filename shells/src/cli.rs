@@ -393,6 +393,10 @@ pub struct UpArgs {
     /// The generated web's collection: concurrent requests per site (max_pending, default 2).
     #[arg(long)]
     pub web_connections: Option<u32>,
+    /// The generated web's pages change over time: PERCENT%/SECONDS (e.g. 1%/10), a seeded
+    /// schedule; their Last-Modified, ETag and sitemap lastmod follow (docs/sitemaps.md).
+    #[arg(long, value_name = "PERCENT%/SECONDS")]
+    pub web_changes: Option<crawlfleet_core::synthweb::ChangeSchedule>,
     /// Node schedulers.
     #[arg(long, default_value_t = 2)]
     pub nodes: usize,

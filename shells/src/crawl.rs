@@ -51,6 +51,8 @@ pub struct NodeStatus {
     pub collections: BTreeMap<String, CollectionStatus>,
     /// When it was published.
     pub at: Option<Instant>,
+    /// IndexNow URLs dropped: no collection covers their host (docs/indexnow.md).
+    pub indexnow_dropped: u64,
 }
 
 /// Where a node publishes its status.
@@ -271,6 +273,26 @@ impl Crawler {
                     }
                 }
                 Action::SiteDone { collection, site } => sm.site_done(&collection, &site),
+                Action::Sitemaps {
+                    collection,
+                    site,
+                    urls,
+                } => sm.sitemaps_offered(&collection, &site, &urls)?,
+                Action::Sitemap {
+                    collection,
+                    site,
+                    url,
+                    found,
+                    result,
+                } => {
+                    let t = sm.sitemap_read(&collection, &site, &url, found, result)?;
+                    let c = self.engine.counters_mut(&collection);
+                    match t.read {
+                        true => c.sitemaps_read += 1,
+                        false => c.sitemaps_refused += 1,
+                    }
+                    c.sitemap_skipped += t.skipped;
+                }
                 Action::Unchanged { collection, uri } => {
                     if let Some(v) = sm.unchanged(&collection, &uri)? {
                         self.verdict(&v);
@@ -372,6 +394,7 @@ impl Crawler {
         let mut out = NodeStatus {
             collections: BTreeMap::new(),
             at: Some(Instant::now()),
+            indexnow_dropped: sm.indexnow_dropped(),
         };
         for (name, _) in sm.collections() {
             let counters = self.engine.counters(&name).cloned().unwrap_or_default();

@@ -23,6 +23,8 @@ use crate::crawl::{Crawler, StatusSlot};
 use crate::multinode::{check_data_dir, fatal, now_secs, read_configs, send_grouped};
 use crate::resolver::Resolver;
 
+pub mod indexnow;
+
 const MN_KEEPALIVE_TIMER: TimerId = TimerId(1);
 const DUP_KEEPALIVE_TIMER: TimerId = TimerId(2);
 const QUARANTINE_TIMER: TimerId = TimerId(3);
@@ -87,7 +89,11 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
     };
     let admin_opts = crate::admin::options(args.admin, &args.admin_opts);
     let mut admin = crate::admin::Admin::open(&args.data_dir, &admin_opts, now_secs())?;
-    let admin_server = crate::admin::start(&admin_opts);
+    // IndexNow submissions come in on the admin port (docs/indexnow.md).
+    let (indexnow, indexnow_urls) =
+        indexnow::IndexNow::start().map_err(|e| format!("cannot start IndexNow: {e}"))?;
+    let route: std::sync::Arc<dyn crate::admin::server::Route> = indexnow;
+    let admin_server = crate::admin::start_routed(&admin_opts, Some(route));
     let mut opts = NodeOptions::new(node_id.as_bytes());
     opts.standalone = args.standalone;
     // The bound address: --admin with port 0 reports the port picked.
@@ -224,6 +230,18 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                         let done = crawler.on_result(&mut sm, r);
                         answer(&mut sm, &handle, done)?;
                     }
+                }
+            }
+            recv(indexnow_urls) -> u => {
+                if let Ok(urls) = u {
+                    let dropped = sm.indexnow_submitted(&urls);
+                    if let Ok(n @ 1..) = dropped {
+                        crawlfleet_core::warn_limited!(
+                            "indexnow dropped",
+                            "IndexNow: {n} URLs of hosts no collection covers dropped"
+                        );
+                    }
+                    answer(&mut sm, &handle, dropped.map(|_| ()))?;
                 }
             }
             recv(admin_server.calls) -> m => {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crawlfleet_core::config::{parse_xml, to_xml};
 use crawlfleet_core::marshal::Value;
-use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
+use crawlfleet_core::synthweb::{Publish, SyntheticWeb, WebSpec};
 use indicatif::ProgressBar;
 use log::info;
 use parking_lot::Mutex;
@@ -568,7 +568,13 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
                 layout.addr(&format!("web-{base}"), pick)?.port()
             }
         };
-        let web = Arc::new(SyntheticWeb::generate(&spec, base, port));
+        // Sitemaps with lastmod (robots.txt names them), and changing pages if asked.
+        let web = SyntheticWeb::generate(&spec, base, port).publishing(Publish {
+            robots_sitemap: true,
+            since: crawlfleet_core::clock::Clock::System.now(),
+            changes: args.web_changes,
+        });
+        let web = Arc::new(web);
         let server = SynthServer::start_logging(web.clone(), args.access_log.as_deref())
             .map_err(|e| format!("cannot serve the synthetic web: {e}"))?;
         let mut overrides = Vec::new();

@@ -36,6 +36,7 @@ pub const KNOWN_ATTRIBS: &[&str] = &[
     "robots",
     "check_meta_robots",
     "obey_robots_delay",
+    "sitemaps",
     "allowed_schemes",
     "allowed_types",
     "crawlmode.mode",
@@ -185,6 +186,10 @@ pub struct CollectionConfig {
     pub check_meta_robots: bool,
     /// Use robots.txt `Crawl-delay` when it is longer than `delay`.
     pub obey_robots_delay: bool,
+    /// Read the sites' sitemaps (robots.txt `Sitemap:` lines, else /sitemap.xml): queue their
+    /// URLs, and in refresh cycles fetch a stored URI only when its `<lastmod>` is newer than
+    /// its last fetch.
+    pub sitemaps: bool,
     /// URI schemes fetched, lower case.
     pub allowed_schemes: Vec<String>,
     /// MIME types fetched, with `text/*` style wildcards.
@@ -283,6 +288,7 @@ impl CollectionConfig {
             robots: true,
             check_meta_robots: true,
             obey_robots_delay: false,
+            sitemaps: false,
             allowed_schemes: vec!["http".into(), "https".into()],
             allowed_types: vec!["text/html".into(), "text/plain".into()],
             max_depth: None,
@@ -359,6 +365,7 @@ impl CollectionConfig {
         set(&mut c.refresh_only, p.boolean("refresh_only")?);
         set(&mut c.check_meta_robots, p.boolean("check_meta_robots")?);
         set(&mut c.obey_robots_delay, p.boolean("obey_robots_delay")?);
+        set(&mut c.sitemaps, p.boolean("sitemaps")?);
         set(&mut c.max_uri_recursion, p.uint("max_uri_recursion")?);
         set(&mut c.max_redirects, p.uint("max_redirects")?);
         set(&mut c.max_sites, p.uint("max_sites")?);
@@ -579,6 +586,7 @@ pub fn default_dict() -> Value<'static> {
         kv("robots", b(d.robots)),
         kv("check_meta_robots", b(d.check_meta_robots)),
         kv("obey_robots_delay", b(d.obey_robots_delay)),
+        kv("sitemaps", b(d.sitemaps)),
         kv("allowed_schemes", list(&d.allowed_schemes)),
         kv("allowed_types", list(&d.allowed_types)),
         kv(

@@ -136,6 +136,7 @@ pub const SETTINGS: &[Setting] = &[
         "linkstore.applications",
         Expect::Words(&["webanalyzer", "sharepoint"]),
     ),
+    c("sitemaps", Expect::Bool),
     c("rup", Expect::Section),
     c("rup.robot_email", Expect::Check(email)),
     c("rup.latency", Expect::Check(rup_latency)),

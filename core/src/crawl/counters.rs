@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::types::Failure;
 use crate::marshal::Value;
 
 /// URI skip codes (MS-FSCADM 2.2.3.1).
@@ -95,6 +96,13 @@ pub struct CrawlCounters {
     pub retries: u64,
     /// robots.txt files with a Sitemap directive.
     pub has_sitemap: u64,
+    /// Sitemap files read (sitemaps.org; not an FSCADM counter).
+    pub sitemaps_read: u64,
+    /// Sitemap files refused: a failed fetch, not 2xx, over the limits, bad XML.
+    pub sitemaps_refused: u64,
+    /// Stored URIs a refresh cycle did not fetch because their sitemap `<lastmod>` is not
+    /// newer than their last fetch.
+    pub sitemap_skipped: u64,
     /// Links to other sites.
     pub local_fwd: u64,
     /// Links within the site.
@@ -236,6 +244,9 @@ impl CrawlCounters {
             doc_size_max: self.doc_size_max,
             retries: self.retries.saturating_sub(old.retries),
             has_sitemap: self.has_sitemap.saturating_sub(old.has_sitemap),
+            sitemaps_read: self.sitemaps_read.saturating_sub(old.sitemaps_read),
+            sitemaps_refused: self.sitemaps_refused.saturating_sub(old.sitemaps_refused),
+            sitemap_skipped: self.sitemap_skipped.saturating_sub(old.sitemap_skipped),
             local_fwd: self.local_fwd.saturating_sub(old.local_fwd),
             local: self.local.saturating_sub(old.local),
             redirects: self.redirects.saturating_sub(old.redirects),
@@ -263,6 +274,9 @@ impl CrawlCounters {
         self.doc_size_max = self.doc_size_max.max(other.doc_size_max);
         self.retries += other.retries;
         self.has_sitemap += other.has_sitemap;
+        self.sitemaps_read += other.sitemaps_read;
+        self.sitemaps_refused += other.sitemaps_refused;
+        self.sitemap_skipped += other.sitemap_skipped;
         self.local_fwd += other.local_fwd;
         self.local += other.local;
         self.redirects += other.redirects;
@@ -297,5 +311,17 @@ impl CrawlCounters {
             pairs.push((s(k), Value::Dict(h)));
         }
         Value::Dict(pairs)
+    }
+}
+
+/// The document skip code of a failed fetch (MS-FSCADM 2.2.3.2).
+pub(super) fn failure_code(f: &Failure) -> &'static str {
+    match f {
+        Failure::Refused => doc_skip::CONNECT,
+        Failure::ConnectTimeout => doc_skip::CONNECT_TIMEOUT,
+        Failure::Timeout => doc_skip::TIMEOUT,
+        Failure::Network(_) => doc_skip::NETWORK,
+        Failure::Protocol(_) => doc_skip::HEADER,
+        Failure::Decode(_) => doc_skip::ENCODING,
     }
 }

@@ -18,9 +18,10 @@ use log::debug;
 use md5::{Digest, Md5};
 use url::Url;
 
-use super::counters::{doc_skip, uri_skip, CrawlCounters};
+use super::counters::{doc_skip, failure_code, uri_skip, CrawlCounters};
 use super::links::{self, Extracted};
 use super::robots::{RobotsCache, Rules};
+use super::sitemaps;
 pub use super::types::*;
 use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
@@ -392,11 +393,14 @@ impl CrawlEngine {
                 self.done.push((key.0.clone(), seq));
                 continue;
             }
-            let Some(req) = self.new_request(&cfg, &uri, &ip, conditional) else {
+            let Some(mut req) = self.new_request(&cfg, &uri, &ip, conditional) else {
                 self.counters_mut(&key.0).skip_uri(uri_skip::SCHEME);
                 self.done.push((key.0.clone(), seq));
                 continue;
             };
+            if sitemaps::entry_kind(&entry).is_some() {
+                req.max_body = sitemaps::MAX_BODY;
+            }
             self.counters_mut(&key.0).processed += 1;
             self.start(key, ip, Some((seq, rec)), uri, req, reqs);
         }
@@ -478,8 +482,9 @@ impl CrawlEngine {
             if rules.has_sitemap() {
                 counters.has_sitemap += 1;
             }
+            let offered = sitemaps::offered(&cfg, &rules, &f.key.0, &f.key.1, &f.url);
             self.robots.insert(&f.key.1, rules, now);
-            return Vec::new();
+            return offered.into_iter().collect();
         };
         let (seq, rec) = rec;
         let out = self.read_entry(&f, &cfg, o.result, seq, &rec);
@@ -505,17 +510,21 @@ impl CrawlEngine {
             return Vec::new();
         };
         let entry = entry.into_owned();
+        let sitemap = |result| sitemaps::outcome(&f.key, &f.url, &entry, result);
         let mut out = Vec::new();
         let r = match result {
             Ok(r) => r,
             Err(e) => {
                 counters.skip_doc(failure_code(&e));
-                return out;
+                return sitemap(Err(&e)).into_iter().collect();
             }
         };
         counters.downloaded += 1;
         counters.read_net += r.body.len() as u64;
         *counters.http_response.entry(r.status).or_default() += 1;
+        if let Some(a) = sitemap(Ok(&r)) {
+            return vec![a];
+        }
         let Ok(url) = Url::parse(&f.url) else {
             counters.skip_doc(doc_skip::OTHER);
             return out;
@@ -727,24 +736,12 @@ impl CrawlEngine {
     }
 }
 
-/// The document skip code of a failed fetch (MS-FSCADM 2.2.3.2).
 /// True when a response header line `Name: value` matches the collection's `exclude_headers`.
 fn excluded_header(cfg: &CollectionConfig, r: &Fetched) -> bool {
     r.headers.iter().any(|(n, v)| {
         let line = format!("{n}: {}", String::from_utf8_lossy(v));
         cfg.exclude_headers.matches(&line)
     })
-}
-
-fn failure_code(f: &Failure) -> &'static str {
-    match f {
-        Failure::Refused => doc_skip::CONNECT,
-        Failure::ConnectTimeout => doc_skip::CONNECT_TIMEOUT,
-        Failure::Timeout => doc_skip::TIMEOUT,
-        Failure::Network(_) => doc_skip::NETWORK,
-        Failure::Protocol(_) => doc_skip::HEADER,
-        Failure::Decode(_) => doc_skip::ENCODING,
-    }
 }
 
 /// The entry of a redirect (or meta refresh) target: the trail of `from` plus this hop.

@@ -6,6 +6,7 @@ pub mod counters;
 pub mod engine;
 pub mod links;
 pub mod robots;
+pub mod sitemaps;
 mod types;
 
 pub use counters::CrawlCounters;

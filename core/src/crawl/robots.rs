@@ -59,6 +59,14 @@ impl Rules {
         }
     }
 
+    /// The file's `Sitemap:` lines (absolute URLs only, as sitemaps.org asks of robots.txt).
+    pub fn sitemaps(&self) -> &[url::Url] {
+        match self {
+            Rules::Parsed(r) => r.sitemaps(),
+            _ => &[],
+        }
+    }
+
     /// True when the file names at least one sitemap.
     pub fn has_sitemap(&self) -> bool {
         matches!(self, Rules::Parsed(r) if !r.sitemaps().is_empty())

@@ -1,7 +1,9 @@
 //! The crawl engine's vocabulary: its options, the fetches it asks for, what became of them,
 //! and the actions it hands back to the node scheduler.
 
+use super::sitemaps::Found;
 use crate::msg::{Checksum, CrawlQueueEntry};
+use crate::sitemap::Sitemap;
 
 /// Tunables of the engine.
 #[derive(Clone, Debug)]
@@ -185,6 +187,29 @@ pub enum Action {
         collection: Vec<u8>,
         /// The URI.
         uri: Vec<u8>,
+    },
+    /// A site's robots.txt was read and the collection uses sitemaps: the sitemaps the site
+    /// offers ([`super::sitemaps`]), for the node scheduler to queue.
+    Sitemaps {
+        /// The collection.
+        collection: Vec<u8>,
+        /// The crawl site.
+        site: String,
+        /// The sitemaps' URLs, with where each was found.
+        urls: Vec<(String, Found)>,
+    },
+    /// A sitemap entry was fetched: what the sitemap lists, or why it lists nothing.
+    Sitemap {
+        /// The collection.
+        collection: Vec<u8>,
+        /// The crawl site.
+        site: String,
+        /// The sitemap's URL.
+        url: String,
+        /// Where it was found.
+        found: Found,
+        /// Its entries, or the reason it was refused.
+        result: Result<Box<Sitemap>, String>,
     },
     /// The site has nothing more to fetch: release it (CMD_UM_STOP_CRAWL_IP).
     SiteDone {

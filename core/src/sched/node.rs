@@ -47,12 +47,16 @@ mod diskfull;
 mod docs;
 #[path = "node_frames.rs"]
 mod frames;
+#[path = "node_indexnow.rs"]
+mod indexnow;
 #[path = "node_ops.rs"]
 mod ops;
 #[path = "node_refresh.rs"]
 mod refresh;
 #[path = "node_rup.rs"]
 mod rup;
+#[path = "node_sitemap.rs"]
+mod sitemap;
 #[path = "node_sites.rs"]
 mod sites;
 #[path = "node_store.rs"]
@@ -76,6 +80,7 @@ pub use diskfull::RETRY_EVERY as DISK_FULL_RETRY;
 pub use docs::Verdict;
 pub use refresh::{RefreshOnly, RefreshPolicy};
 pub use rup::url_base;
+pub use sitemap::{SitemapTally, HOLD_SECONDS as SITEMAP_HOLD_SECONDS};
 pub use store::Fate;
 
 /// Where a frame of the node scheduler goes.
@@ -144,6 +149,8 @@ pub struct NodeCounters {
     pub uris_seen: u64,
     /// New URIs held back while the collection only refreshes.
     pub uris_held_refresh_only: u64,
+    /// URLs of IndexNow submissions queued (docs/indexnow.md).
+    pub indexnow_queued: u64,
 }
 
 impl NodeCounters {
@@ -160,6 +167,7 @@ impl NodeCounters {
                 "uris_held_refresh_only",
                 Value::int(self.uris_held_refresh_only as i64),
             ),
+            ("indexnow_queued", Value::int(self.indexnow_queued as i64)),
         ])
     }
 }
@@ -236,6 +244,8 @@ struct Collection {
     clock: Clock,
     /// The crawl paused for a full disk, and the entries waiting for room in the queues.
     disk: diskfull::DiskPause,
+    /// The sites' sitemaps, and the stored URIs a refresh cycle holds for them.
+    sitemaps: sitemap::SiteMaps,
 }
 
 /// A collection's refresh cycles and crawl mode.
@@ -341,6 +351,8 @@ pub struct NodeScheduler {
     /// The RUP robot's sites (`node_rup.rs`).
     rup: rup::RupHook,
     out: Outbox<Dest>,
+    /// IndexNow URLs no collection covers, since the start.
+    indexnow_dropped: u64,
 }
 
 /// The conditional request headers for a queue record whose URI has a stored copy with
@@ -386,6 +398,12 @@ fn queue_local(
     // A URI queued before in this cycle is not queued again, unless the entry insists
     // (promotion, forced re-crawl).
     let insists = entry.uri_flags & (uri_flags::URIF_PROMOTE | uri_flags::URIF_FORCE) != 0;
+    // A stored URI waiting for its site's sitemaps is theirs to queue or skip (node_sitemap.rs),
+    // not a link's.
+    if !insists && c.sitemaps.holds(&entry.uri.uri) {
+        c.counters.uris_seen += 1;
+        return Ok(());
+    }
     if !c.seen.insert(&entry.uri.uri)? && !insists {
         c.counters.uris_seen += 1;
         return Ok(());
@@ -423,6 +441,7 @@ impl NodeScheduler {
             verdicts: Vec::new(),
             rup: rup::RupHook::default(),
             out: Outbox::new(),
+            indexnow_dropped: 0,
         };
         for m in n.dirs.load_all()? {
             let Some(name) = m.get(b"name").and_then(Value::as_bytes).map(<[u8]>::to_vec) else {
@@ -540,6 +559,7 @@ impl NodeScheduler {
             sent: NodeCounters::default(),
             clock: self.opts.clock.clone(),
             disk: diskfull::DiskPause::default(),
+            sitemaps: Default::default(),
         };
         c.count_documents();
         Ok(c)

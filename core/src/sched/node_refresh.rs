@@ -124,6 +124,7 @@ impl NodeScheduler {
         for c in self.collections.values_mut() {
             c.count_documents();
         }
+        self.release_stale_holds(now)?;
         let due: Vec<Vec<u8>> = self
             .collections
             .iter()
@@ -177,6 +178,11 @@ impl NodeScheduler {
                 );
             }
         }
+        // Sites with sitemaps refresh by their <lastmod>s (node_sitemap.rs).
+        let uris = match stored_too {
+            true => self.hold_for_sitemaps(name, uris, cycle, now)?,
+            false => uris,
+        };
         let urgent = policy.mode == RefreshMode::Prepend;
         // Prepending puts each URI in front of the previous one: go backwards to keep order.
         let ordered: Vec<Vec<u8>> = if urgent {
@@ -206,7 +212,9 @@ impl NodeScheduler {
         let mut stored: Vec<(u64, Vec<u8>)> = c
             .store
             .iter()
-            .filter(|(u, r)| r.state == UriState::Stored && !self.rup_covers(name, u))
+            .filter(|(u, r)| {
+                r.state == UriState::Stored && !c.sitemaps.holds(u) && !self.rup_covers(name, u)
+            })
             .map(|(u, r)| (r.last_crawl, u.to_vec()))
             .collect();
         if policy.mode == RefreshMode::Adaptive {

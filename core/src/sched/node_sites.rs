@@ -56,9 +56,10 @@ impl NodeScheduler {
                 // FSCADM 2.2.10.2: while refreshing only, nothing outside the crawl store is
                 // downloaded; new URIs wait in `new_held`.
                 if refresh_only
-                    && parsed
-                        .as_ref()
-                        .is_some_and(|(e, _)| c.store.get(&e.uri.uri).is_none())
+                    && parsed.as_ref().is_some_and(|(e, _)| {
+                        c.store.get(&e.uri.uri).is_none()
+                            && crate::crawl::sitemaps::entry_kind(e).is_none()
+                    })
                 {
                     c.enqueue(diskfull::Target::NewHeld, false, &rec, None)?;
                     c.counters.uris_held_refresh_only += 1;

@@ -200,7 +200,7 @@ impl From<FeedError> for SchedError {
 }
 
 impl Collection {
-    fn cycle(&self) -> u32 {
+    pub(super) fn cycle(&self) -> u32 {
         u32::try_from(self.refresh.cycle.max(0)).unwrap_or(u32::MAX)
     }
 

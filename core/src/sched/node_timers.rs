@@ -96,6 +96,7 @@ impl NodeScheduler {
                 sites_blocked: cur.sites_blocked - s.sites_blocked,
                 uris_seen: cur.uris_seen - s.uris_seen,
                 uris_held_refresh_only: cur.uris_held_refresh_only - s.uris_held_refresh_only,
+                indexnow_queued: cur.indexnow_queued - s.indexnow_queued,
             };
             c.sent = cur;
             let mut stats = delta.to_value();

@@ -55,6 +55,11 @@ impl SyntheticWeb {
             }
             if hosts.insert(h) {
                 e.fetched.insert(self.url(h, Page::Robots));
+                // The collection reads sitemaps: /sitemap.xml, named by robots.txt or found
+                // at its default place; it lists tree pages, all reachable by links too.
+                if self.exists(h, Page::Sitemap) {
+                    e.fetched.insert(self.url(h, Page::Sitemap));
+                }
             }
             let mut discover = |to: (u32, Page)| {
                 if seen.insert(to) {
@@ -151,7 +156,9 @@ impl SyntheticWeb {
                 follow: true,
                 dup: Some(format!("xdup {} {j}", h & !1)),
             },
-            Page::Extra(Extra::Image, _) | Page::Big | Page::Robots => Fate::Dropped,
+            Page::Extra(Extra::Image, _) | Page::Big | Page::Robots | Page::Sitemap => {
+                Fate::Dropped
+            }
             Page::Extra(Extra::Private | Extra::Excluded, _)
             | Page::Orphan(_)
             | Page::Target(..) => doc(true),

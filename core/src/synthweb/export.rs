@@ -16,7 +16,8 @@ impl SyntheticWeb {
     /// A collection configuration (the XML of docs/collection-config.md) for crawling this web:
     /// its start URIs, `delay` 0, `robots` and `check_meta_robots` on, `obey_robots_delay` off,
     /// `include_domains` exactly the web's host addresses, `exclude_uris` [`EXCLUDE_RULE`],
-    /// `max_doc_size` 5242880 and `allowed_types` text/html. `name` is escaped as XML needs.
+    /// `max_doc_size` 5242880 and `allowed_types` text/html, and unless the web is plain
+    /// `sitemaps` on. `name` is escaped as XML needs.
     pub fn collection_xml(&self, name: &str) -> String {
         let mut s = String::from("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<CrawlerConfig>\n");
         let _ = writeln!(
@@ -51,6 +52,10 @@ impl SyntheticWeb {
             "allowed_types",
             &mut std::iter::once("text/html".to_string()),
         );
+        if !self.spec.plain {
+            // The web publishes sitemaps (render.rs): the crawl reads them.
+            s.push_str("    <attrib name=\"sitemaps\" type=\"boolean\">yes</attrib>\n");
+        }
         s.push_str(
             "    <attrib name=\"delay\" type=\"real\">0</attrib>\n\
              \x20   <attrib name=\"robots\" type=\"boolean\">yes</attrib>\n\
@@ -67,7 +72,7 @@ impl SyntheticWeb {
 
     /// Every page host `h` answers with something other than 404, robots.txt first.
     pub(crate) fn pages_of(&self, h: u32) -> Vec<Page> {
-        let mut out = vec![Page::Robots, Page::Big];
+        let mut out = vec![Page::Robots, Page::Big, Page::Sitemap];
         out.extend((0..self.spec.pages as u32).map(Page::Tree));
         for j in 0..self.extras {
             out.extend(EXTRAS.iter().map(|k| Page::Extra(*k, j)));

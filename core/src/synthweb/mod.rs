@@ -209,7 +209,66 @@ pub struct SyntheticWeb {
     extras: u32,
     /// Distance between the tree pages that carry consecutive extras of one kind.
     step: u32,
+    /// What the web publishes besides its pages ([`SyntheticWeb::publishing`]).
+    publish: Publish,
 }
+
+/// What a web publishes for change-driven crawling (sitemaps.org, draft-cosmo): `/sitemap.xml`
+/// on every host is always served (unless plain); these add to it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Publish {
+    /// robots.txt names the sitemap (`Sitemap:` line); without it a crawler finds the sitemap
+    /// at its default place.
+    pub robots_sitemap: bool,
+    /// When the web was published (Unix seconds): the lastmod of a page that never changed.
+    /// 0: sitemaps carry no lastmod unless pages change.
+    pub since: i64,
+    /// Tree pages change over time.
+    pub changes: Option<ChangeSchedule>,
+}
+
+/// A seeded schedule of changes: every `every` seconds from `Publish::since`, each tree page
+/// (the root aside) changes with probability `per_mille` / 1000, the same pages for the same
+/// seed. A changed page has a new body (a version comment), Last-Modified and ETag; the
+/// sitemap's lastmod follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChangeSchedule {
+    /// Seconds between two rounds of changes (at least 1).
+    pub every: u64,
+    /// Pages changed per round, per thousand.
+    pub per_mille: u32,
+}
+
+impl FromStr for ChangeSchedule {
+    type Err = String;
+
+    /// `PERCENT%/SECONDS` (or `FRACTION/SECONDS`): `1%/10` changes 1% of the tree pages every
+    /// 10 seconds.
+    fn from_str(s: &str) -> Result<ChangeSchedule, String> {
+        let bad = || format!("{s:?} is not PERCENT%/SECONDS (e.g. 1%/10)");
+        let (share, every) = s.split_once('/').ok_or_else(bad)?;
+        let share = share.trim();
+        let fraction: f64 = match share.strip_suffix('%') {
+            Some(p) => p.trim().parse::<f64>().map_err(|_| bad())? / 100.0,
+            None => share.parse().map_err(|_| bad())?,
+        };
+        let every: u64 = every
+            .trim()
+            .trim_end_matches('s')
+            .parse()
+            .map_err(|_| bad())?;
+        if !(0.0..=1.0).contains(&fraction) || every == 0 {
+            return Err(bad());
+        }
+        Ok(ChangeSchedule {
+            every,
+            per_mille: (fraction * 1000.0).round() as u32,
+        })
+    }
+}
+
+/// Rounds of changes looked back over (a page's version counts at most these).
+const MAX_ROUNDS: u64 = 100_000;
 
 /// Tree page children per page.
 const FANOUT: u32 = 4;
@@ -291,7 +350,40 @@ impl SyntheticWeb {
             roots_from,
             extras,
             step: (spec.pages as u32 / extras).max(1),
+            publish: Publish::default(),
         }
+    }
+
+    /// The web with `publish`'s sitemap line, lastmod and changes.
+    pub fn publishing(mut self, publish: Publish) -> SyntheticWeb {
+        self.publish = publish;
+        self
+    }
+
+    /// What the web publishes.
+    pub fn published(&self) -> &Publish {
+        &self.publish
+    }
+
+    /// The version of tree page `i` of host `h` at `now` (0: never changed) and when it last
+    /// changed (`Publish::since` if never).
+    pub(crate) fn version(&self, h: u32, i: u32, now: i64) -> (u64, i64) {
+        let since = self.publish.since;
+        let Some(c) = self.publish.changes.filter(|_| i != 0 && now > since) else {
+            return (0, since);
+        };
+        let every = c.every.max(1);
+        let rounds = ((now - since) as u64 / every).min(MAX_ROUNDS);
+        let key = (u64::from(h) << 32) | u64::from(i);
+        let mut v = 0;
+        let mut last = since;
+        for r in 1..=rounds {
+            if mix(self.spec.seed, tag::CHANGE, key, r) % 1000 < u64::from(c.per_mille) {
+                v += 1;
+                last = since + (r * every) as i64;
+            }
+        }
+        (v, last)
     }
 
     /// The spec the web was generated from.
@@ -359,6 +451,7 @@ impl SyntheticWeb {
             Page::Tree(i) => i < pages,
             Page::Robots => self.has_robots(host),
             _ if self.spec.plain => false,
+            Page::Sitemap => true,
             Page::Big => host == 0,
             Page::Extra(Extra::Missing, _) => false,
             Page::Extra(Extra::CrossDup, j) => j < self.extras && self.partner(host).is_some(),

@@ -72,6 +72,8 @@ pub(crate) enum Page {
     Target(TargetOf, u32),
     /// `/big.html` on host 0: larger than the default max_doc_size.
     Big,
+    /// `/sitemap.xml`: the host's tree pages with their lastmod (not in plain webs).
+    Sitemap,
 }
 
 /// Tree pages per directory (`/s{i/20}/`).
@@ -102,7 +104,7 @@ impl Page {
     /// The index of a page of the SHAPES table.
     fn index(self) -> Option<u32> {
         match self {
-            Page::Robots | Page::Big | Page::Tree(_) => None,
+            Page::Robots | Page::Big | Page::Sitemap | Page::Tree(_) => None,
             Page::Extra(_, j)
             | Page::ChainB(j)
             | Page::DupB(j)
@@ -117,6 +119,7 @@ impl Page {
         match self {
             Page::Robots => s.push_str("/robots.txt"),
             Page::Big => s.push_str("/big.html"),
+            Page::Sitemap => s.push_str("/sitemap.xml"),
             Page::Tree(0) => s.push('/'),
             Page::Tree(i) => {
                 let _ = write!(s, "/s{}/p{i}.html", i / PER_DIR);
@@ -141,6 +144,7 @@ impl Page {
             "/" => Page::Tree(0),
             "/robots.txt" => Page::Robots,
             "/big.html" => Page::Big,
+            "/sitemap.xml" => Page::Sitemap,
             _ => match path.strip_prefix("/s") {
                 Some(rest) => {
                     let (_, file) = rest.split_once("/p")?;
@@ -170,6 +174,7 @@ fn number(s: &str) -> Option<u32> {
 pub(crate) fn label(h: u32, page: Page) -> String {
     match page {
         Page::Robots => format!("robots.txt of host {h}"),
+        Page::Sitemap => format!("sitemap of host {h}"),
         Page::Tree(i) => format!("page {i} of host {h}"),
         Page::Extra(kind, j) => {
             let what = match kind {
@@ -211,6 +216,7 @@ pub(crate) mod tag {
     pub const FORM: u64 = 6;
     pub const EXTRA: u64 = 7;
     pub const WORDS: u64 = 8;
+    pub const CHANGE: u64 = 9;
 }
 
 /// splitmix64's finaliser.

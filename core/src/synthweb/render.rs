@@ -33,6 +33,15 @@ impl SyntheticWeb {
     /// What the server sends for `GET path_and_query` on `host` (the address the request came
     /// in on). Unknown hosts and paths are 404.
     pub fn respond(&self, host: SocketAddr, path_and_query: &str) -> Reply {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        self.respond_at(host, path_and_query, now)
+    }
+
+    /// [`SyntheticWeb::respond`] at Unix time `now`, which matters only to a web whose pages
+    /// change ([`super::ChangeSchedule`]).
+    pub fn respond_at(&self, host: SocketAddr, path_and_query: &str, now: i64) -> Reply {
         let Some(h) = self.host_of(host) else {
             return not_found();
         };
@@ -49,11 +58,19 @@ impl SyntheticWeb {
             Page::Extra(Extra::Chain, j) => redirect(302, self.url(h, Page::ChainB(j))),
             Page::ChainB(j) => redirect(301, Page::Target(TargetOf::Chain, j).path()),
             Page::Big => reply(200, HTML, big_page(h)),
+            Page::Sitemap => reply(
+                200,
+                "application/xml",
+                self.sitemap_xml(h, now).into_bytes(),
+            ),
             _ => {
                 let mut r = reply(200, HTML, self.html(h, page).into_bytes());
                 if let Page::Tree(i) = page {
                     if let TreeKind::Slow(d) = self.tree_kind(h, i) {
                         r.delay = d;
+                    }
+                    if self.publish.changes.is_some() {
+                        self.versioned(&mut r, h, i, now);
                     }
                 }
                 r
@@ -70,7 +87,42 @@ impl SyntheticWeb {
         if self.has_crawl_delay(h) {
             s.push_str("Crawl-delay: 1\n");
         }
+        if self.publish.robots_sitemap {
+            let _ = writeln!(s, "Sitemap: {}", self.url(h, Page::Sitemap));
+        }
         s
+    }
+
+    /// `/sitemap.xml` of host `h` (sitemaps.org): every tree page, with its lastmod when the
+    /// web has a publication date or changes.
+    fn sitemap_xml(&self, h: u32, now: i64) -> String {
+        let mut s = String::from(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+             <urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n",
+        );
+        for i in 0..self.spec.pages as u32 {
+            let _ = write!(s, "<url><loc>{}</loc>", self.url(h, Page::Tree(i)));
+            let (_, changed) = self.version(h, i, now);
+            if changed > 0 {
+                let _ = write!(s, "<lastmod>{}</lastmod>", crate::rup::format_date(changed));
+            }
+            s.push_str("</url>\n");
+        }
+        s.push_str("</urlset>\n");
+        s
+    }
+
+    /// A changing tree page's version: a comment in its body, its Last-Modified and ETag.
+    fn versioned(&self, r: &mut Reply, h: u32, i: u32, now: i64) {
+        let (v, changed) = self.version(h, i, now);
+        if v > 0 {
+            r.body
+                .extend_from_slice(format!("<!-- version {v} -->\n").as_bytes());
+        }
+        let when = std::time::UNIX_EPOCH + Duration::from_secs(changed.max(0) as u64);
+        r.headers
+            .push(("Last-Modified".into(), httpdate::fmt_http_date(when)));
+        r.headers.push(("ETag".into(), format!("\"{h}-{i}-{v}\"")));
     }
 
     /// The HTML of a page. Duplicates render from a key their twins share, so that their bytes

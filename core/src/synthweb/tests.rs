@@ -30,7 +30,8 @@ fn addr_of(u: &Url) -> SocketAddr {
     )
 }
 
-/// A breadth-first crawler of `web` over `respond`: robots.txt per host (`Disallow` prefixes),
+/// A breadth-first crawler of `web` over `respond`: robots.txt per host (`Disallow` prefixes)
+/// and, when the collection reads sitemaps, /sitemap.xml per host,
 /// the collection's include/exclude rules, allowed types and max_doc_size, meta robots, meta
 /// refresh and redirects; links from `<a href>`, `<img src>` and `<link href>`.
 fn reference_crawl(web: &SyntheticWeb) -> (Expected, Vec<(String, String, String)>) {
@@ -52,6 +53,19 @@ fn reference_crawl(web: &SyntheticWeb) -> (Expected, Vec<(String, String, String
         let disallow = robots.entry(addr).or_insert_with(|| {
             let r = web.respond(addr, "/robots.txt");
             e.fetched.insert(u.join("/robots.txt").unwrap().to_string());
+            // The collection reads sitemaps: /sitemap.xml too, its <loc>s queued like links.
+            if cfg.sitemaps {
+                let map = u.join("/sitemap.xml").unwrap().to_string();
+                let m = web.respond(addr, "/sitemap.xml");
+                e.fetched.insert(map);
+                let text = String::from_utf8(m.body).unwrap();
+                for loc in text.split("<loc>").skip(1) {
+                    let loc = loc.split("</loc>").next().unwrap().to_string();
+                    if seen.insert(loc.clone()) {
+                        queue.push_back(loc);
+                    }
+                }
+            }
             let text = String::from_utf8(r.body).unwrap();
             match r.status {
                 200 => text
@@ -423,7 +437,7 @@ fn a_large_web_reaches_every_page() {
     let tree = e
         .fetched
         .iter()
-        .filter(|u| u.ends_with('/') || u.contains("/s"))
+        .filter(|u| u.ends_with('/') || (u.contains("/s") && !u.ends_with("/sitemap.xml")))
         .count();
     assert_eq!(tree, 1000 * 100);
     assert_eq!(

@@ -21,6 +21,7 @@ pub mod status;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crawlfleet_core::marshal::{self, Value as M};
@@ -248,7 +249,14 @@ impl Admin {
 /// on without its administrative interface (logged as an error): crawling must not stop because
 /// of a port taken by another process.
 pub fn start(opts: &AdminOptions) -> Server {
-    match server::spawn(opts.addr, opts.merge_every, opts.limits) {
+    start_routed(opts, None)
+}
+
+/// [`start`], `route` answering the requests it takes (the node's IndexNow endpoint).
+pub fn start_routed(opts: &AdminOptions, route: Option<Arc<dyn server::Route>>) -> Server {
+    let parse: server::Parse<AdminCall> =
+        |method, params| AdminCall::parse(method, params).map_err(|e| e.to_string());
+    match server::spawn_routed(opts.addr, opts.merge_every, opts.limits, parse, route) {
         Ok(s) => s,
         Err(e) => {
             log::error!(

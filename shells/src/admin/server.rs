@@ -83,11 +83,24 @@ pub struct Server<C = AdminCall> {
 /// Reads a method call into a role's typed call; `Err` is the fault's text.
 pub type Parse<C> = fn(&str, &[Value]) -> Result<C, String>;
 
+/// Requests on a path other than /RPC2 that a role answers itself, in the server's thread
+/// (the node's IndexNow endpoint, `crate::node::indexnow`).
+pub trait Route: Send + Sync {
+    /// The whole HTTP answer to `req` (the connection kept open after it when `keep_alive`),
+    /// or `None` when the request is not the route's.
+    fn answer(&self, req: &Request<'_>, keep_alive: bool) -> Option<Vec<u8>>;
+}
+
 /// Starts the server of the FSCADM methods on `addr`, ticking every `tick`.
 pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Server> {
-    spawn_serving(addr, tick, limits, true, |method, params| {
-        AdminCall::parse(method, params).map_err(|e| e.to_string())
-    })
+    spawn_serving(
+        addr,
+        tick,
+        limits,
+        true,
+        |method, params| AdminCall::parse(method, params).map_err(|e| e.to_string()),
+        None,
+    )
 }
 
 /// Starts a server on `addr`, ticking every `tick`, whose calls `parse` reads (a call it
@@ -98,17 +111,31 @@ pub fn spawn_with<C: Send + 'static>(
     limits: Limits,
     parse: Parse<C>,
 ) -> io::Result<Server<C>> {
-    spawn_serving(addr, tick, limits, false, parse)
+    spawn_serving(addr, tick, limits, false, parse, None)
+}
+
+/// [`spawn_with`] for the FSCADM methods, `route` answering the requests it takes before they
+/// are read as XML-RPC (the node's IndexNow endpoint).
+pub fn spawn_routed(
+    addr: SocketAddr,
+    tick: Duration,
+    limits: Limits,
+    parse: Parse<AdminCall>,
+    route: Option<Arc<dyn Route>>,
+) -> io::Result<Server<AdminCall>> {
+    spawn_serving(addr, tick, limits, true, parse, route)
 }
 
 /// [`spawn_with`]; with `introspect`, the XML-RPC introspection methods answer from the
-/// FSCADM method table (`system.listMethods` ..., [`super::introspect`]).
+/// FSCADM method table (`system.listMethods` ..., [`super::introspect`]); `route` answers the
+/// requests it takes before they are read as XML-RPC.
 fn spawn_serving<C: Send + 'static>(
     addr: SocketAddr,
     tick: Duration,
     limits: Limits,
     introspect: bool,
     parse: Parse<C>,
+    route: Option<Arc<dyn Route>>,
 ) -> io::Result<Server<C>> {
     let lp = EventLoop::builder()
         .framing(HttpFraming::new(limits.max_body))
@@ -131,6 +158,7 @@ fn spawn_serving<C: Send + 'static>(
         limits,
         parse,
         introspect,
+        route,
         conns: HashMap::new(),
         fences: HashMap::new(),
         serial: 0,
@@ -192,6 +220,7 @@ struct Http<C> {
     parse: Parse<C>,
     /// The introspection methods answer here ([`super::introspect`]).
     introspect: bool,
+    route: Option<Arc<dyn Route>>,
     conns: HashMap<ConnId, Conn<C>>,
     /// The connection each write fence is for.
     fences: HashMap<TimerId, ConnId>,
@@ -309,7 +338,13 @@ impl<C> Http<C> {
                     (SlotState::Answer(plain(r.status, &why, &[], false)), false)
                 }
                 None => match batch.raw(i).and_then(Request::parse) {
-                    Some(req) => request(&req, &self.limits, self.parse, self.introspect),
+                    Some(req) => request(
+                        &req,
+                        &self.limits,
+                        self.parse,
+                        self.introspect,
+                        self.route.as_deref(),
+                    ),
                     // The framing cut it as a request: not reached.
                     None => (
                         SlotState::Answer(plain(400, "malformed request", &[], false)),
@@ -408,8 +443,12 @@ fn request<C>(
     limits: &Limits,
     parse: Parse<C>,
     introspect: bool,
+    route: Option<&dyn Route>,
 ) -> (SlotState<C>, bool) {
     let ka = req.keep_alive();
+    if let Some(answer) = route.and_then(|r| r.answer(req, ka)) {
+        return (SlotState::Answer(answer), ka);
+    }
     let answer = |status, text, extra: &[(&str, &str)], ka| {
         (SlotState::Answer(plain(status, text, extra, ka)), ka)
     };

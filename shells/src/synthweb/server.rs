@@ -42,6 +42,8 @@ struct Pending {
     close: bool,
     /// Bytes the request took on the wire.
     len: usize,
+    /// The request's If-None-Match (a changing web's pages have ETags).
+    if_none_match: Option<String>,
 }
 
 enum Answer {
@@ -226,6 +228,10 @@ impl Server {
                 Answer::Head => (self.web.respond(conn.host, &p.path), true),
                 Answer::Refuse(status) => (refusal(status), false),
             };
+            let reply = match p.what {
+                Answer::Refuse(_) => reply,
+                _ => conditional(reply, p.if_none_match.as_deref()),
+            };
             let delay = reply.delay;
             let out = out(reply, p.close, head_only, p.path, start);
             if delay.is_zero() {
@@ -287,6 +293,7 @@ fn refused(status: u16, len: usize) -> Pending {
         what: Answer::Refuse(status),
         close: true,
         len,
+        if_none_match: None,
     }
 }
 
@@ -313,7 +320,20 @@ fn pending(req: &Request<'_>, len: usize) -> Pending {
         what,
         close,
         len,
+        if_none_match: req
+            .header("if-none-match")
+            .map(|v| String::from_utf8_lossy(v).trim().to_string()),
     }
+}
+
+/// A reply whose ETag the request's If-None-Match names becomes 304 Not Modified, without a
+/// body (RFC 9110 13.1.2, 15.4.5).
+fn conditional(mut reply: Reply, if_none_match: Option<&str>) -> Reply {
+    if reply.status == 200 && if_none_match.is_some() && reply.header("ETag") == if_none_match {
+        reply.status = 304;
+        reply.body.clear();
+    }
+    reply
 }
 
 fn refusal(status: u16) -> Reply {

@@ -147,6 +147,8 @@ fn print_summary(run: &RunSummary, json: bool) {
                     "bytes": s.counters.read_net,
                     "http_response": http,
                     "skip_codes": skips,
+                    "sitemaps_read": s.counters.sitemaps_read,
+                    "sitemap_skipped": s.counters.sitemap_skipped,
             });
             if feeding {
                 col["documents_indexed"] = s.feed.acked.into();
@@ -203,6 +205,11 @@ fn print_summary(run: &RunSummary, json: bool) {
                 "  feeding: {} refused by the distributors, {} not acknowledged",
                 s.feed.failed, s.feed.pending
             );
+        }
+        if s.counters.sitemaps_read + s.counters.sitemap_skipped > 0 {
+            let c = &s.counters;
+            let (read, skipped) = (c.sitemaps_read, c.sitemap_skipped);
+            println!("  sitemaps: {read} read, {skipped} stored pages not refetched (lastmod)");
         }
         let codes: Vec<String> = s
             .counters
@@ -286,6 +293,8 @@ pub(super) fn load(dir: &Path) -> RunSummary {
         k.stored = n(c, "stored");
         k.redirects = n(c, "redirects");
         k.read_net = n(c, "read_net");
+        k.sitemaps_read = n(c, "sitemaps_read");
+        k.sitemap_skipped = n(c, "sitemap_skipped");
         for (code, count) in c["http_response"].as_object().into_iter().flatten() {
             if let Ok(code) = code.parse() {
                 k.http_response.insert(code, count.as_u64().unwrap_or(0));
@@ -328,6 +337,8 @@ pub(super) fn save(dir: &Path, run: &RunSummary) -> Result<(), String> {
                 "stored": k.stored,
                 "redirects": k.redirects,
                 "read_net": k.read_net,
+                "sitemaps_read": k.sitemaps_read,
+                "sitemap_skipped": k.sitemap_skipped,
                 "http_response": http,
                 "doc_skip": map(&k.doc_skip),
                 "uri_skip": map(&k.uri_skip),

@@ -1,0 +1,325 @@
+//! Sitemaps in the node scheduler (sitemaps.org; docs/sitemaps.md): what a collection with
+//! `sitemaps` on does with the sitemaps its sites offer.
+//!
+//! - A site's robots.txt read, the crawl engine names the sitemaps it offers
+//!   ([`NodeScheduler::sitemaps_offered`]); each is queued as a crawl queue entry of the site
+//!   (once per refresh cycle, like any URI), so robots.txt and the collection's politeness
+//!   apply to it.
+//! - A sitemap read ([`NodeScheduler::sitemap_read`]): an index queues its sitemaps; a URL set
+//!   queues its URLs like links. The sitemaps read are remembered per site (in memory: after a
+//!   restart a site is refreshed without them until its robots.txt is read again).
+//! - A refresh cycle ([`NodeScheduler::hold_for_sitemaps`]) holds the stored URIs of every site
+//!   with a remembered sitemap and queues the sitemaps instead. Each held URI the sitemaps list
+//!   is fetched (conditionally, as before) when its `<lastmod>` is newer than its last fetch, or
+//!   when it has none; one whose `<lastmod>` is not newer is not fetched in this cycle (it counts
+//!   as seen, so a link to it does not queue it either). Once every sitemap of the site is
+//!   answered, the held URIs no sitemap listed are queued as before; a sitemap refused (failed
+//!   fetch, over the limits, bad XML) lists nothing. A hold not resolved in [`HOLD_SECONDS`]
+//!   (a site blocked or quarantined meanwhile) is released the same way.
+//!
+//! A `<lastmod>` equal to the last fetch (both to the second) is not newer: a page changed in
+//! the very second it was fetched is caught at the next change, or by the next cycle without a
+//! sitemap.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use log::{debug, info};
+
+use super::{start_uri_entry, NodeScheduler};
+use crate::crawl::sitemaps::{self, Found};
+use crate::routing::crawl_site;
+use crate::sched::multinode::SchedError;
+use crate::sched::show;
+use crate::sitemap::{Kind, Sitemap};
+use crate::store::UriState;
+
+/// Seconds a refresh cycle waits for a site's sitemaps before refreshing its held URIs as if
+/// it had none.
+pub const HOLD_SECONDS: i64 = 600;
+
+/// A collection's sitemaps, by crawl site.
+#[derive(Default)]
+pub(super) struct SiteMaps {
+    sites: HashMap<String, SiteMap>,
+}
+
+#[derive(Default)]
+struct SiteMap {
+    /// The site's own sitemaps (not an index's) read without error last time, and where each
+    /// was found: what a refresh cycle reads again.
+    known: BTreeMap<String, Found>,
+    /// Sitemaps named by an index of the site.
+    children: HashSet<String>,
+    /// A refresh cycle's held URIs.
+    hold: Option<Hold>,
+}
+
+/// Stored URIs of a site waiting for its sitemaps in a refresh cycle.
+struct Hold {
+    uris: HashSet<Vec<u8>>,
+    /// Sitemaps queued for the hold and not answered yet.
+    pending: usize,
+    /// When the hold began (Unix seconds).
+    since: i64,
+}
+
+impl SiteMaps {
+    /// True when `uri` waits for its site's sitemaps.
+    pub(super) fn holds(&self, uri: &[u8]) -> bool {
+        !self.sites.is_empty()
+            && crawl_site(uri)
+                .and_then(|s| self.sites.get(&s))
+                .and_then(|s| s.hold.as_ref())
+                .is_some_and(|h| h.uris.contains(uri))
+    }
+}
+
+/// What one sitemap did, for the crawl counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SitemapTally {
+    /// The sitemap was read (not refused).
+    pub read: bool,
+    /// URIs (pages or, from an index, sitemaps) queued.
+    pub queued: u64,
+    /// Held URIs not fetched: their `<lastmod>` is not newer than their last fetch.
+    pub skipped: u64,
+}
+
+impl NodeScheduler {
+    /// The sitemaps `site`'s robots.txt offers (the crawl engine's `Action::Sitemaps`): each is
+    /// queued, once per refresh cycle. A site held by a refresh cycle reads those it read last
+    /// time (queued with the hold).
+    pub fn sitemaps_offered(
+        &mut self,
+        name: &[u8],
+        site: &str,
+        urls: &[(String, Found)],
+    ) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(());
+        };
+        if !c.settings.sitemaps {
+            return Ok(());
+        }
+        let cycle = c.refresh.cycle;
+        let s = c.sitemaps.sites.entry(site.to_string()).or_default();
+        if s.hold.is_some() {
+            return Ok(());
+        }
+        for (url, found) in urls {
+            self.add_uri(name, &sitemaps::entry(url, *found, cycle), false)?;
+        }
+        Ok(())
+    }
+
+    /// A fetched sitemap of `site` (the crawl engine's `Action::Sitemap`), read or refused.
+    pub fn sitemap_read(
+        &mut self,
+        name: &[u8],
+        site: &str,
+        url: &str,
+        found: Found,
+        result: Result<Box<Sitemap>, String>,
+    ) -> Result<SitemapTally, SchedError> {
+        let mut tally = SitemapTally::default();
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(tally);
+        };
+        let cycle = c.refresh.cycle;
+        let this_cycle = c.cycle();
+        let dbswitch = c.refresh.policy.dbswitch;
+        let s = c.sitemaps.sites.entry(site.to_string()).or_default();
+        let child = s.children.contains(url);
+        let map = match result {
+            Ok(m) => m,
+            Err(reason) => {
+                crate::warn_limited!(
+                    "sitemap refused",
+                    "collection {}: sitemap {url} refused: {reason}",
+                    show(name)
+                );
+                s.known.remove(url);
+                self.sitemap_answered(name, site)?;
+                return Ok(tally);
+            }
+        };
+        tally.read = true;
+        if !child {
+            s.known.insert(url.to_string(), found);
+        }
+        let mut queue = Vec::new();
+        match map.kind {
+            Kind::Index => {
+                for e in &map.entries {
+                    if s.children.insert(e.loc.clone()) && !c.seen.contains(e.loc.as_bytes()) {
+                        if let Some(h) = &mut s.hold {
+                            h.pending += 1;
+                        }
+                        queue.push(sitemaps::entry(&e.loc, found, cycle));
+                    }
+                }
+            }
+            Kind::UrlSet => {
+                for e in &map.entries {
+                    let uri = e.loc.as_bytes();
+                    let held = s.hold.as_mut().is_some_and(|h| h.uris.remove(uri));
+                    let rec = c.store.get(uri).filter(|r| r.state == UriState::Stored);
+                    if let (true, Some(t), Some(rec)) = (held, e.lastmod, rec) {
+                        if t <= rec.last_crawl as i64 {
+                            tally.skipped += 1;
+                            c.seen.insert(uri)?;
+                            // Not fetched, yet not stale: the record joins this cycle when it
+                            // would otherwise count as unseen for `dbswitch` cycles.
+                            if dbswitch > 0 && rec.cycle.saturating_add(dbswitch) <= this_cycle {
+                                let mut rec = rec.clone();
+                                rec.cycle = this_cycle;
+                                c.store.put(uri, rec)?;
+                            }
+                            continue;
+                        }
+                    }
+                    let mut entry = start_uri_entry(uri);
+                    entry.refresh_cycle = cycle;
+                    entry.referrer = crate::msg::UriStructure::unparsed(std::borrow::Cow::Owned(
+                        url.as_bytes().to_vec(),
+                    ));
+                    queue.push(entry);
+                }
+            }
+        }
+        tally.queued = queue.len() as u64;
+        for e in &queue {
+            self.add_uri(name, e, false)?;
+        }
+        debug!(
+            "collection {}: sitemap {url}: {} entries ({} out of scope), {} queued, {} skipped",
+            show(name),
+            map.entries.len(),
+            map.out_of_scope,
+            tally.queued,
+            tally.skipped
+        );
+        self.sitemap_answered(name, site)?;
+        Ok(tally)
+    }
+
+    /// One sitemap of a held site answered: the last one releases what no sitemap listed.
+    fn sitemap_answered(&mut self, name: &[u8], site: &str) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(());
+        };
+        let Some(s) = c.sitemaps.sites.get_mut(site) else {
+            return Ok(());
+        };
+        let Some(h) = &mut s.hold else {
+            return Ok(());
+        };
+        h.pending = h.pending.saturating_sub(1);
+        if h.pending == 0 {
+            self.release_hold(name, site)?;
+        }
+        Ok(())
+    }
+
+    /// Queues what `site` still holds, as a refresh without sitemaps would have.
+    fn release_hold(&mut self, name: &[u8], site: &str) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(());
+        };
+        let cycle = c.refresh.cycle;
+        let Some(h) = c.sitemaps.sites.get_mut(site).and_then(|s| s.hold.take()) else {
+            return Ok(());
+        };
+        let mut rest: Vec<Vec<u8>> = h.uris.into_iter().collect();
+        rest.sort();
+        if !rest.is_empty() {
+            info!(
+                "collection {}: {} stored URIs of {site} that no sitemap listed refreshed as before",
+                show(name),
+                rest.len()
+            );
+        }
+        for u in rest {
+            let mut e = start_uri_entry(&u);
+            e.refresh_cycle = cycle;
+            self.add_uri(name, &e, false)?;
+        }
+        Ok(())
+    }
+
+    /// A new refresh cycle `cycle` of `name` (with its stored documents): holds the stored URIs
+    /// of every site with a sitemap read before and queues those sitemaps. Returns the start
+    /// URIs `uris` that are not held.
+    pub(super) fn hold_for_sitemaps(
+        &mut self,
+        name: &[u8],
+        uris: Vec<Vec<u8>>,
+        cycle: i64,
+        now: i64,
+    ) -> Result<Vec<Vec<u8>>, SchedError> {
+        let Some(c) = self.collections.get_mut(name) else {
+            return Ok(uris);
+        };
+        // What an unfinished hold of the last cycle kept is among the stored URIs again.
+        for s in c.sitemaps.sites.values_mut() {
+            s.hold = None;
+            s.children.clear();
+        }
+        if !c.settings.sitemaps || c.sitemaps.sites.is_empty() {
+            return Ok(uris);
+        }
+        let sites = &mut c.sitemaps.sites;
+        for (u, r) in c.store.iter() {
+            if r.state != UriState::Stored {
+                continue;
+            }
+            let Some(s) = crawl_site(u).and_then(|site| sites.get_mut(&site)) else {
+                continue;
+            };
+            if s.known.is_empty() {
+                continue;
+            }
+            let h = s.hold.get_or_insert_with(|| Hold {
+                uris: HashSet::new(),
+                pending: 0,
+                since: now,
+            });
+            h.uris.insert(u.to_vec());
+        }
+        let mut queue = Vec::new();
+        for s in sites.values_mut() {
+            if let Some(h) = &mut s.hold {
+                h.pending = s.known.len();
+                queue.extend(s.known.iter().map(|(u, f)| sitemaps::entry(u, *f, cycle)));
+            }
+        }
+        let uris: Vec<Vec<u8>> = uris.into_iter().filter(|u| !c.sitemaps.holds(u)).collect();
+        for e in &queue {
+            self.add_uri(name, e, false)?;
+        }
+        Ok(uris)
+    }
+
+    /// Releases the holds older than [`HOLD_SECONDS`] (the refresh timer).
+    pub(super) fn release_stale_holds(&mut self, now: i64) -> Result<(), SchedError> {
+        let mut stale = Vec::new();
+        for (name, c) in &self.collections {
+            for (site, s) in &c.sitemaps.sites {
+                if s.hold
+                    .as_ref()
+                    .is_some_and(|h| now - h.since >= HOLD_SECONDS)
+                {
+                    stale.push((name.clone(), site.clone()));
+                }
+            }
+        }
+        for (name, site) in stale {
+            info!(
+                "collection {}: the sitemaps of {site} did not come in {HOLD_SECONDS} s",
+                show(&name)
+            );
+            self.release_hold(&name, &site)?;
+        }
+        Ok(())
+    }
+}
