@@ -29,3 +29,4 @@ mod search;
 mod synthweb;
 mod util;
 mod vectors;
+mod warc;

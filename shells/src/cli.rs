@@ -402,6 +402,10 @@ pub struct UpArgs {
     /// No progress line.
     #[arg(long)]
     pub no_progress: bool,
+    /// Archive every fetched exchange of every collection to WARC/1.1 files under DIR
+    /// (DIR/COLLECTION/NODE/, with a CDXJ index beside each file; docs/warc.md).
+    #[arg(long, value_name = "DIR")]
+    pub warc: Option<PathBuf>,
 }
 
 /// Arguments of `crawlfleet admin`.

@@ -26,6 +26,7 @@ pub mod search;
 pub mod sessionsink;
 pub mod synthweb;
 pub mod up;
+pub mod warc;
 
 use std::process::ExitCode;
 

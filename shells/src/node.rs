@@ -147,6 +147,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
     };
     let mut crawler = Crawler::start(&format!("crawlfleet/{}", env!("CARGO_PKG_VERSION")), links)
         .map_err(|e| format!("cannot start the fetcher: {e}"))?;
+    crawler.archive_with(crate::warc::Archiver::new(&args.data_dir, &node_id));
     let mut published = std::time::Instant::now();
     let mut mn_conn: Option<ConnId> = None;
     let mut held: VecDeque<(Priority, Vec<u8>)> = VecDeque::new();

@@ -570,6 +570,12 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         }
         web_server = Some(server);
     }
+    if let Some(dir) = &args.warc {
+        let dir = std::path::absolute(dir).map_err(|e| format!("--warc: {e}"))?;
+        sources
+            .iter_mut()
+            .for_each(|s| s.overrides.push(("warc", crate::warc::up_section(&dir))));
+    }
     let feeding = FeedingOptions {
         distributors: args.distributors,
         nameserver: args.nameserver,
@@ -622,6 +628,7 @@ pub fn run(args: &UpArgs) -> Result<(), String> {
         &bar,
     )?;
     let fed = cluster.wait_fed(FEED_WAIT);
+    crate::warc::close_all();
     sum.collections = summarize(&cluster.slots);
     sum.print(args.json);
     if let (Some(d), false) = (&cluster.distributors, args.json) {

@@ -11,7 +11,8 @@ use flate2::Compression;
 pub const PROFILE_NOT_MODIFIED: &str =
     "http://netpreserve.org/warc/1.1/revisit/server-not-modified";
 /// `WARC-Profile` of a revisit whose payload was archived before (WARC 1.1 6.7.1).
-pub const PROFILE_IDENTICAL: &str = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
+pub const PROFILE_IDENTICAL: &str =
+    "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
 
 /// A record: `WARC/1.1`, the fields in the order given, `Content-Length` of the block (the
 /// concatenated parts), the block, and the two CRLFs that end a record (WARC 1.1 section 4).
@@ -36,7 +37,10 @@ pub fn record_bytes(fields: &[(&str, &str)], block: &[&[u8]]) -> Vec<u8> {
 
 /// `data` as one gzip member (RFC 1952; no file name, modification time 0).
 pub fn gzip_member(data: &[u8]) -> Vec<u8> {
-    let mut e = GzEncoder::new(Vec::with_capacity(data.len() / 3 + 64), Compression::default());
+    let mut e = GzEncoder::new(
+        Vec::with_capacity(data.len() / 3 + 64),
+        Compression::default(),
+    );
     // Writing into a Vec cannot fail.
     let _ = e.write_all(data);
     e.finish().unwrap_or_default()

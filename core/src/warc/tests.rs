@@ -9,7 +9,8 @@ use super::*;
 
 const DATE: i64 = 1_764_063_960_123; // 2025-11-25T09:46:00.123Z
 const REQUEST: &[u8] = b"GET /a HTTP/1.1\r\nHost: example.com\r\n\r\n";
-const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 2\r\n\r\nhi";
+const RESPONSE: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 2\r\n\r\nhi";
 
 fn exchange(uri: &str, response: &[u8], date_ms: i64) -> Exchange {
     Exchange {
@@ -77,7 +78,10 @@ fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 fn digests_are_sha1_in_base32() {
     // Known SHA-1 values (FIPS 180 "abc", the empty string) in RFC 4648 base32.
     assert_eq!(sha1_base32(&[]), "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ");
-    assert_eq!(sha1_base32(&[b"abc"]), "sha1:VGMT4NSHA2AWVOR6EVYXQUGCNSONBWE5");
+    assert_eq!(
+        sha1_base32(&[b"abc"]),
+        "sha1:VGMT4NSHA2AWVOR6EVYXQUGCNSONBWE5"
+    );
     assert_eq!(sha1_base32(&[b"a", b"bc"]), sha1_base32(&[b"abc"]));
     assert_eq!(warc_date(DATE), "2025-11-25T09:46:00Z");
     assert_eq!(timestamp14(DATE), "20251125094600");
@@ -90,7 +94,8 @@ fn record_layout_byte_for_byte() {
     let mut opts = WarcOptions::new(dir.path(), "crawl", "host1");
     opts.info.push(("isPartOf".into(), "web".into()));
     let mut w = WarcWriter::open(opts).unwrap();
-    w.write(&exchange("http://example.com/a", RESPONSE, DATE)).unwrap();
+    w.write(&exchange("http://example.com/a", RESPONSE, DATE))
+        .unwrap();
     w.close().unwrap();
     let name = "crawl-20251125094600123-00000-host1.warc.gz";
     let recs = members(&dir.path().join(name));
@@ -172,7 +177,9 @@ fn files_rotate_at_the_size_limit_with_increasing_serials() {
         assert!(name.ends_with(&format!("-{serial:05}-h.warc.gz")), "{name}");
         let recs = members(path);
         // Every file opens with its warcinfo; a file stops growing once past the limit.
-        assert!(recs[0].2.starts_with(b"WARC/1.1\r\nWARC-Type: warcinfo\r\n"));
+        assert!(recs[0]
+            .2
+            .starts_with(b"WARC/1.1\r\nWARC-Type: warcinfo\r\n"));
         let size = fs::metadata(path).unwrap().len();
         let last = recs.last().unwrap();
         assert!(last.0 < 1500 || recs.len() == 3, "{name}: {size}");
@@ -181,7 +188,10 @@ fn files_rotate_at_the_size_limit_with_increasing_serials() {
             let json: serde_json::Value =
                 serde_json::from_str(line.splitn(3, ' ').nth(2).unwrap()).unwrap();
             let offset: u64 = json["offset"].as_str().unwrap().parse().unwrap();
-            let rec = recs.iter().find(|r| r.0 == offset).expect("a member at the offset");
+            let rec = recs
+                .iter()
+                .find(|r| r.0 == offset)
+                .expect("a member at the offset");
             assert_eq!(json["length"].as_str().unwrap(), rec.1.to_string());
             assert!(rec.2.starts_with(b"WARC/1.1\r\nWARC-Type: response\r\n"));
             assert_eq!(json["filename"], name.as_str());
@@ -189,12 +199,15 @@ fn files_rotate_at_the_size_limit_with_increasing_serials() {
         }
     }
     uris.sort();
-    let mut want: Vec<String> = (0..12).map(|i| format!("http://example.com/p{i}")).collect();
+    let mut want: Vec<String> = (0..12)
+        .map(|i| format!("http://example.com/p{i}"))
+        .collect();
     want.sort();
     assert_eq!(uris, want);
     // A writer opened again continues the serials.
     let mut w = WarcWriter::open(opts).unwrap();
-    w.write(&exchange("http://example.com/z", RESPONSE, DATE)).unwrap();
+    w.write(&exchange("http://example.com/z", RESPONSE, DATE))
+        .unwrap();
     w.close().unwrap();
     let n = warcs.len();
     assert!(files(dir.path(), &format!("-{n:05}-h.warc.gz")).len() == 1);
@@ -213,11 +226,20 @@ fn revisit_records_of_both_profiles() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = WarcWriter::open(WarcOptions::new(dir.path(), "rv", "h")).unwrap();
     let not_modified = b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n";
-    w.write(&exchange("http://example.com/a", RESPONSE, DATE)).unwrap();
-    w.write(&exchange("http://example.com/a", not_modified, DATE + 60_000))
+    w.write(&exchange("http://example.com/a", RESPONSE, DATE))
         .unwrap();
-    w.write(&exchange("http://example.com/copy", RESPONSE, DATE + 120_000))
-        .unwrap();
+    w.write(&exchange(
+        "http://example.com/a",
+        not_modified,
+        DATE + 60_000,
+    ))
+    .unwrap();
+    w.write(&exchange(
+        "http://example.com/copy",
+        RESPONSE,
+        DATE + 120_000,
+    ))
+    .unwrap();
     w.write(&exchange("http://example.com/never", not_modified, DATE))
         .unwrap();
     assert_eq!(w.stats().revisits, 3);
@@ -234,8 +256,14 @@ fn revisit_records_of_both_profiles() {
     assert_eq!(field(nm, "WARC-Type"), Some("revisit"));
     assert_eq!(field(nm, "WARC-Profile"), Some(PROFILE_NOT_MODIFIED));
     assert_eq!(field(nm, "WARC-Refers-To"), Some(first_id));
-    assert_eq!(field(nm, "WARC-Refers-To-Target-URI"), Some("http://example.com/a"));
-    assert_eq!(field(nm, "WARC-Refers-To-Date"), Some("2025-11-25T09:46:00Z"));
+    assert_eq!(
+        field(nm, "WARC-Refers-To-Target-URI"),
+        Some("http://example.com/a")
+    );
+    assert_eq!(
+        field(nm, "WARC-Refers-To-Date"),
+        Some("2025-11-25T09:46:00Z")
+    );
     assert!(nm.ends_with("\r\n\r\nHTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n\r\n\r\n"));
     assert_eq!(
         field(nm, "WARC-Block-Digest").unwrap(),
@@ -245,14 +273,23 @@ fn revisit_records_of_both_profiles() {
     let ip = &recs[5];
     assert_eq!(field(ip, "WARC-Profile"), Some(PROFILE_IDENTICAL));
     assert_eq!(field(ip, "WARC-Refers-To"), Some(first_id));
-    assert_eq!(field(ip, "WARC-Refers-To-Target-URI"), Some("http://example.com/a"));
-    assert_eq!(field(ip, "WARC-Target-URI"), Some("http://example.com/copy"));
+    assert_eq!(
+        field(ip, "WARC-Refers-To-Target-URI"),
+        Some("http://example.com/a")
+    );
+    assert_eq!(
+        field(ip, "WARC-Target-URI"),
+        Some("http://example.com/copy")
+    );
     assert_eq!(
         field(ip, "WARC-Payload-Digest"),
         field(first, "WARC-Payload-Digest")
     );
     let head = &RESPONSE[..RESPONSE.len() - 2];
-    assert_eq!(field(ip, "WARC-Block-Digest").unwrap(), sha1_base32(&[head]));
+    assert_eq!(
+        field(ip, "WARC-Block-Digest").unwrap(),
+        sha1_base32(&[head])
+    );
     assert!(ip.ends_with("Content-Length: 2\r\n\r\n\r\n\r\n"));
     // A 304 whose earlier capture this writer did not make names none.
     let unknown = &recs[7];
@@ -268,8 +305,10 @@ fn a_torn_last_member_is_cut_off_on_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let opts = WarcOptions::new(dir.path(), "crash", "h");
     let mut w = WarcWriter::open(opts.clone()).unwrap();
-    w.write(&exchange("http://example.com/a", RESPONSE, DATE)).unwrap();
-    w.write(&exchange("http://example.com/b", RESPONSE, DATE)).unwrap();
+    w.write(&exchange("http://example.com/a", RESPONSE, DATE))
+        .unwrap();
+    w.write(&exchange("http://example.com/b", RESPONSE, DATE))
+        .unwrap();
     w.sync().unwrap();
     // A crash: the writer never closes; half a member follows the whole ones.
     std::mem::forget(w);
@@ -292,13 +331,16 @@ fn a_torn_last_member_is_cut_off_on_reopen() {
     assert_eq!(lines.len(), 2, "{cdxj}");
     assert!(lines[0].starts_with("com,example)/a 20251125094600 {\"url\":\"http://example.com/a\",\"mime\":\"text/html\",\"status\":\"200\",\"digest\":\"YIVV7ELYGQTASQUNN5I3FRNPJQF542SC\""));
     // Writing resumes in a new file.
-    w.write(&exchange("http://example.com/c", RESPONSE, DATE)).unwrap();
+    w.write(&exchange("http://example.com/c", RESPONSE, DATE))
+        .unwrap();
     w.close().unwrap();
     assert_eq!(files(dir.path(), ".warc.gz").len(), 2);
     assert_eq!(files(dir.path(), "-00001-h.warc.gz").len(), 1);
 
     // A file with not one whole member is removed.
-    let empty = dir.path().join("crash-20251125094600123-00009-h.warc.gz.open");
+    let empty = dir
+        .path()
+        .join("crash-20251125094600123-00009-h.warc.gz.open");
     fs::write(&empty, &torn[..10]).unwrap();
     assert_eq!(recover(&empty).unwrap(), 0);
     assert!(!empty.exists());
@@ -308,7 +350,11 @@ fn a_torn_last_member_is_cut_off_on_reopen() {
 fn truncated_bodies_are_marked() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = WarcWriter::open(WarcOptions::new(dir.path(), "t", "h")).unwrap();
-    let mut ex = exchange("http://example.com/big", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc", DATE);
+    let mut ex = exchange(
+        "http://example.com/big",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc",
+        DATE,
+    );
     ex.truncated = true;
     w.write(&ex).unwrap();
     w.close().unwrap();
@@ -319,10 +365,16 @@ fn truncated_bodies_are_marked() {
 
 #[test]
 fn surt_keys() {
-    assert_eq!(surt("http://www.Example.com/A/b?z=1&a=2"), "com,example)/a/b?a=2&z=1");
+    assert_eq!(
+        surt("http://www.Example.com/A/b?z=1&a=2"),
+        "com,example)/a/b?a=2&z=1"
+    );
     assert_eq!(surt("https://example.com:8443/"), "com,example:8443)/");
     assert_eq!(surt("http://example.com:80/x"), "com,example)/x");
-    assert_eq!(surt("http://127.0.0.1:8080/p.html"), "127.0.0.1:8080)/p.html");
+    assert_eq!(
+        surt("http://127.0.0.1:8080/p.html"),
+        "127.0.0.1:8080)/p.html"
+    );
     assert_eq!(surt("http://www.com/"), "com,www)/");
 }
 

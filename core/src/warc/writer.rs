@@ -130,7 +130,11 @@ impl WarcWriter {
     /// write to the current file, opening a new file first when the current one reached the
     /// size limit. A failed write is cut back off the file.
     pub fn write(&mut self, ex: &Exchange) -> io::Result<()> {
-        if self.current.as_ref().is_some_and(|c| c.size >= self.opts.max_size) {
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.size >= self.opts.max_size)
+        {
             self.close()?;
         }
         if self.current.is_none() {
@@ -180,7 +184,9 @@ impl WarcWriter {
         };
         cur.file.sync_all()?;
         let mut index = cur.index;
-        index.sort_by(|a, b| (&a.surt, &a.timestamp, a.offset).cmp(&(&b.surt, &b.timestamp, b.offset)));
+        index.sort_by(|a, b| {
+            (&a.surt, &a.timestamp, a.offset).cmp(&(&b.surt, &b.timestamp, b.offset))
+        });
         write_index(&self.opts.dir, &cur.name, &index)?;
         fs::rename(&cur.path, self.opts.dir.join(&cur.name))?;
         sync_dir(&self.opts.dir)?;
@@ -199,7 +205,10 @@ impl WarcWriter {
         );
         self.serial += 1;
         let path = self.opts.dir.join(format!("{name}{OPEN}"));
-        let mut file = OpenOptions::new().create_new(true).append(true).open(&path)?;
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)?;
         let mut fields = format!(
             "software: crawlfleet/{}\r\nformat: WARC File Format 1.1\r\n\
              conformsTo: http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n\
@@ -264,7 +273,14 @@ impl WarcWriter {
             None
         };
         let mut f: Vec<(&str, &str)> = vec![
-            ("WARC-Type", if earlier.is_some() { "revisit" } else { "response" }),
+            (
+                "WARC-Type",
+                if earlier.is_some() {
+                    "revisit"
+                } else {
+                    "response"
+                },
+            ),
             ("WARC-Record-ID", &id),
             ("WARC-Date", &date),
             ("WARC-Target-URI", &ex.uri),
@@ -338,7 +354,11 @@ impl WarcWriter {
             surt: super::surt(&ex.uri),
             timestamp: timestamp14(ex.date_ms),
             url: ex.uri.clone(),
-            mime: if revisit { "warc/revisit".into() } else { http.mime },
+            mime: if revisit {
+                "warc/revisit".into()
+            } else {
+                http.mime
+            },
             status: status_text(http.status),
             digest: digest_field
                 .as_deref()
@@ -346,7 +366,10 @@ impl WarcWriter {
                 .to_string(),
             length,
             offset: 0,
-            filename: self.current.as_ref().map_or(String::new(), |c| c.name.clone()),
+            filename: self
+                .current
+                .as_ref()
+                .map_or(String::new(), |c| c.name.clone()),
         };
         // Only a full response is an earlier capture later revisits refer to.
         let capture = (!revisit && (200..300).contains(&http.status)).then(|| Capture {
@@ -426,7 +449,9 @@ impl<R: BufRead> BufRead for Counting<R> {
 /// removes it when not one member is whole). Returns the number of members kept.
 pub fn recover(open_path: &Path) -> io::Result<u64> {
     let dir = open_path.parent().unwrap_or(Path::new("."));
-    let file_name = open_path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let file_name = open_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
     let name = file_name
         .as_deref()
         .and_then(|n| n.strip_suffix(OPEN))
