@@ -37,3 +37,4 @@ mod vectors;
 // Sitemaps and IndexNow (issue 24).
 mod indexnow;
 mod sitemaps;
+mod warc;

@@ -37,6 +37,14 @@ pub fn unix_now_up() -> i64 {
     })
 }
 
+/// Milliseconds since the Unix epoch (0 for a clock set before 1970), for records that keep
+/// the time of an event to the millisecond (WARC file names).
+pub fn unix_now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// Where a role reads the time.
 #[derive(Clone, Debug, Default)]
 pub enum Clock {

@@ -42,4 +42,5 @@ pub mod stats;
 pub mod store;
 pub mod synthweb;
 pub mod sys;
+pub mod warc;
 pub mod xmlrpc;

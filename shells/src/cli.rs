@@ -442,6 +442,10 @@ pub struct UpArgs {
     /// No progress (the same as --progress never).
     #[arg(long, hide = true)]
     pub no_progress: bool,
+    /// Archive every fetched exchange of every collection to WARC/1.1 files under DIR
+    /// (DIR/COLLECTION/NODE/, with a CDXJ index beside each file; docs/warc.md).
+    #[arg(long, value_name = "DIR")]
+    pub warc: Option<PathBuf>,
 }
 
 impl UpArgs {

@@ -42,6 +42,8 @@ pub struct CollectionStatus {
     pub drained: bool,
     /// Documents fed through content distributor sessions (`--nameserver`).
     pub feed: crate::sessionsink::FeedCounters,
+    /// WARC records and bytes written (the collection's `warc` setting, docs/warc.md).
+    pub warc: crate::warc::WarcCounts,
 }
 
 /// A node's status, published every few hundred milliseconds.
@@ -68,6 +70,8 @@ pub struct Crawler {
     dicts: HashMap<Vec<u8>, Value<'static>>,
     /// The counters as last given to the statistics.
     fed: HashMap<Vec<u8>, CrawlCounters>,
+    /// The WARC writers of the collections that archive (docs/warc.md).
+    archiver: Option<crate::warc::Archiver>,
 }
 
 fn failure(e: FetchError) -> Failure {
@@ -98,7 +102,15 @@ impl Crawler {
             epoch: Instant::now(),
             dicts: HashMap::new(),
             fed: HashMap::new(),
+            archiver: None,
         })
+    }
+
+    /// Archives the exchanges of collections whose configuration has an enabled `warc`
+    /// section.
+    pub fn archive_with(&mut self, archiver: crate::warc::Archiver) {
+        self.archiver = Some(archiver);
+        self.dicts.clear();
     }
 
     /// Fetch results, for the node's `select!`.
@@ -127,6 +139,9 @@ impl Crawler {
             if let Some(b) = &self.links {
                 b.set_applications(name, link_applications(dict));
             }
+            if let Some(a) = &mut self.archiver {
+                a.configure(name, Some(dict));
+            }
             self.dicts.insert(name.clone(), dict.clone());
         }
         let gone: Vec<Vec<u8>> = self
@@ -137,11 +152,17 @@ impl Crawler {
             .collect();
         for name in gone {
             self.dicts.remove(&name);
+            if let Some(a) = &mut self.archiver {
+                a.configure(&name, None);
+            }
             for a in self.engine.remove_collection(&name) {
                 if let Action::SiteDone { collection, site } = a {
                     sm.site_done(&collection, &site);
                 }
             }
+        }
+        if let Some(a) = &self.archiver {
+            self.fetcher.keep_wire(a.any());
         }
     }
 
@@ -204,6 +225,24 @@ impl Crawler {
 
     /// Reads one fetch result.
     pub fn on_result(&mut self, sm: &mut NodeScheduler, r: FetchResult) -> Result<(), SchedError> {
+        let mut r = r;
+        if let (Ok(resp), Some(a)) = (&mut r.result, &self.archiver) {
+            if let (Some(wire), Some(c)) = (resp.wire.take(), self.engine.collection_of(r.id)) {
+                if a.archives(c) {
+                    a.archive(
+                        c,
+                        crawlfleet_core::warc::Exchange {
+                            uri: r.url.to_string(),
+                            ip: Some(wire.peer.ip()),
+                            date_ms: crawlfleet_core::clock::unix_now_ms(),
+                            request: wire.request,
+                            response: wire.response,
+                            truncated: resp.truncated,
+                        },
+                    );
+                }
+            }
+        }
         let result = match r.result {
             Ok(resp) => Ok(Fetched {
                 status: resp.status,
@@ -382,6 +421,11 @@ impl Crawler {
             sm.add_crawl_stats(name, &delta.to_value());
             *old = cur.clone();
             stats.set(name, "ActiveSites", sites as f64);
+            // Beyond FSCADM 2.2.4.9: the WARC records and compressed bytes written.
+            if let Some(w) = self.archiver.as_ref().and_then(|a| a.counts(name)) {
+                stats.set(name, "WarcRecords", w.records as f64);
+                stats.set(name, "WarcBytes", w.bytes as f64);
+            }
             if let Some((q, _)) = sm.queued(name) {
                 stats.set(name, "QueueLength", q as f64);
             }
@@ -409,6 +453,11 @@ impl Crawler {
                     active_sites: sites,
                     drained: sm.is_drained(&name) && self.engine.is_idle(),
                     feed: Default::default(),
+                    warc: self
+                        .archiver
+                        .as_ref()
+                        .and_then(|a| a.counts(&name))
+                        .unwrap_or_default(),
                 },
             );
         }

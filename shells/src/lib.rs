@@ -28,6 +28,7 @@ pub mod sessionsink;
 pub mod starter;
 pub mod synthweb;
 pub mod up;
+pub mod warc;
 
 use std::process::ExitCode;
 

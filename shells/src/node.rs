@@ -172,6 +172,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
         .map_err(|e| format!("RUP SMTP receiver on {listen}: {e}"))?;
         info!("RUP SMTP receiver listening on {a}");
     }
+    crawler.archive_with(crate::warc::Archiver::new(&args.data_dir, &node_id));
     let mut published = std::time::Instant::now();
     let mut mn_conn: Option<ConnId> = None;
     let mut held: VecDeque<(Priority, Vec<u8>)> = VecDeque::new();

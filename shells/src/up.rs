@@ -609,6 +609,12 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         }
         web_server = Some(server);
     }
+    if let Some(dir) = &args.warc {
+        let dir = std::path::absolute(dir).map_err(|e| format!("--warc: {e}"))?;
+        sources
+            .iter_mut()
+            .for_each(|s| s.overrides.push(("warc", crate::warc::up_section(&dir))));
+    }
     let feeding = FeedingOptions {
         distributors: args.distributors,
         nameserver: args.nameserver,
@@ -650,6 +656,7 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         true => Ok(()),
         false => cluster.wait_fed(FEED_WAIT),
     };
+    crate::warc::close_all();
     sum.collections = summarize(&cluster.slots);
     sum.add_earlier(&earlier);
     if let Err(e) = summary::save(&data_dir, &sum) {

@@ -153,6 +153,11 @@ impl CrawlEngine {
         self.counters.get(name)
     }
 
+    /// The collection of an open request (to archive its exchange before [`Self::complete`]).
+    pub fn collection_of(&self, id: u64) -> Option<&[u8]> {
+        self.flights.get(&id).map(|f| f.key.0.as_slice())
+    }
+
     /// Every collection's counters.
     pub fn all_counters(&self) -> impl Iterator<Item = (&Vec<u8>, &CrawlCounters)> {
         self.counters.iter()

@@ -233,7 +233,7 @@ pub fn format_date(unix: i64) -> String {
 }
 
 /// The proleptic Gregorian date of a day count from 1970-01-01 (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

@@ -15,7 +15,7 @@ use mio::net::TcpStream;
 use rustls::{ClientConfig, ClientConnection};
 
 use super::http::{ResponseReader, MAX_HEAD};
-use super::{tls, FetchError, FetchRequest, Response};
+use super::{tls, FetchError, FetchRequest, Response, Wire};
 use crate::io_util::{interrupted, would_block};
 
 /// Where a connection stands.
@@ -45,6 +45,8 @@ pub(super) struct Job {
     /// Any response byte arrived: a failure now is not a stale keep-alive connection.
     pub(super) got_bytes: bool,
     reader: ResponseReader,
+    /// The exchange's bytes, when the fetcher keeps them.
+    wire: Option<Wire>,
 }
 
 impl Job {
@@ -60,6 +62,7 @@ impl Job {
             reused: false,
             got_bytes: false,
             reader,
+            wire: None,
         }
     }
 }
@@ -164,11 +167,17 @@ impl Conn {
 
     /// Takes on `job`: queues its request bytes (one buffer, written in one go) and, when the
     /// connection is up, writes them.
-    pub(super) fn start(&mut self, mut job: Job, user_agent: &str) -> Step {
+    /// With `keep_wire`, the request and response bytes are kept for [`Response::wire`].
+    pub(super) fn start(&mut self, mut job: Job, user_agent: &str, keep_wire: bool) -> Step {
         job.reused = self.served > 0;
         self.start = 0;
         self.end = 0;
         encode_request(&job.req, user_agent, &mut self.out);
+        job.wire = keep_wire.then(|| Wire {
+            request: self.out.clone(),
+            response: Vec::new(),
+            peer: self.addr,
+        });
         self.out_pos = 0;
         self.job = Some(job);
         if let Some(tls) = &mut self.tls {
@@ -291,6 +300,10 @@ impl Conn {
                     self.end += n;
                     job.got_bytes = true;
                     let fed = job.reader.feed(&self.buf[self.start..self.end])?;
+                    if let Some(w) = &mut job.wire {
+                        let read = &self.buf[self.start..self.start + fed.consumed];
+                        w.response.extend_from_slice(read);
+                    }
                     self.start += fed.consumed;
                     fed.done
                 }
@@ -300,7 +313,8 @@ impl Conn {
                 }
             };
             if done {
-                let (resp, keep) = job.reader.take(job.reused)?;
+                let (mut resp, keep) = job.reader.take(job.reused)?;
+                resp.wire = job.wire.take().map(Box::new);
                 return Ok(Some((resp, keep && !self.eof)));
             }
             if self.eof {

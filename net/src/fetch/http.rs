@@ -326,6 +326,7 @@ impl ResponseReader {
                     body,
                     truncated,
                     reused_connection,
+                    wire: None,
                 };
                 Ok((resp, keep_alive))
             }

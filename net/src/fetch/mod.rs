@@ -67,6 +67,9 @@ pub struct FetcherOptions {
     pub user_agent: String,
     /// Certificates trusted as roots besides the webpki roots (a test's self-signed CA).
     pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// Keep the bytes of every exchange as they went over the wire ([`Response::wire`]), for
+    /// archiving (WARC). Default false; [`Fetcher::keep_wire`] changes it.
+    pub keep_wire: bool,
 }
 
 impl Default for FetcherOptions {
@@ -76,6 +79,7 @@ impl Default for FetcherOptions {
             idle_timeout: Duration::from_secs(15),
             user_agent: concat!("crawlfleet/", env!("CARGO_PKG_VERSION")).to_string(),
             extra_roots: Vec::new(),
+            keep_wire: false,
         }
     }
 }
@@ -120,6 +124,21 @@ pub struct Response {
     pub truncated: bool,
     /// The request went over a kept-alive connection that had served an earlier request.
     pub reused_connection: bool,
+    /// The exchange as sent and received, with [`FetcherOptions::keep_wire`].
+    pub wire: Option<Box<Wire>>,
+}
+
+/// One exchange's bytes as they went over the wire (plaintext, for HTTPS).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wire {
+    /// The request head as written.
+    pub request: Vec<u8>,
+    /// The response as read: any 1xx interim heads, the final head and the body with its
+    /// transfer and content codings, up to where the reader stopped (a truncated body ends
+    /// at `max_body` decoded bytes or a little beyond).
+    pub response: Vec<u8>,
+    /// The address the request went to.
+    pub peer: SocketAddr,
 }
 
 impl Response {
@@ -218,6 +237,8 @@ pub(crate) struct Shared {
     open: AtomicUsize,
     /// Most sockets ever open at once; written by the poll thread only.
     peak: AtomicUsize,
+    /// Requests started from now on keep their wire bytes.
+    keep_wire: AtomicBool,
 }
 
 /// A request on its way to the poll thread, with its submission time.
@@ -253,6 +274,7 @@ impl Fetcher {
             stop: AtomicBool::new(false),
             open: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            keep_wire: AtomicBool::new(opts.keep_wire),
         });
         let mut driver = pool::Driver::new(registry, opts, tls, submitted, done, shared.clone());
         let thread = std::thread::Builder::new()
@@ -312,6 +334,12 @@ impl Fetcher {
     pub fn peak_connections(&self) -> usize {
         // Relaxed: a gauge.
         self.shared.peak.load(Ordering::Relaxed)
+    }
+
+    /// Whether responses of requests started from now on carry [`Response::wire`].
+    pub fn keep_wire(&self, on: bool) {
+        // Relaxed: a setting read when a request starts; no other memory goes with it.
+        self.shared.keep_wire.store(on, Ordering::Relaxed);
     }
 
     /// Stops the poll thread; requests not yet finished are answered [`FetchError::Shutdown`].

@@ -282,7 +282,9 @@ impl Driver {
         let Some(conn) = self.conns.get_mut(id) else {
             return;
         };
-        let step = conn.start(job, &self.opts.user_agent);
+        // Relaxed: see `Fetcher::keep_wire`.
+        let keep_wire = self.shared.keep_wire.load(Ordering::Relaxed);
+        let step = conn.start(job, &self.opts.user_agent, keep_wire);
         self.after(id, step);
     }
 

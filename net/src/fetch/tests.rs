@@ -632,3 +632,38 @@ fn random_bytes_never_panic_the_reader() {
 
 mod https;
 mod pool;
+
+#[test]
+fn keep_wire_gives_the_exchange_as_sent_and_received() {
+    // Chunked and gzip-coded: the wire bytes keep both codings, the body has neither.
+    let gz = encoded("gzip", b"archived body");
+    let head_end = gz.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let data = &gz[head_end..];
+    let mut sent = format!(
+        "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\
+         Transfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+        data.len()
+    )
+    .into_bytes();
+    sent.extend_from_slice(data);
+    sent.extend_from_slice(b"\r\n0\r\n\r\n");
+    let reply = sent.clone();
+    let s = Server::keep_alive(move |_| reply.clone());
+    let f = Fetcher::spawn(FetcherOptions {
+        user_agent: "crawlfleet-test".into(),
+        keep_wire: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let url = format!("http://h.test:{}/w", s.addr.port());
+    let resp = fetch_ok(&f, request(1, &url, s.addr));
+    assert_eq!(resp.body, b"archived body");
+    let wire = resp.wire.expect("the wire bytes");
+    assert_eq!(wire.response, sent);
+    assert_eq!(wire.peer, s.addr);
+    let head = s.heads.lock().unwrap()[0].clone();
+    assert_eq!(String::from_utf8(wire.request).unwrap(), head);
+    // Without keep_wire nothing is kept.
+    let plain = fetch_ok(&fetcher(), request(2, &url, s.addr));
+    assert!(plain.wire.is_none());
+}
