@@ -51,7 +51,16 @@ script=$work/walk.sh
     printf '%s\n' "$walk"
 } | sed 's/[[:space:]]*#.*$//' | grep -v '^[[:space:]]*$' | while IFS= read -r line; do
     case "$line" in
-        set\ *|kill\ *|*'&') printf '%s\n' "$line" ;;
+        set\ *|kill\ *) printf '%s\n' "$line" ;;
+        # A server started in the background: the next command waits until it listens (a
+        # newcomer types slower than this script runs them).
+        *'&')
+            printf '%s\n' "$line"
+            port=$(printf '%s\n' "$line" | sed -n 's/.*http\.server \([0-9][0-9]*\).*/\1/p')
+            if [ -n "$port" ]; then
+                printf 'for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/%s) 2>/dev/null && break; sleep 0.1; done\n' "$port"
+            fi
+            ;;
         # Every command in the foreground has two minutes.
         *) printf 'echo %q >&2; timeout 120 %s\n' "+ $line" "$line" ;;
     esac
