@@ -172,7 +172,8 @@ struct Peer {
 /// Statistics of the multinode scheduler itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MultinodeCounters {
-    /// CMD_UM_URI / _URG received.
+    /// CMD_UM_URI / _URG received (an entry taken in again after its node's connection closed,
+    /// `uris_requeued`, counts once more).
     pub uris_received: u64,
     /// Entries forwarded to nodes.
     pub uris_forwarded: u64,

@@ -149,9 +149,6 @@ impl Multinode {
                 r.bytes -= g.len();
             }
         }
-        if r.gens.is_empty() && r.cur.is_empty() {
-            r.bytes = 0;
-        }
     }
 
     /// True when `peer` has a keep-alive sent before number `upto` still unanswered.
