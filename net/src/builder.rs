@@ -175,7 +175,7 @@ impl<F: Framing> Builder<F> {
 
     /// Binds the listeners and builds the loop, to be run on the caller's thread.
     pub fn build(self) -> Result<(EventLoop<F>, Handle, Receiver<Event>), BuildError> {
-        let reactor = Reactor::new(EVENT_CAPACITY).map_err(BuildError::Poll)?;
+        let reactor = Reactor::new(EVENT_CAPACITY, &self.thread_name).map_err(BuildError::Poll)?;
         let mut listeners = Vec::with_capacity(self.listen.len());
         for (i, on) in self.listen.into_iter().enumerate() {
             let (mut socket, wanted) = match on {

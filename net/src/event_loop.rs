@@ -195,6 +195,10 @@ impl<F: Framing> Turn for Loop<F> {
 
     /// Carries out the commands, flushes what they queued, fires due timers, passes on held
     /// events and resumes paused reads; stops once shut down.
+    fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
     fn after_events(&mut self) -> ControlFlow<()> {
         self.drain_commands();
         self.flush_dirty();

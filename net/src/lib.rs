@@ -76,6 +76,7 @@ pub mod http;
 mod ids;
 mod io_util;
 mod limits;
+pub mod loopstats;
 mod reactor;
 mod sendq;
 mod timer;

@@ -494,6 +494,11 @@ pub struct AdminOpts {
     /// Largest XML-RPC request body accepted, in bytes.
     #[arg(long, default_value_t = 16 << 20)]
     pub admin_max_body: usize,
+    /// Another role the dashboard shows, from its /metrics: NAME=HOST:PORT (repeatable; e.g.
+    /// dupserver=10.0.0.5:14210, the address of its --metrics-listen).
+    #[arg(long = "dashboard-peer", value_name = "NAME=HOST:PORT",
+          value_parser = crate::dashboard::peers::parse_peer)]
+    pub dashboard_peers: Vec<(String, SocketAddr)>,
 }
 
 /// Arguments of `crawlfleet synthweb`.
@@ -547,6 +552,9 @@ pub struct LinkstoreArgs {
     /// closed.
     #[arg(long, default_value_t = 64 << 20)]
     pub max_message: usize,
+    /// Serve `GET /metrics` (Prometheus text format) on this address.
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Arguments of `crawlfleet links`.
@@ -722,6 +730,9 @@ pub struct DupArgs {
     /// Keep-Alive timer in seconds (MS-FSCMT 3.3.2; at least 1).
     #[arg(long, default_value_t = 120.0)]
     pub keepalive: f64,
+    /// Serve `GET /metrics` (Prometheus text format) on this address.
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Arguments of `crawlfleet dupserver`.

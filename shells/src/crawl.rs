@@ -72,6 +72,8 @@ pub struct Crawler {
     fed: HashMap<Vec<u8>, CrawlCounters>,
     /// The WARC writers of the collections that archive (docs/warc.md).
     archiver: Option<crate::warc::Archiver>,
+    /// The time of every fetch, for `/metrics`.
+    latency: Arc<crawlfleet_core::metrics::Histogram>,
 }
 
 fn failure(e: FetchError) -> Failure {
@@ -103,6 +105,7 @@ impl Crawler {
             dicts: HashMap::new(),
             fed: HashMap::new(),
             archiver: None,
+            latency: Arc::default(),
         })
     }
 
@@ -111,6 +114,11 @@ impl Crawler {
     pub fn archive_with(&mut self, archiver: crate::warc::Archiver) {
         self.archiver = Some(archiver);
         self.dicts.clear();
+    }
+
+    /// The time of every fetch (request sent to answer read, or failure), for `/metrics`.
+    pub fn latency(&self) -> Arc<crawlfleet_core::metrics::Histogram> {
+        self.latency.clone()
     }
 
     /// Fetch results, for the node's `select!`.
@@ -257,6 +265,7 @@ impl Crawler {
             result,
             elapsed: r.elapsed.as_secs_f64(),
         };
+        self.latency.record(o.elapsed);
         let now = self.now();
         let actions = self.engine.complete(o, now);
         self.apply(sm, actions)

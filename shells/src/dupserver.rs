@@ -138,6 +138,25 @@ fn open_stores(dir: &Path) -> Result<(DirLock, DupStores), String> {
     Ok((lock, stores))
 }
 
+/// Publishes what `sm` has done for `/metrics`.
+fn publish(sm: &DupServer, view: &crate::metrics::roles::SharedDup) {
+    let c = sm.counters();
+    let stores = sm.stores();
+    let entries = stores
+        .collection_names()
+        .map(|n| {
+            let len = stores.collection(n).map_or(0, |c| c.store.len());
+            (String::from_utf8_lossy(n).into_owned(), len as u64)
+        })
+        .collect();
+    let mut v = view.lock();
+    v.adds = c.adds;
+    v.removes = c.removes;
+    v.entries = entries;
+    v.wal_bytes = stores.wal_len();
+    v.replica = sm.replica_lag();
+}
+
 /// Runs a duplicate server (`replica` given: forwarding to it) or a replica until killed.
 pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<(), String> {
     let (_lock, stores) = open_stores(&args.data_dir)?;
@@ -159,6 +178,16 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
     let role = match mode {
         Mode::Server => "dupserver",
         Mode::Replica => "dupreplica",
+    };
+    // `/metrics` (--metrics-listen): the view is published at every snapshot tick.
+    let view = crate::metrics::roles::SharedDup::default();
+    view.lock().role = role;
+    let _metrics = match args.metrics_listen {
+        Some(addr) => Some(crate::metrics::serve(
+            addr,
+            crate::metrics::roles::dup_route(view.clone()),
+        )?),
+        None => None,
     };
     // Scripts (and the tests) read the bound address from this line.
     crate::announce(format_args!(
@@ -246,6 +275,9 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
                 }
                 Event::Timer(KEEPALIVE_TIMER) => sm.keepalive_tick(),
                 Event::Timer(SNAPSHOT_TIMER) => {
+                    if _metrics.is_some() {
+                        publish(&sm, &view);
+                    }
                     let stores = sm.stores_mut();
                     if !stores.snapshot_in_progress() && stores.wal_len() > SNAPSHOT_AFTER_BYTES {
                         info!("log at {} MiB: starting a snapshot", stores.wal_len() >> 20);

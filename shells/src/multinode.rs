@@ -139,6 +139,7 @@ pub fn run_with(
     let admin_opts = crate::admin::options(args.admin, &args.admin_opts);
     let mut admin = crate::admin::Admin::open(&args.data_dir, &admin_opts, now_secs())?;
     let admin_server = crate::admin::start(&admin_opts);
+    admin.set_addr(admin_server.addr);
     crate::announce(format_args!(
         "crawlfleet multinode listening on {}",
         spawned.local_addrs[0]

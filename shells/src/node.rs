@@ -94,6 +94,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
         indexnow::IndexNow::start().map_err(|e| format!("cannot start IndexNow: {e}"))?;
     let route: std::sync::Arc<dyn crate::admin::server::Route> = indexnow;
     let admin_server = crate::admin::start_routed(&admin_opts, Some(route));
+    admin.set_addr(admin_server.addr);
     let mut opts = NodeOptions::new(node_id.as_bytes());
     opts.standalone = args.standalone;
     // The bound address: --admin with port 0 reports the port picked.
@@ -173,6 +174,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
         info!("RUP SMTP receiver listening on {a}");
     }
     crawler.archive_with(crate::warc::Archiver::new(&args.data_dir, &node_id));
+    admin.set_fetch_latency(crawler.latency());
     let mut published = std::time::Instant::now();
     let mut mn_conn: Option<ConnId> = None;
     let mut held: VecDeque<(Priority, Vec<u8>)> = VecDeque::new();

@@ -196,6 +196,17 @@ pub struct WatchOptions {
     pub timeout: f64,
 }
 
+/// The `/metrics` addresses of the roles without an administrative port.
+#[derive(Clone, Copy, Debug)]
+pub struct RoleMetrics {
+    /// The duplicate server's.
+    pub dupserver: SocketAddr,
+    /// Its replica's.
+    pub dupreplica: SocketAddr,
+    /// The link store's.
+    pub linkstore: SocketAddr,
+}
+
 /// A duplicate server, its replica, a multinode scheduler and node schedulers, each on its own
 /// threads and loopback sockets in this process. The roles run until the process ends.
 pub struct Cluster {
@@ -211,6 +222,9 @@ pub struct Cluster {
     pub linkstore: SocketAddr,
     /// The node schedulers' administrative addresses.
     pub node_admins: Vec<SocketAddr>,
+    /// Where the roles without an administrative port serve `/metrics`: the duplicate
+    /// server, its replica, the link store.
+    pub metrics: RoleMetrics,
     /// Node schedulers started.
     pub nodes: usize,
     /// The name server and content distributors the nodes feed, if any.
@@ -319,27 +333,33 @@ impl Cluster {
             stats_merge: 60.0,
             stats_cycles: 8,
             admin_max_body: 16 << 20,
+            dashboard_peers: Vec::new(),
         };
-        let dup_args = |listen, dir: &str| DupArgs {
+        let dup_metrics = addr("dupserver-metrics")?;
+        let replica_metrics = addr("dupreplica-metrics")?;
+        let dup_args = |listen, dir: &str, metrics| DupArgs {
             listen,
             data_dir: data_dir.join(dir),
             node_id: None,
             keepalive: 120.0,
+            metrics_listen: Some(metrics),
         };
-        let ra = dup_args(replica, "dupreplica");
+        let ra = dup_args(replica, "dupreplica", replica_metrics);
         spawn_role("dupreplica", &detached, move || {
             crate::dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &ra, None)
         })?;
-        let da = dup_args(dup, "dupserver");
+        let da = dup_args(dup, "dupserver", dup_metrics);
         spawn_role("dupserver", &detached, move || {
             crate::dupserver::run(crawlfleet_core::dupserver::Mode::Server, &da, Some(replica))
         })?;
         let links = addr("linkstore")?;
+        let links_metrics = addr("linkstore-metrics")?;
         let la = crate::cli::LinkstoreArgs {
             listen: Some(links),
             base_port: 13000,
             data_dir: data_dir.join("linkstore"),
             max_message: 64 << 20,
+            metrics_listen: Some(links_metrics),
         };
         spawn_role("linkstore", &detached, move || crate::linkstore::run(&la))?;
         let mn_queued = Arc::new(AtomicU64::new(0));
@@ -349,7 +369,14 @@ impl Cluster {
             data_dir: data_dir.join("multinode"),
             config: configs,
             timers: timers(),
-            admin_opts: admin_opts(),
+            admin_opts: AdminOpts {
+                dashboard_peers: vec![
+                    ("dupserver".into(), dup_metrics),
+                    ("dupreplica".into(), replica_metrics),
+                    ("linkstore".into(), links_metrics),
+                ],
+                ..admin_opts()
+            },
         };
         let q = mn_queued.clone();
         spawn_role("multinode", &detached, move || {
@@ -396,6 +423,11 @@ impl Cluster {
             replica,
             linkstore: links,
             node_admins,
+            metrics: RoleMetrics {
+                dupserver: dup_metrics,
+                dupreplica: replica_metrics,
+                linkstore: links_metrics,
+            },
             nodes: nodes.max(1),
             distributors,
             slots,
@@ -716,6 +748,11 @@ fn announce_start(args: &UpArgs, layout: &Layout, cluster: &Cluster) {
             "replica": cluster.replica.to_string(),
             "linkstore": cluster.linkstore.to_string(),
             "nameserver": cluster.distributors.as_ref().map(|d| d.nameserver.to_string()),
+            "metrics": {
+                "dupserver": cluster.metrics.dupserver.to_string(),
+                "dupreplica": cluster.metrics.dupreplica.to_string(),
+                "linkstore": cluster.metrics.linkstore.to_string(),
+            },
         });
         println!("{v}");
         return;
@@ -752,5 +789,12 @@ fn announce_start(args: &UpArgs, layout: &Layout, cluster: &Cluster) {
         cluster.dupserver,
         cluster.replica,
         cluster.linkstore,
+    );
+    eprintln!(
+        "metrics: http://{}/metrics (every admin port), duplicate server {}, replica {}, link store {}",
+        cluster.multinode_admin,
+        cluster.metrics.dupserver,
+        cluster.metrics.dupreplica,
+        cluster.metrics.linkstore,
     );
 }

@@ -38,7 +38,10 @@ use crate::msg::{
     PpdupConfigAck, PpdupError, PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
 };
 
+mod counters;
 mod inflight;
+
+pub use counters::DupCounters;
 
 use inflight::{InFlight, Released};
 
@@ -100,6 +103,7 @@ pub struct DupServer {
     dbname_of: Option<(Vec<u8>, Vec<u8>)>,
     /// A replica that has answered a node scheduler's checksum message itself (module docs).
     served_nodes: bool,
+    counters: DupCounters,
 }
 
 /// What [`DupServer::write_log`] hands over: frames to send now, and frames to send only once
@@ -169,12 +173,25 @@ impl DupServer {
             direct: Vec::new(),
             dbname_of: None,
             served_nodes: false,
+            counters: DupCounters::default(),
         }
     }
 
     /// The stores.
     pub fn stores(&self) -> &DupStores {
         &self.stores
+    }
+
+    /// The messages counted so far.
+    pub fn counters(&self) -> DupCounters {
+        self.counters
+    }
+
+    /// A server's link to its replica: `None` without one, else whether it is connected and
+    /// how many forwarded checksum messages it has not acknowledged yet (the replica's lag).
+    pub fn replica_lag(&self) -> Option<(bool, usize)> {
+        let r = self.replica.as_ref()?;
+        Some((r.peer.is_some(), self.flight.len()))
     }
 
     /// The stores, for snapshot steps.
@@ -512,6 +529,7 @@ impl DupServer {
         if !self.check_collection(peer, &add.collection) {
             return;
         }
+        self.counters.adds += 1;
         if self.mode == Mode::Replica && forwarded {
             // 3.4.5.3: overwrite, then answer with the same pairs.
             if let Err(e) = self
@@ -578,6 +596,7 @@ impl DupServer {
         if !self.check_collection(peer, &rm.collection) {
             return;
         }
+        self.counters.removes += 1;
         fn reply_to<'m>(rm: &PpdupChecksum<'m>, pi: bool) -> Message<'m> {
             Message::PpdupRemoveOk(PpdupRemoveOk {
                 collection: rm.collection.clone(),

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crawlfleet_core::marshal::{self, Value as M};
+use crawlfleet_core::metrics::Histogram;
 use crawlfleet_core::stats::Stats;
 use crawlfleet_core::xmlrpc::Limits;
 use log::{info, warn};
@@ -43,6 +44,8 @@ pub struct AdminOptions {
     pub retain_cycles: usize,
     /// Request bodies and nesting.
     pub limits: Limits,
+    /// The other roles the dashboard shows: name and `/metrics` address.
+    pub dashboard_peers: Vec<(String, SocketAddr)>,
 }
 
 /// The log levels of FSCADM 2.2.3.5.
@@ -150,6 +153,14 @@ pub struct Admin {
     seen: BTreeMap<Vec<u8>, BTreeMap<String, f64>>,
     /// Per collection, the refresh cycle the statistics are in.
     cycles: BTreeMap<Vec<u8>, i64>,
+    /// The crawl engine's fetch times (a node's), for `/metrics`.
+    fetch_latency: Option<Arc<Histogram>>,
+    /// Where the server listens (shown by the dashboard).
+    addr: SocketAddr,
+    /// The dashboard's samples of the last hour.
+    history: crate::dashboard::History,
+    /// The other roles the dashboard shows.
+    peers: Option<crate::dashboard::peers::Peers>,
 }
 
 impl Admin {
@@ -181,6 +192,15 @@ impl Admin {
             state_path,
             seen: BTreeMap::new(),
             cycles,
+            fetch_latency: None,
+            addr: opts.addr,
+            history: Default::default(),
+            peers: match opts.dashboard_peers.is_empty() {
+                true => None,
+                false => Some(crate::dashboard::peers::Peers::start(
+                    opts.dashboard_peers.clone(),
+                )?),
+            },
         })
     }
 
@@ -193,6 +213,31 @@ impl Admin {
     /// The statistics.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Shows the crawl engine's fetch times in `/metrics`.
+    pub fn set_fetch_latency(&mut self, h: Arc<Histogram>) {
+        self.fetch_latency = Some(h);
+    }
+
+    /// Says where the server listens (the address bound, for a port 0).
+    pub fn set_addr(&mut self, addr: SocketAddr) {
+        self.addr = addr;
+    }
+
+    /// Where the server listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The other roles the dashboard shows, when given.
+    pub fn peers(&self) -> Option<&crate::dashboard::peers::Peers> {
+        self.peers.as_ref()
+    }
+
+    /// The crawl engine's fetch times, when the role fetches.
+    pub fn fetch_latency(&self) -> Option<&Histogram> {
+        self.fetch_latency.as_deref()
     }
 
     /// The persisted state (refresh-only collections, ...).
@@ -241,6 +286,28 @@ impl Admin {
                     }
                 }
             }
+            AdminMsg::View {
+                view: server::View::Metrics,
+                reply,
+            } => {
+                self.absorb(role, now);
+                let text = crate::metrics::sched::render(self, role);
+                reply.send_page(crawlfleet_core::metrics::CONTENT_TYPE, text.into_bytes());
+            }
+            AdminMsg::View {
+                view: server::View::Dashboard,
+                reply,
+            } => {
+                self.absorb(role, now);
+                let text = crate::dashboard::render(self, role, &self.history, now);
+                reply.send_page("application/json", text.into_bytes());
+            }
+            AdminMsg::Sample => {
+                self.absorb(role, now);
+                let mut history = std::mem::take(&mut self.history);
+                history.sample(self, role, now);
+                self.history = history;
+            }
         }
     }
 }
@@ -281,5 +348,6 @@ pub fn options(addr: SocketAddr, o: &crate::cli::AdminOpts) -> AdminOptions {
             max_body: o.admin_max_body,
             ..Limits::default()
         },
+        dashboard_peers: o.dashboard_peers.clone(),
     }
 }
