@@ -89,7 +89,12 @@ fn promtool() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-fn check_with_promtool(what: &str, text: &str) {
+/// Checks `text` with `promtool check metrics`; says it skipped when promtool is missing.
+pub fn check_with_promtool(what: &str, text: &str) {
+    if !promtool() {
+        eprintln!("skipped promtool check of {what}: promtool is not installed");
+        return;
+    }
     let mut p = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -316,7 +321,7 @@ fn every_role_serves_metrics_that_promtool_accepts_and_match_the_statistics() {
 }
 
 #[test]
-fn other_requests_on_a_metrics_port_are_refused() {
+fn metrics_ports_serve_metrics_and_refuse_the_rest() {
     let dir = temp_dir("metrics-port");
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -337,4 +342,29 @@ fn other_requests_on_a_metrics_port_are_refused() {
     assert!(text.contains("crawlfleet_dupserver_adds_total{role=\"dupreplica\"} 0\n"));
     assert_eq!(get(&a, "/").0, 405);
     assert_eq!(get(&a, "/RPC2").0, 405);
+    check_with_promtool("a replica", &text);
+
+    // The name server's.
+    let ns_dir = temp_dir("metrics-ns");
+    let ns_metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let _ns = crate::util::Role::start(&[
+        "nameserver",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        ns_dir.path().to_str().unwrap(),
+        "--metrics-listen",
+        &ns_metrics,
+    ]);
+    let (status, _, text) = get(&ns_metrics, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        text.contains("\ncrawlfleet_nameserver_bindings 0\n"),
+        "{text}"
+    );
+    check_with_promtool("the name server", &text);
 }

@@ -234,6 +234,9 @@ pub struct NameserverArgs {
     /// Directory of the bindings (created if missing; locked while the server runs).
     #[arg(long, required = true)]
     pub data_dir: Option<PathBuf>,
+    /// Serve `GET /metrics` (Prometheus text format) on this address.
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
     /// A client command instead of the server.
     #[command(subcommand)]
     pub command: Option<NameserverCommand>,

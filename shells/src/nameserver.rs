@@ -14,6 +14,7 @@ use crawlfleet_core::marshal::Limits;
 use crawlfleet_core::nameserver::NameServer;
 use crawlfleet_net::{Event, EventLoop, FscmtLengthFraming, Priority};
 use log::{info, warn};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cli::NameserverArgs;
 
@@ -21,8 +22,12 @@ use crate::cli::NameserverArgs;
 /// `MAX_FIELD_LEN`), so anything near this is hostile.
 pub const MAX_REQUEST: usize = 64 << 10;
 
-/// Runs the name server until killed.
-pub fn run(listen: std::net::SocketAddr, data_dir: &std::path::Path) -> Result<(), String> {
+/// Runs the name server until killed, serving `/metrics` on `metrics` when given.
+pub fn run(
+    listen: std::net::SocketAddr,
+    data_dir: &std::path::Path,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<(), String> {
     let _lock = DirLock::acquire(data_dir).map_err(|e| e.to_string())?;
     let (mut ns, rec) = NameServer::open(data_dir)
         .map_err(|e| format!("data dir {} is unusable: {e}", data_dir.display()))?;
@@ -50,6 +55,24 @@ pub fn run(listen: std::net::SocketAddr, data_dir: &std::path::Path) -> Result<(
         .spawn()
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let handle = spawned.handle;
+    let bindings = std::sync::Arc::new(AtomicU64::new(ns.bindings().count() as u64));
+    let _metrics = match metrics {
+        Some(addr) => {
+            let b = bindings.clone();
+            Some(crate::metrics::serve(
+                addr,
+                crate::metrics::MetricsRoute::new(move |m| {
+                    m.gauge(
+                        "crawlfleet_nameserver_bindings",
+                        "Object references bound (docs/nameserver.md).",
+                        &[],
+                        b.load(Ordering::Relaxed) as f64,
+                    );
+                }),
+            )?)
+        }
+        None => None,
+    };
     // Scripts (and the tests) read the bound address from this line.
     crate::announce(format_args!(
         "crawlfleet nameserver listening on {}",
@@ -73,6 +96,7 @@ pub fn run(listen: std::net::SocketAddr, data_dir: &std::path::Path) -> Result<(
                     }
                 }
                 handle.send(conn, Priority::Normal, out).map_err(stopped)?;
+                bindings.store(ns.bindings().count() as u64, Ordering::Relaxed);
                 if let Some(why) = close {
                     crawlfleet_core::warn_limited!(
                         "nameserver-bad-request",
@@ -96,7 +120,7 @@ pub fn main(args: &NameserverArgs) -> Result<std::process::ExitCode, String> {
             let (Some(listen), Some(dir)) = (args.listen, args.data_dir.as_deref()) else {
                 return Err("nameserver: --listen and --data-dir are required".into());
             };
-            run(listen, dir).map(|()| std::process::ExitCode::SUCCESS)
+            run(listen, dir, args.metrics_listen).map(|()| std::process::ExitCode::SUCCESS)
         }
     }
 }

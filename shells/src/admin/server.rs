@@ -168,6 +168,18 @@ pub fn spawn_with<C: Send + 'static>(
     spawn_serving(addr, Some(tick), limits, Serves::Calls, parse, None)
 }
 
+/// [`spawn_with`], `route` answering the requests it takes first (the distributor's
+/// `/metrics`).
+pub fn spawn_with_route<C: Send + 'static>(
+    addr: SocketAddr,
+    tick: Duration,
+    limits: Limits,
+    parse: Parse<C>,
+    route: Arc<dyn Route>,
+) -> io::Result<Server<C>> {
+    spawn_serving(addr, Some(tick), limits, Serves::Calls, parse, Some(route))
+}
+
 /// A server of `route` alone on `addr` (`/metrics` of the roles without an administrative
 /// interface, `--metrics-listen`): every other request is refused as the administrative
 /// server refuses it, an XML-RPC call with a fault. Keep the returned server's receiver: the

@@ -133,7 +133,15 @@ pub(crate) fn start(
     };
     // No statistics to merge: the tick is only the server's.
     let tick = Duration::from_secs(3600);
-    let srv = server::spawn_with(addr, tick, limits, parse)
+    let metrics = {
+        let shared = Arc::clone(&shared);
+        crate::metrics::MetricsRoute::new(move |m| {
+            if let Ok(s) = shared.lock() {
+                crate::metrics::roles::distributor(&s.node, s.role, m);
+            }
+        })
+    };
+    let srv = server::spawn_with_route(addr, tick, limits, parse, Arc::new(metrics))
         .map_err(|e| format!("cannot listen on {addr} for the administrative interface: {e}"))?;
     let ctx = Ctx {
         shared,

@@ -1,6 +1,7 @@
-//! `/metrics` of the roles without an administrative interface, served on
-//! `--metrics-listen`: each role's thread publishes what it has done into a shared view a few
-//! times a second, and the metrics server renders the view.
+//! `/metrics` of the roles other than the schedulers: the duplicate server, its replica and
+//! the link store on `--metrics-listen` (each role's thread publishes what it has done into a
+//! shared view, which the metrics server renders), and the content distributor on its
+//! `--admin` port (from its dispatcher_node state).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -141,4 +142,56 @@ pub fn links(v: &LinkView, m: &mut Exposition) {
         &[],
         v.failed as f64,
     );
+}
+
+/// Renders a content distributor's state: its part in the election, collections held with
+/// their sessions and live documents, and its load (MS-FSCDFT 3.5.4.7).
+pub fn distributor(
+    node: &crawlfleet_core::distributor::DispatcherNode,
+    role: &str,
+    m: &mut Exposition,
+) {
+    let id = node.node_id().to_string();
+    m.gauge(
+        "crawlfleet_distributor_info",
+        "The distributor's node id and its part in the election (master, backup, undecided).",
+        &[("node_id", &id), ("election", role)],
+        1.0,
+    );
+    m.gauge(
+        "crawlfleet_distributor_load",
+        "Operations received and not yet acknowledged (get_load, MS-FSCDFT 3.5.4.7).",
+        &[],
+        node.load() as f64,
+    );
+    let status = node.on_get_status(role);
+    let indexed = status.get(b"indexed");
+    let sessions_help = "Feeding sessions held, per content collection.";
+    let docs_help = "Live documents in the collection's content index.";
+    m.declare(
+        "crawlfleet_distributor_sessions",
+        sessions_help,
+        Kind::Gauge,
+    );
+    m.declare("crawlfleet_distributor_documents", docs_help, Kind::Gauge);
+    for c in node.collections() {
+        let l = [("collection", c)];
+        let n = node.sessions().filter(|s| s.collection == c).count();
+        m.gauge(
+            "crawlfleet_distributor_sessions",
+            sessions_help,
+            &l,
+            n as f64,
+        );
+        let docs = indexed
+            .and_then(|d| d.get(c.as_bytes()))
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0);
+        m.gauge(
+            "crawlfleet_distributor_documents",
+            docs_help,
+            &l,
+            docs as f64,
+        );
+    }
 }

@@ -74,7 +74,7 @@ pub(super) fn start(
     let ns = addr("nameserver")?;
     let ns_dir = data_dir.join("nameserver");
     spawn_role("nameserver", detached, move || {
-        crate::nameserver::run(ns, &ns_dir)
+        crate::nameserver::run(ns, &ns_dir, None)
     })?;
     wait_listening(ns);
     let mut started = Vec::new();
