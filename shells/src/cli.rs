@@ -345,13 +345,15 @@ pub enum NameserverCommand {
 /// Arguments of `crawlfleet docs`.
 #[derive(Debug, Args)]
 pub struct DocsArgs {
-    /// The node scheduler's data directory (the documents are under
-    /// `collections/<collection>/docs`).
+    /// A node scheduler's data directory (the documents are under
+    /// `collections/<collection>/docs`), or a cluster's: the directory given to `crawlfleet up`
+    /// (or scripts/netns-cluster.sh), whose node directories node1, node2... are listed in turn,
+    /// each line ending with the node's name.
     #[arg(long)]
     pub data_dir: PathBuf,
     /// The collection.
     pub collection: String,
-    /// Start at this sequence number.
+    /// Start at this sequence number (of each node's log, in a cluster).
     #[arg(long, default_value_t = 0)]
     pub from: u64,
     /// List the documents held while feeding is suspended (`docs-held`) instead.
