@@ -23,6 +23,7 @@ mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;
 mod linkstore;
+mod log_format;
 mod nameserver;
 mod netns_fault;
 mod port_limits;

@@ -12,6 +12,20 @@ pub struct Cli {
     /// The mode to run.
     #[command(subcommand)]
     pub command: Command,
+    /// Log records on standard error as text, or as JSON for log shippers: one object per
+    /// line with timestamp (RFC 3339, UTC), level, target, message and role.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log records are written (`--log-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line each: time, level, target, message.
+    #[default]
+    Text,
+    /// One JSON object per line: timestamp, level, target, message, role.
+    Json,
 }
 
 /// The subcommands.

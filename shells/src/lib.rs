@@ -62,16 +62,20 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    use clap::Parser;
+    use clap::{CommandFactory, FromArgMatches};
     tune_allocator();
     exit_quietly_on_closed_output();
-    let cli = cli::Cli::parse_from(args);
-    // `up` draws a progress line: only warnings unless RUST_LOG asks for more.
-    init_logging_at(if matches!(cli.command, cli::Command::Up(_)) {
-        "warn"
-    } else {
-        "info"
-    });
+    let matches = cli::Cli::command().get_matches_from(args);
+    let cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The subcommand's name is the role of JSON log records.
+    let role = matches.subcommand_name().unwrap_or("crawlfleet");
+    // `up` draws a progress line: only warnings unless RUST_LOG asks for more (and, as JSON,
+    // the progress lines, which are log records then).
+    let level = match cli.command {
+        cli::Command::Up(_) => "warn,crawlfleet::progress=info,crawlfleet::up=info",
+        _ => "info",
+    };
+    init_logging_as(level, cli.log_format, role);
     run(cli)
 }
 
@@ -131,10 +135,49 @@ pub fn init_logging() {
 
 /// Sends `log` records to stderr; `RUST_LOG` overrides the default `level`.
 pub fn init_logging_at(level: &str) {
+    init_logging_as(level, cli::LogFormat::Text, "crawlfleet");
+}
+
+/// The format [`init_logging_as`] set: `LogFormat::Json` as 1.
+static LOG_FORMAT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The format of the log records (`--log-format`), for output that must follow it (`up`'s
+/// progress lines).
+pub fn log_format() -> cli::LogFormat {
+    match LOG_FORMAT.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => cli::LogFormat::Json,
+        _ => cli::LogFormat::Text,
+    }
+}
+
+/// Sends `log` records to stderr in `format`; `RUST_LOG` overrides the default `level`. As
+/// JSON, every record is one line (a message's own line breaks are escaped) naming `role`.
+pub fn init_logging_as(level: &str, format: cli::LogFormat, role: &str) {
     let env = env_logger::Env::default().default_filter_or(level);
-    let _ = env_logger::Builder::from_env(env)
-        .format_timestamp_millis()
-        .try_init();
+    let mut builder = env_logger::Builder::from_env(env);
+    match format {
+        cli::LogFormat::Text => {
+            builder.format_timestamp_millis();
+        }
+        cli::LogFormat::Json => {
+            let role = role.to_owned();
+            builder.format(move |buf, record| {
+                use std::io::Write;
+                let line = serde_json::json!({
+                    "timestamp": buf.timestamp_millis().to_string(),
+                    "level": record.level().as_str(),
+                    "target": record.target(),
+                    "message": record.args().to_string(),
+                    "role": role,
+                });
+                writeln!(buf, "{line}")
+            });
+        }
+    }
+    if builder.try_init().is_ok() {
+        let json = u8::from(format == cli::LogFormat::Json);
+        LOG_FORMAT.store(json, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Runs one subcommand, printing its error (if any) to stderr.
@@ -179,7 +222,11 @@ pub fn run(cli: cli::Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("crawlfleet: {e}");
+            // A role's last word goes where its log records go, in their format.
+            match log_format() {
+                cli::LogFormat::Text => eprintln!("crawlfleet: {e}"),
+                cli::LogFormat::Json => log::error!(target: "crawlfleet", "{e}"),
+            }
             ExitCode::FAILURE
         }
     }

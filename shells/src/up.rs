@@ -80,7 +80,10 @@ fn spawn_role(
                     return;
                 }
                 log::error!("{label} stopped: {e}");
-                eprintln!("crawlfleet up: {label} stopped: {e}");
+                // The record above is the line when log records are JSON.
+                if crate::log_format() == crate::cli::LogFormat::Text {
+                    eprintln!("crawlfleet up: {label} stopped: {e}");
+                }
                 std::process::exit(1);
             }
         })
@@ -600,11 +603,14 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
             overrides,
         });
         if !args.json {
-            eprintln!(
-                "synthetic web: {} hosts x {} pages from {} (port {port})",
-                spec.hosts,
-                spec.pages,
-                web.start_uris().join(" ")
+            progress::tell(
+                log::Level::Info,
+                format_args!(
+                    "synthetic web: {} hosts x {} pages from {} (port {port})",
+                    spec.hosts,
+                    spec.pages,
+                    web.start_uris().join(" ")
+                ),
             );
         }
         web_server = Some(server);
@@ -648,7 +654,7 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
     progress.finish();
     let (mut sum, stopped) = watched?;
     if stopped && !args.json {
-        eprintln!("crawlfleet up: stopping (Ctrl-C again to force it); the next `crawlfleet up --data-dir {}` resumes", data_dir.display());
+        progress::tell(log::Level::Info, format_args!("crawlfleet up: stopping (Ctrl-C again to force it); the next `crawlfleet up --data-dir {}` resumes", data_dir.display()));
     }
     // A stop does not wait for the distributors: what they did not acknowledge is sent again
     // when the cluster resumes (docs/sessionsink.md).
@@ -733,24 +739,30 @@ fn announce_start(args: &UpArgs, layout: &Layout, cluster: &Cluster) {
         cluster.multinode_admin
     );
     if let Some(d) = &cluster.distributors {
-        eprintln!(
-            "content distributors: name server {}, {} distributors{}",
-            d.nameserver,
-            d.nodes,
-            if d.started.is_empty() {
-                " (existing)".to_string()
-            } else {
-                format!(" at {:?}", d.started)
-            }
+        progress::tell(
+            log::Level::Info,
+            format_args!(
+                "content distributors: name server {}, {} distributors{}",
+                d.nameserver,
+                d.nodes,
+                if d.started.is_empty() {
+                    " (existing)".to_string()
+                } else {
+                    format!(" at {:?}", d.started)
+                }
+            ),
         );
     }
-    eprintln!(
-        "roles: multinode {}, {} node schedulers (admin {}), duplicate server {} + replica {}, link store {}",
-        cluster.multinode,
-        cluster.nodes,
-        admins.join(" "),
-        cluster.dupserver,
-        cluster.replica,
-        cluster.linkstore,
+    progress::tell(
+        log::Level::Info,
+        format_args!(
+            "roles: multinode {}, {} node schedulers (admin {}), duplicate server {} + replica {}, link store {}",
+            cluster.multinode,
+            cluster.nodes,
+            admins.join(" "),
+            cluster.dupserver,
+            cluster.replica,
+            cluster.linkstore,
+        ),
     );
 }

@@ -394,9 +394,12 @@ fn explain_errors(sum: &BTreeMap<String, Summary>) {
                 (n > 0).then(|| format!("{n} {code}: {meaning}"))
             })
             .collect();
-        eprintln!(
-            "crawlfleet up: collection {name}: {errors} fetch error(s); {}",
-            why.join("; ")
+        super::progress::tell(
+            log::Level::Warn,
+            format_args!(
+                "crawlfleet up: collection {name}: {errors} fetch error(s); {}",
+                why.join("; ")
+            ),
         );
     }
 }
