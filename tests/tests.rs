@@ -9,6 +9,7 @@ mod conformance_fscmt;
 mod crawl;
 mod data_dir_lock;
 mod decode_errors;
+mod deploy;
 mod differential;
 mod disk_full;
 mod disk_full_node;
