@@ -75,12 +75,13 @@ pub struct BenchRefreshArgs {
     pub changed: f64,
     /// The ways of finding what changed, each measured with a cluster of its own:
     /// `conditional` (every page, If-None-Match / If-Modified-Since), `sitemaps` (a
-    /// /sitemap.xml per host with each page's lastmod).
+    /// /sitemap.xml per host with each page's lastmod), `rup` (a rup-server per host mails
+    /// the changes to the nodes, draft-cosmo).
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "conditional,sitemaps"
+        default_value = "conditional,sitemaps,rup"
     )]
     pub methods: Vec<RefreshMethod>,
     /// Give up on each crawl after this many seconds.
@@ -99,6 +100,8 @@ pub enum RefreshMethod {
     Conditional,
     /// Sitemaps with lastmod: only pages whose lastmod is newer than their last fetch.
     Sitemaps,
+    /// RUP (draft-cosmo): a rup-server per host reports the changed pages by mail.
+    Rup,
 }
 
 impl RefreshMethod {
@@ -107,6 +110,7 @@ impl RefreshMethod {
         match self {
             RefreshMethod::Conditional => "conditional",
             RefreshMethod::Sitemaps => "sitemaps",
+            RefreshMethod::Rup => "rup",
         }
     }
 }

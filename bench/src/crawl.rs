@@ -194,6 +194,8 @@ pub(super) struct Served {
     pub(super) robots: u64,
     /// Sitemap requests (`/sitemap*`), not counted as pages.
     pub(super) sitemaps: u64,
+    /// RUP requests (`/rupinfo.txt` and the CGI, `/rup-cgi`), not counted as pages.
+    pub(super) rup: u64,
     /// The latest time a request was answered (nginx's `$msec`, Unix seconds).
     pub(super) last_at: f64,
 }
@@ -228,6 +230,8 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
             out.robots += 1;
         } else if uri.is_some_and(|u| u.starts_with("/sitemap")) {
             out.sitemaps += 1;
+        } else if uri.is_some_and(|u| u == "/rupinfo.txt" || u.starts_with("/rup-cgi")) {
+            out.rup += 1;
         } else if seen.insert((host.map(str::to_string), uri.map(str::to_string))) {
             out.pages += 1;
         } else {
@@ -357,6 +361,7 @@ pub(super) fn serve_web(
     base: std::net::Ipv4Addr,
     what: &str,
     json: bool,
+    locations: &dyn Fn(SocketAddr) -> String,
 ) -> Result<(Workdir, Arc<SyntheticWeb>, SocketAddr), BenchError> {
     let name = format!("crawlfleet-bench-{what}-{}", std::process::id());
     let dir = std::env::temp_dir().join(&name);
@@ -392,6 +397,16 @@ pub(super) fn serve_web(
         ),
     );
     let conf = web.write_nginx(&web_dir).map_err(err("writing the web"))?;
+    // What the caller adds to each host's server block.
+    let mut text = fs::read_to_string(&conf).map_err(err("reading nginx.conf"))?;
+    for h in &hosts {
+        let extra = locations(*h);
+        if !extra.is_empty() {
+            let listen = format!("        listen {h};\n");
+            text = text.replacen(&listen, &format!("{listen}{extra}"), 1);
+        }
+    }
+    fs::write(&conf, text).map_err(err("writing nginx.conf"))?;
     start_nginx(&mut work, &conf, &web_dir, host0)?;
     Ok((work, web, host0))
 }
@@ -422,7 +437,8 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
              virtualenv), or --skip-scrapy",
         )?;
     }
-    let (mut work, web, host0) = serve_web(&spec, args.web.base, "crawl", args.json)?;
+    let (mut work, web, host0) =
+        serve_web(&spec, args.web.base, "crawl", args.json, &|_| String::new())?;
     let web_dir = work.web_dir.clone();
     let ip0 = match host0.ip() {
         IpAddr::V4(a) => a.to_string(),

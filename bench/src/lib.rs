@@ -22,6 +22,7 @@ pub mod flood;
 pub mod links;
 pub mod queue;
 pub mod refresh;
+mod refresh_rup;
 pub mod route;
 
 use std::ffi::OsString;

@@ -214,6 +214,8 @@ pub struct Cluster {
     pub linkstore: SocketAddr,
     /// The node schedulers' administrative addresses.
     pub node_admins: Vec<SocketAddr>,
+    /// The node schedulers' SMTP receivers of RUP reports (`--rup-smtp`, docs/rup.md).
+    pub node_smtps: Vec<SocketAddr>,
     /// Node schedulers started.
     pub nodes: usize,
     /// The name server and content distributors the nodes feed, if any.
@@ -361,10 +363,12 @@ impl Cluster {
         // Node schedulers reconnect with backoff, but a start without warnings is nicer.
         wait_listening(mn);
         let mut slots: Vec<StatusSlot> = Vec::new();
-        let mut node_admins = Vec::new();
+        let (mut node_admins, mut node_smtps) = (Vec::new(), Vec::new());
         for i in 1..=nodes.max(1) {
             let admin = addr(&format!("node{i}-admin"))?;
             node_admins.push(admin);
+            let smtp = addr(&format!("node{i}-smtp"))?;
+            node_smtps.push(smtp);
             let slot: StatusSlot = Arc::new(Mutex::new(NodeStatus::default()));
             slots.push(slot.clone());
             let na = NodeArgs {
@@ -380,7 +384,7 @@ impl Cluster {
                 block_seconds: 1800,
                 linkstore: Some(links),
                 nameserver,
-                rup_smtp: None,
+                rup_smtp: Some(smtp),
                 timers: timers(),
                 admin_opts: admin_opts(),
             };
@@ -399,6 +403,7 @@ impl Cluster {
             replica,
             linkstore: links,
             node_admins,
+            node_smtps,
             nodes: nodes.max(1),
             distributors,
             slots,

@@ -93,6 +93,20 @@ pub struct RupServerArgs {
 const TICK: TimerId = TimerId(1);
 const TICK_EVERY: Duration = Duration::from_millis(250);
 
+/// When the next tick is due: a quarter second from now, or just past the next whole second
+/// when that comes first, so a report due at a second goes out then and not up to a tick later
+/// (reports are due at whole Unix seconds; with a latency of seconds, every robot's report
+/// leaves within milliseconds of the same second).
+fn next_tick() -> Duration {
+    let sub = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(Duration::ZERO, |d| {
+            Duration::from_nanos(u64::from(d.subsec_nanos()))
+        });
+    let to_second = Duration::from_secs(1).saturating_sub(sub) + Duration::from_millis(2);
+    to_second.min(TICK_EVERY)
+}
+
 /// The reports' line end (mail: CRLF).
 const NL: &str = "\r\n";
 
@@ -215,7 +229,7 @@ pub fn run(args: &RupServerArgs) -> Result<(), String> {
     let (watch_tx, watch_rx) = crossbeam_channel::unbounded();
     let _watcher = scan::watch(&root, watch_tx);
     lp.handle
-        .set_timer(TICK, TICK_EVERY, Some(TICK_EVERY))
+        .set_timer(TICK, next_tick(), None)
         .map_err(|e| e.to_string())?;
 
     let mut s = Server {
@@ -341,6 +355,7 @@ impl Server {
     }
 
     fn tick(&mut self) {
+        let _ = self.handle.set_timer(TICK, next_tick(), None);
         if self.last_rescan.elapsed() >= self.rescan_every {
             self.rescan();
             self.expire();
