@@ -23,6 +23,8 @@ pub mod links;
 pub mod queue;
 pub mod refresh;
 pub mod route;
+pub mod scale;
+mod spider;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -115,6 +117,7 @@ pub fn run(command: cli::BenchCommand) -> ExitCode {
         BenchCommand::Crawl(args) => crawl::run(&args),
         BenchCommand::Flood(args) => flood::run(&args),
         BenchCommand::Feed(args) => feed::run(&args),
+        BenchCommand::Scale(args) => scale::run(&args),
         BenchCommand::Role(role) => return run_role(role),
     };
     match result {
