@@ -48,6 +48,10 @@ pub enum BenchCommand {
     /// sessions (one session, then four spread over the distributors), optionally compared with
     /// redis-server XADD pipelined on the same payloads in the same run.
     Feed(BenchFeedArgs),
+    /// A crawl at scale, every role a process of its own: pages/s over time, peak resident
+    /// memory per role, memory per queued URI and per checksum entry, disk per page, restart
+    /// after SIGKILL.
+    Scale(BenchScaleArgs),
     /// Runs a crawlfleet role (`role multinode ...`, `role linkstore ...`: any `crawlfleet`
     /// subcommand): the benchmarks that measure a role in a child process of its own start this
     /// executable so, and need no `crawlfleet` binary beside it.
@@ -173,11 +177,15 @@ pub struct BenchCrawlArgs {
     /// No Scrapy run.
     #[arg(long)]
     pub skip_scrapy: bool,
+    /// spider_cli's `spider` executable: run it (one process per host, robots.txt obeyed) in
+    /// its default concurrent mode and with `crawl --sync`, each for at most --duration.
+    #[arg(long)]
+    pub spider: Option<PathBuf>,
     /// No wrk run.
     #[arg(long)]
     pub skip_wrk: bool,
-    /// Print one JSON object (rate, wrk_rate, scrapy_rate, pages, ratio_scrapy, ratio_wrk,
-    /// complete, ...).
+    /// Print one JSON object (rate, wrk_rate, scrapy_rate, spider_rate, spider_sync_rate, pages,
+    /// ratio_scrapy, ratio_wrk, ratio_spider, ratio_spider_sync, complete, ...).
     #[arg(long)]
     pub json: bool,
 }
@@ -456,6 +464,48 @@ pub struct BenchDupstoreArgs {
     #[arg(long, default_value_t = 4096)]
     pub batch: u64,
     /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `crawlfleet bench scale`.
+#[derive(Debug, Args)]
+pub struct BenchScaleArgs {
+    /// Hosts of the synthetic web, one loopback address each.
+    #[arg(long, default_value_t = 10_000)]
+    pub hosts: usize,
+    /// Pages in all (each host gets pages / hosts).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub pages: usize,
+    /// Node schedulers.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Concurrent requests per site (max_pending).
+    #[arg(long, default_value_t = 2)]
+    pub connections: u32,
+    /// Seconds between requests to a site (the collection's delay).
+    #[arg(long, default_value_t = 0.0)]
+    pub delay: f64,
+    /// First address of the web's hosts.
+    #[arg(long, default_value = "127.90.0.1")]
+    pub base: std::net::Ipv4Addr,
+    /// SIGKILL every role once this fraction of the pages was fetched and start them again
+    /// from their data (0: no kill).
+    #[arg(long, default_value_t = 0.5)]
+    pub kill_at: f64,
+    /// Then crawl the same number of pages on this many hosts, for the ratio of crawl times.
+    #[arg(long)]
+    pub versus_hosts: Option<usize>,
+    /// Work directory (on disk; default: under the temporary directory); removed at the end.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Give up after this many seconds (0: never).
+    #[arg(long, default_value_t = 0.0)]
+    pub timeout: f64,
+    /// Give up when no new page was fetched for this many seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub stall: f64,
+    /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
 }

@@ -5,7 +5,9 @@
 //!   most this machine fetches from that nginx, with no parsing, no queue and no politeness;
 //! - Scrapy (`scripts/bench_crawl_spider.py`, embedded): a CrawlSpider following every link on
 //!   the web's hosts with robots.txt obeyed, 64 concurrent requests, no delay, stopped after
-//!   `--duration` seconds; its rate is pages parsed over the seconds to the last one.
+//!   `--duration` seconds; its rate is pages parsed over the seconds to the last one;
+//! - with `--spider PATH`, spider_cli in its concurrent and `--sync` modes, one process per host
+//!   (`crate::spider`), each mode's rate over the pages it fetched.
 //!
 //! Our crawl is `crawlfleet up`'s cluster ([`Cluster`]) on the same web with delay 0, robots
 //! on and `--connections` per site, run until idle; the rate is pages fetched over elapsed
@@ -464,6 +466,26 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
         )?)
     };
     let log_path = web_dir.join("access.log");
+    let spiders = match &args.spider {
+        None => None,
+        Some(exe) => {
+            let mut runs = Vec::new();
+            for sync in [false, true] {
+                say(
+                    args.json,
+                    format_args!(
+                        "spider{}, one process per host, at most {seconds} s...",
+                        if sync { " --sync" } else { "" }
+                    ),
+                );
+                runs.push(crate::spider::run(
+                    exe, &work.dir, &web, &log_path, sync, seconds,
+                )?);
+            }
+            let sync = runs.pop();
+            runs.pop().zip(sync)
+        }
+    };
     let before = access_log(&log_path, 0)?.lines;
     say(
         args.json,
@@ -528,6 +550,16 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
             "hosts": spec.hosts,
             "pages_per_host": spec.pages,
             "connections_per_site": args.web.connections,
+            "spider_rate": spiders.as_ref().map(|(c, _)| c.rate().round()),
+            "spider_pages": spiders.as_ref().map(|(c, _)| c.pages),
+            "spider_seconds": spiders.as_ref().map(|(c, _)| round(c.seconds)),
+            "spider_stopped": spiders.as_ref().map(|(c, _)| c.stopped),
+            "spider_sync_rate": spiders.as_ref().map(|(_, s)| s.rate().round()),
+            "spider_sync_pages": spiders.as_ref().map(|(_, s)| s.pages),
+            "spider_sync_seconds": spiders.as_ref().map(|(_, s)| round(s.seconds)),
+            "spider_sync_stopped": spiders.as_ref().map(|(_, s)| s.stopped),
+            "ratio_spider": ratio(spiders.as_ref().map(|(c, _)| c.rate())).map(round),
+            "ratio_spider_sync": ratio(spiders.as_ref().map(|(_, s)| s.rate())).map(round),
             "scrapy_pages": scrapy.as_ref().map(|s| s.pages),
             "scrapy_seconds": scrapy.as_ref().map(|s| round(s.seconds)),
         });
@@ -559,6 +591,19 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
                  at {:.0}% of it",
                 rate / w * 100.0
             );
+        }
+        if let Some((c, s)) = &spiders {
+            for (name, r) in [("spider:    ", c), ("spider sync:", s)] {
+                println!(
+                    "{name} {} pages in {:.2} s = {:.0} pages/s ({} processes stopped at the \
+                     deadline): crawlfleet {:.1}x",
+                    r.pages,
+                    r.seconds,
+                    r.rate(),
+                    r.stopped,
+                    rate / r.rate().max(1e-9)
+                );
+            }
         }
         if let (Some(s), Some(r)) = (&scrapy, scrapy_rate) {
             println!(

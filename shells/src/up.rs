@@ -42,7 +42,7 @@ pub use summary::{RunSummary, Summary};
 /// program's `:0` bind between this check and the role's own bind (seen with tests binding
 /// listeners in parallel), whereas nothing is handed out below it. Falls back to a `:0` port
 /// when the ephemeral range leaves no room below it.
-fn free_addr() -> Result<SocketAddr, String> {
+pub fn free_addr() -> Result<SocketAddr, String> {
     let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
@@ -103,8 +103,8 @@ fn wait_listening(addr: SocketAddr) {
 }
 
 /// Gives every collection of an XML configuration the embedded duplicate servers when it names
-/// none, and writes each to `<prefix>-<n>.xml`.
-fn with_dupservers(
+/// none, sets `overrides` over each, and writes each to `<prefix>-<n>.xml`.
+pub fn with_dupservers(
     xml: &str,
     dup: SocketAddr,
     replica: SocketAddr,
