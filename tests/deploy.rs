@@ -3,13 +3,22 @@
 //! they need and nothing they do not read, the command line each unit runs on each host is one
 //! crawlfleet accepts, the collection passes `crawlfleet config check`, and `systemd-analyze
 //! verify` and `systemd-analyze security` pass the units (skipped without systemd-analyze, which
-//! .ci/run installs).
+//! .ci/run installs). Then the three hosts run on loopback (each host's addresses moved to
+//! 127.20.0.N, its own loopback to 127.21.0.N), every role as its unit runs it with its host's
+//! file, and crawl a synthetic web to the end: fed by the nodes, indexed by the distributors,
+//! forwarded to the replica and the link store.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::util::{checkout_path, temp_dir};
+use crawlfleet_core::checksum::durable::DupStores;
+use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
+
+use crate::util::{checkout_path, hex, temp_dir, Role};
 
 /// Where the units say the binary is; the tests put the one they built there instead.
 const INSTALLED_BIN: &str = "/usr/local/bin/crawlfleet";
@@ -396,4 +405,213 @@ fn systemd_analyze_verifies_the_units() {
             show(&format!("systemd-analyze security {}", f.display()), &out)
         );
     }
+}
+
+/// A host's environment file moved onto loopback: its cluster address 10.20.0.N becomes
+/// 127.20.0.N, its own loopback 127.0.0.1 becomes 127.21.0.`host` (two hosts' admin ports on the
+/// same port must not meet), and the collection's path is `collection`'s.
+fn on_loopback(
+    env: &BTreeMap<String, String>,
+    host: u8,
+    collection: &Path,
+) -> BTreeMap<String, String> {
+    env.iter()
+        .map(|(k, v)| {
+            let v = v
+                .replace("10.20.0.", "127.20.0.")
+                .replace("127.0.0.1:", &format!("127.21.0.{host}:"))
+                .replace(
+                    "/etc/crawlfleet/collections/web.xml",
+                    &collection.to_string_lossy(),
+                );
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// The documents a node fed (its document log, through `crawlfleet docs`): URI -> MD5 in hex.
+fn fed(node_dir: &Path) -> BTreeMap<String, String> {
+    let out = crawlfleet(&[
+        "docs".into(),
+        "--data-dir".into(),
+        node_dir.to_string_lossy().into(),
+        "web".into(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            (cols.len() == 6).then(|| (cols[3].to_string(), cols[4].to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_three_hosts_crawl_on_loopback_as_their_units_run_them() {
+    let dir = temp_dir("deploy-loopback");
+    // The web the collection crawls, and the collection: the synthetic web's, with the
+    // duplicate servers of deploy/collections/web.xml.
+    let web_xml = dir.path().join("synthweb.xml");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_crawlfleet"));
+    cmd.args([
+        "synthweb",
+        "--web",
+        "4:10",
+        "--base",
+        "127.94.0.1",
+        "--collection-name",
+        "web",
+    ])
+    .arg("--collection")
+    .arg(&web_xml);
+    let web = Role::spawn(cmd);
+    let deploy_xml = std::fs::read_to_string(checkout_path("deploy/collections/web.xml")).unwrap();
+    let ppdup = &deploy_xml[deploy_xml.find("<section name=\"ppdup\">").unwrap()
+        ..deploy_xml.find("</DomainSpecification>").unwrap()];
+    let collection = dir.path().join("web.xml");
+    let xml = std::fs::read_to_string(&web_xml).unwrap().replace(
+        "</DomainSpecification>",
+        &format!(
+            "{}</DomainSpecification>",
+            ppdup.replace("10.20.0.", "127.20.0.")
+        ),
+    );
+    std::fs::write(&collection, xml).unwrap();
+
+    // Every role of crawl1, crawl2 and crawl3, as its unit runs it with the host's file.
+    let units = units();
+    let mut roles = Vec::new();
+    let mut state = BTreeMap::new();
+    for (n, host) in [(1u8, "crawl1"), (2, "crawl2"), (3, "crawl3")] {
+        let file = env_file(&checkout_path(&format!("deploy/env/{host}.env")));
+        let env = on_loopback(&file, n, &collection);
+        let root = dir.path().join("state").join(host);
+        for role in env["CRAWLFLEET_ROLES"].split_whitespace() {
+            let u = units.iter().find(|u| u.role == role).unwrap();
+            let log = dir.path().join(format!("{host}-{role}.log"));
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_crawlfleet"));
+            cmd.args(u.command_line(&env, &root))
+                .env("RUST_LOG", &env["RUST_LOG"])
+                .stderr(Stdio::from(File::create(&log).unwrap()));
+            roles.push((format!("{host} {role}"), Role::spawn(cmd), log));
+            state.insert(format!("{host} {role}"), root.join("crawlfleet").join(role));
+        }
+    }
+
+    // The crawl goes through: every storable document (one of each group of identical ones)
+    // fed by a node, and the distributors' index holding them.
+    let spec: WebSpec = "4:10".parse().unwrap();
+    let exp =
+        SyntheticWeb::generate(&spec, Ipv4Addr::new(127, 94, 0, 1), web.addr().port()).expected();
+    let want = exp.stored.len() + exp.duplicate_groups.len();
+    let nodes = [&state["crawl2 node"], &state["crawl3 node"]];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let all_fed = loop {
+        let all: BTreeMap<String, String> = nodes.iter().flat_map(|d| fed(d)).collect();
+        if all.len() >= want {
+            break all;
+        }
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = roles
+                .iter()
+                .map(|(name, _, log)| {
+                    format!("--- {name}\n{}", std::fs::read_to_string(log).unwrap())
+                })
+                .collect();
+            panic!(
+                "{} of {want} documents fed in 120 s\n{}",
+                all.len(),
+                logs.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for uri in &exp.stored {
+        let dup = exp.duplicate_groups.iter().any(|g| g.contains(uri));
+        assert!(dup || all_fed.contains_key(uri), "{uri} never fed");
+    }
+    let index_args = |dirs: &[&PathBuf]| {
+        let mut a = vec!["index".to_string()];
+        for d in dirs {
+            a.extend(["--data-dir".to_string(), d.to_string_lossy().into_owned()]);
+        }
+        a.push("web".into());
+        a
+    };
+    let distributors = [&state["crawl2 distributor"], &state["crawl3 distributor"]];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let out = crawlfleet(&index_args(&distributors));
+        let indexed = String::from_utf8_lossy(&out.stdout).lines().count();
+        if indexed >= want {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{indexed} of {want} documents in the distributors' index: {}",
+            show("index", &out)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The link store on crawl1 took the nodes' link data: the out-links of a host's root page.
+    let root_suffix = format!(":{}/", web.addr().port());
+    let root = all_fed
+        .keys()
+        .find(|u| u.ends_with(&root_suffix))
+        .cloned()
+        .expect("a host's root page fed");
+    let links_args: Vec<String> = ["links", "--data-dir"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            state["crawl1 linkstore"].to_string_lossy().into_owned(),
+            "outlinks".into(),
+            root.clone(),
+        ])
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = crawlfleet(&links_args);
+        if out.status.success() && !out.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            show("links outlinks", &out)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The duplicate server answers a node only once its replica on crawl2 has the checksum
+    // (MS-FSCMT 3.3.5.4), so with every role stopped the replica holds every fed document's.
+    let logs: Vec<(String, PathBuf)> = roles
+        .iter()
+        .map(|(n, _, l)| (n.clone(), l.clone()))
+        .collect();
+    drop(roles);
+    let (stores, _) = DupStores::open(&state["crawl2 dupreplica"], 16).unwrap();
+    let replica: BTreeSet<String> = stores
+        .collection(b"web")
+        .map(|c| c.store.iter().map(|(cs, _, _)| hex(&cs.0)).collect())
+        .unwrap_or_default();
+    let missing: Vec<&String> = all_fed
+        .iter()
+        .filter(|(_, md5)| !replica.contains(*md5))
+        .map(|(u, _)| u)
+        .collect();
+    assert!(missing.is_empty(), "fed, not in the replica: {missing:?}");
+    // crawl3 logs as JSON: every line node2 and distributor 2 wrote is an object.
+    for (name, log) in logs.iter().filter(|(name, _)| name.starts_with("crawl3")) {
+        for line in std::fs::read_to_string(log).unwrap().lines() {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{name}: not JSON ({e}): {line}"));
+            assert_eq!(v["role"], name.split(' ').nth(1).unwrap(), "{line}");
+        }
+    }
+    eprintln!(
+        "three hosts on loopback: {want} documents fed by node1 and node2 ({} and {}), all in the \
+         distributors' index",
+        fed(nodes[0]).len(),
+        fed(nodes[1]).len()
+    );
 }
