@@ -1,6 +1,7 @@
 //! The one integration-test binary: each module below is one area.
 
 mod admin;
+mod admin_auth;
 mod architecture;
 mod bench_cli;
 // Conformance to MS-FSCMT and MS-FSCADM from a peer written from the specs (issue 25).
@@ -38,5 +39,6 @@ mod util;
 mod vectors;
 // Sitemaps and IndexNow (issue 24).
 mod indexnow;
+mod shutdown;
 mod sitemaps;
 mod warc;

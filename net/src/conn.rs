@@ -4,7 +4,7 @@
 //! sends events, deregisters and removes connections.
 
 use std::io::{self, Read};
-use std::net::{Shutdown, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,6 +17,7 @@ use crate::ids::{ConnId, LinkId};
 use crate::io_util::{interrupted, would_block};
 use crate::limits::InRole;
 use crate::sendq::{Flushed, SendQueue};
+use crate::tls::Io;
 
 /// Read buffer size when no message needs more.
 const READ_BUF: usize = 16 << 10;
@@ -109,6 +110,8 @@ pub(crate) struct Conn<F> {
     framed: usize,
     /// Messages in `buf[..framed]`, handed on by [`Conn::take_batch`].
     batch: FrameBatch,
+    /// The TLS session of a connection accepted on a TLS listener (`crate::tls`).
+    tls: Option<Box<rustls::ServerConnection>>,
 }
 
 impl<F: Framing> Conn<F> {
@@ -144,6 +147,21 @@ impl<F: Framing> Conn<F> {
             filled: 0,
             framed: 0,
             batch: FrameBatch::new(id),
+            tls: None,
+        }
+    }
+
+    /// The connection speaking TLS through `tls` (`crate::tls`), when given.
+    pub(crate) fn with_tls(mut self, tls: Option<Box<rustls::ServerConnection>>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// The socket, through the TLS session if there is one.
+    fn io(&mut self) -> Io<'_> {
+        Io {
+            stream: &mut self.stream,
+            tls: self.tls.as_deref_mut(),
         }
     }
 
@@ -211,10 +229,18 @@ impl<F: Framing> Conn<F> {
         if self.state == State::Connecting {
             return Ok(Flushed::Blocked);
         }
-        let flushed = self.sendq.flush_to(&mut self.stream)?;
+        let mut io = Io {
+            stream: &mut self.stream,
+            tls: self.tls.as_deref_mut(),
+        };
+        let mut flushed = self.sendq.flush_to(&mut io)?;
+        // Done only once the TLS session holds no records either.
+        if flushed == Flushed::Empty && !io.flush_tls()? {
+            flushed = Flushed::Blocked;
+        }
         if flushed == Flushed::Empty && self.state == State::Closing {
             self.state = State::Draining;
-            self.stream.shutdown(Shutdown::Write)?;
+            io.shutdown_write()?;
         }
         Ok(flushed)
     }
@@ -264,7 +290,11 @@ impl<F: Framing> Conn<F> {
             }
             let room = &mut self.buf[self.filled..];
             let want = room.len().min(budget);
-            match self.stream.read(&mut room[..want]) {
+            let mut io = Io {
+                stream: &mut self.stream,
+                tls: self.tls.as_deref_mut(),
+            };
+            match io.read(&mut room[..want]) {
                 Ok(0) => {
                     if self.filled > self.framed {
                         log::debug!(
@@ -397,7 +427,7 @@ impl<F: Framing> Conn<F> {
         let mut scratch = [0u8; 4096];
         let mut budget = READ_BUDGET;
         while budget > 0 {
-            match self.stream.read(&mut scratch) {
+            match self.io().read(&mut scratch) {
                 Ok(0) => return ReadStatus::Close(eof),
                 Ok(n) => budget = budget.saturating_sub(n),
                 Err(e) if would_block(&e) => return ReadStatus::Drained,

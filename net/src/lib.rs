@@ -79,6 +79,7 @@ mod limits;
 mod reactor;
 mod sendq;
 mod timer;
+mod tls;
 
 pub use backoff::BackoffPolicy;
 pub use builder::{BuildError, Builder, LoopError, Spawned, DEFAULT_EVENT_CAPACITY};

@@ -177,6 +177,9 @@ pub struct DistributorArgs {
     /// the collections' full-text indexes (docs/distributor.md "Search").
     #[arg(long)]
     pub admin: Option<SocketAddr>,
+    /// Who may use the administrative port.
+    #[command(flatten)]
+    pub access: AdminAccess,
     /// Largest administrative request body, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     pub admin_max_body: usize,
@@ -436,6 +439,10 @@ pub struct UpArgs {
     /// last run on this data directory, else a free port); written to DATA/admin.addr.
     #[arg(long)]
     pub admin_listen: Option<SocketAddr>,
+    /// Who may use the administrative ports of the roles `up` starts; the admin token is also
+    /// written to DATA/admin.token for `crawlfleet admin --data-dir`.
+    #[command(flatten)]
+    pub access: AdminAccess,
     /// Progress: a bar on a terminal and a plain line every 10 s elsewhere (auto), plain
     /// lines always, or none.
     #[arg(long, value_enum, default_value = "auto")]
@@ -482,9 +489,14 @@ pub struct AdminArgs {
     /// 127.0.0.1:14101.
     #[arg(long, conflicts_with = "data_dir")]
     pub server: Option<String>,
-    /// The data directory of a `crawlfleet up` cluster: its admin.addr names the address.
+    /// The data directory of a `crawlfleet up` cluster: its admin.addr names the address (and
+    /// its admin.token, when there is one, the token).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// A file holding the administrative port's token (its --admin-token-file, or a read-only
+    /// one), sent as `Authorization: Bearer TOKEN`.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -510,6 +522,30 @@ pub struct AdminOpts {
     /// Largest XML-RPC request body accepted, in bytes.
     #[arg(long, default_value_t = 16 << 20)]
     pub admin_max_body: usize,
+    /// Who may use the administrative port.
+    #[command(flatten)]
+    pub access: AdminAccess,
+}
+
+/// Who may use an administrative port, and over what (README "Admin"): tokens and TLS.
+#[derive(Clone, Debug, Default, Args)]
+pub struct AdminAccess {
+    /// A file holding the token every request to the administrative port must carry, as
+    /// `Authorization: Bearer TOKEN` or as the password of HTTP basic authentication (any user
+    /// name). Required when the port is not on loopback.
+    #[arg(long, value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// A file holding a read-only token: the views (GET: /metrics, the dashboard) and the
+    /// XML-RPC methods that change nothing (Get..., Is..., CollectionGet..., system.*).
+    #[arg(long, value_name = "FILE")]
+    pub admin_readonly_token_file: Option<PathBuf>,
+    /// Serve the administrative port over TLS (HTTPS) with this certificate chain (PEM, the
+    /// server's certificate first); with --admin-tls-key.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_key")]
+    pub admin_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --admin-tls-cert.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    pub admin_tls_key: Option<PathBuf>,
 }
 
 /// Arguments of `crawlfleet synthweb`.

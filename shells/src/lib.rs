@@ -26,6 +26,7 @@ pub mod rup;
 pub mod search;
 pub mod sessionsink;
 pub mod starter;
+pub mod stop;
 pub mod synthweb;
 pub mod up;
 pub mod warc;
@@ -180,37 +181,57 @@ pub fn init_logging_as(level: &str, format: cli::LogFormat, role: &str) {
     }
 }
 
-/// Runs one subcommand, printing its error (if any) to stderr.
+/// Runs one subcommand, printing its error (if any) to stderr. A role stops cleanly on SIGINT
+/// or SIGTERM ([`stop`]): it flushes what it holds and returns, and the process exits 0.
 pub fn run(cli: cli::Cli) -> ExitCode {
+    let stop = stop::on_signals;
     let result = match cli.command {
         cli::Command::Inspect(args) => inspect::run(&args).map_err(|e| e.to_string()),
-        cli::Command::Dupserver(args) => dupserver::run(
-            crawlfleet_core::dupserver::Mode::Server,
-            &args.common,
-            args.replica,
-        )
-        .map(|()| ExitCode::SUCCESS),
-        cli::Command::Dupreplica(args) => {
-            dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &args, None)
-                .map(|()| ExitCode::SUCCESS)
+        cli::Command::Dupserver(args) => stop().and_then(|stop| {
+            dupserver::run(
+                crawlfleet_core::dupserver::Mode::Server,
+                &args.common,
+                args.replica,
+                &stop,
+            )
+            .map(|()| ExitCode::SUCCESS)
+        }),
+        cli::Command::Dupreplica(args) => stop().and_then(|stop| {
+            dupserver::run(
+                crawlfleet_core::dupserver::Mode::Replica,
+                &args,
+                None,
+                &stop,
+            )
+            .map(|()| ExitCode::SUCCESS)
+        }),
+        cli::Command::Multinode(args) => {
+            stop().and_then(|stop| multinode::run(&args, &stop).map(|()| ExitCode::SUCCESS))
         }
-        cli::Command::Multinode(args) => multinode::run(&args).map(|()| ExitCode::SUCCESS),
-        cli::Command::Node(args) => node::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Node(args) => {
+            stop().and_then(|stop| node::run(&args, &stop).map(|()| ExitCode::SUCCESS))
+        }
         cli::Command::Up(args) => up::run(&args),
         cli::Command::Admin(args) => admin::cli::run(&args),
         cli::Command::Bench(args) => return bench::run(&args),
         cli::Command::Synthweb(args) => synthweb::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
-        cli::Command::Linkstore(args) => linkstore::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Linkstore(args) => {
+            stop().and_then(|stop| linkstore::run(&args, &stop).map(|()| ExitCode::SUCCESS))
+        }
         cli::Command::Links(args) => linkstore::query::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Docs(args) => docs::run(&args).map_err(|e| e.to_string()),
-        cli::Command::Nameserver(args) => nameserver::main(&args),
-        cli::Command::Distributor(args) => distributor::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Nameserver(args) => stop().and_then(|stop| nameserver::main(&args, &stop)),
+        cli::Command::Distributor(args) => {
+            stop().and_then(|stop| distributor::run(&args, &stop).map(|()| ExitCode::SUCCESS))
+        }
         cli::Command::Distributors(args) => distributor::status::run(&args),
         cli::Command::Search(args) => search::run(&args),
         cli::Command::Index(args) => distributor::index::run(&args),
-        cli::Command::RupServer(args) => rup::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::RupServer(args) => {
+            stop().and_then(|stop| rup::run(&args, &stop).map(|()| ExitCode::SUCCESS))
+        }
         cli::Command::Config(args) => configfile::run(&args),
         cli::Command::Init(args) => starter::init(&args),
         cli::Command::Completions(args) => starter::completions(&args),

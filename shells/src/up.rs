@@ -10,7 +10,7 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,15 +21,18 @@ use indicatif::ProgressBar;
 use log::info;
 use parking_lot::Mutex;
 
-use crate::cli::{AdminOpts, DupArgs, MultinodeArgs, NodeArgs, SchedTimers, UpArgs};
+use crate::cli::{AdminAccess, AdminOpts, DupArgs, MultinodeArgs, NodeArgs, SchedTimers, UpArgs};
 use crate::crawl::{NodeStatus, StatusSlot};
+use crate::stop::Stop;
 use crate::synthweb::SynthServer;
 use layout::Layout;
 use progress::{Figures, Progress};
+use roles::{spawn_role, Roles, RolesRef};
 
 mod feeding;
 pub mod layout;
 pub mod progress;
+mod roles;
 mod summary;
 pub use feeding::{Distributors, FeedingOptions};
 use summary::{print_search_example, summarize};
@@ -59,36 +62,6 @@ pub fn free_addr() -> Result<SocketAddr, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
-}
-
-/// Set once a cluster is detached: a role that stops after that has nothing to tell.
-type Detached = Arc<AtomicBool>;
-
-fn spawn_role(
-    name: &str,
-    detached: &Detached,
-    f: impl FnOnce() -> Result<(), String> + Send + 'static,
-) -> Result<(), String> {
-    let label = name.to_string();
-    let detached = detached.clone();
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            if let Err(e) = f() {
-                if detached.load(Ordering::Acquire) {
-                    log::debug!("{label} stopped after the cluster was detached: {e}");
-                    return;
-                }
-                log::error!("{label} stopped: {e}");
-                // The record above is the line when log records are JSON.
-                if crate::log_format() == crate::cli::LogFormat::Text {
-                    eprintln!("crawlfleet up: {label} stopped: {e}");
-                }
-                std::process::exit(1);
-            }
-        })
-        .map(|_| ())
-        .map_err(|e| format!("cannot start {name}: {e}"))
 }
 
 /// Waits (at most five seconds) until something accepts connections at `addr`.
@@ -222,7 +195,7 @@ pub struct Cluster {
     pub distributors: Option<Distributors>,
     slots: Vec<StatusSlot>,
     mn_queued: Arc<AtomicU64>,
-    detached: Detached,
+    roles: RolesRef,
     started: Instant,
 }
 
@@ -246,18 +219,23 @@ impl Cluster {
         sources: &[CollectionSource],
         feeding: &FeedingOptions,
     ) -> Result<Cluster, String> {
-        Cluster::start_at(data_dir, nodes, sources, feeding, &mut |_| free_addr())
+        let open = AdminAccess::default();
+        Cluster::start_at(data_dir, nodes, sources, feeding, &open, &mut |_| {
+            free_addr()
+        })
     }
 
     /// [`Cluster::start_with`] in the data directory `up` holds: every role on the address
     /// it had in the last run on that directory when it is free (`layout.save()` keeps them
-    /// for the next), the multinode scheduler's administrative one on `admin` when given.
+    /// for the next), the multinode scheduler's administrative one on `admin` when given; every
+    /// administrative port checks the tokens of `access`.
     pub fn start_in(
         layout: &mut Layout,
         nodes: usize,
         sources: &[CollectionSource],
         feeding: &FeedingOptions,
         admin: Option<SocketAddr>,
+        access: &AdminAccess,
     ) -> Result<Cluster, String> {
         let dir = layout.dir.clone();
         Cluster::start_at(
@@ -265,6 +243,7 @@ impl Cluster {
             nodes,
             sources,
             feeding,
+            access,
             &mut |key| match (key, admin) {
                 ("multinode-admin", Some(a)) => {
                     layout.set(key, a);
@@ -280,6 +259,7 @@ impl Cluster {
         nodes: usize,
         sources: &[CollectionSource],
         feeding: &FeedingOptions,
+        access: &AdminAccess,
         addr: &mut dyn FnMut(&str) -> Result<SocketAddr, String>,
     ) -> Result<Cluster, String> {
         std::fs::create_dir_all(data_dir)
@@ -307,23 +287,34 @@ impl Cluster {
                 "nothing to crawl: give --config FILE.xml or --synthetic-web HOSTS:PAGES".into(),
             );
         }
-        let detached: Detached = Arc::new(AtomicBool::new(false));
+        let roles = Roles::new();
         let mut names = Vec::new();
         for src in sources {
             for (name, _) in parse_xml(&src.xml).map_err(|e| e.to_string())? {
                 names.push(name);
             }
         }
-        let distributors = feeding::start(data_dir, feeding, &names, &detached, addr)?;
+        let distributors = feeding::start(data_dir, feeding, &names, &roles, access, addr)?;
         let nameserver = distributors.as_ref().map(|d| d.nameserver);
         let timers = || SchedTimers {
             keepalive: 120.0,
             sync_ms: 100,
         };
-        let admin_opts = || AdminOpts {
+        // The tokens on every administrative port; TLS on the multinode scheduler's alone, the
+        // one `--admin-listen` may expose (the nodes' stay on loopback, where the multinode
+        // scheduler forwards SetLogLevel to them).
+        let admin_opts = |tls: bool| AdminOpts {
             stats_merge: 60.0,
             stats_cycles: 8,
             admin_max_body: 16 << 20,
+            access: match tls {
+                true => access.clone(),
+                false => AdminAccess {
+                    admin_tls_cert: None,
+                    admin_tls_key: None,
+                    ..access.clone()
+                },
+            },
         };
         let dup_args = |listen, dir: &str| DupArgs {
             listen,
@@ -332,12 +323,13 @@ impl Cluster {
             keepalive: 120.0,
         };
         let ra = dup_args(replica, "dupreplica");
-        spawn_role("dupreplica", &detached, move || {
-            crate::dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &ra, None)
+        spawn_role("dupreplica", &roles, move |stop| {
+            crate::dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &ra, None, stop)
         })?;
         let da = dup_args(dup, "dupserver");
-        spawn_role("dupserver", &detached, move || {
-            crate::dupserver::run(crawlfleet_core::dupserver::Mode::Server, &da, Some(replica))
+        spawn_role("dupserver", &roles, move |stop| {
+            let replica = Some(replica);
+            crate::dupserver::run(crawlfleet_core::dupserver::Mode::Server, &da, replica, stop)
         })?;
         let links = addr("linkstore")?;
         let la = crate::cli::LinkstoreArgs {
@@ -346,7 +338,9 @@ impl Cluster {
             data_dir: data_dir.join("linkstore"),
             max_message: 64 << 20,
         };
-        spawn_role("linkstore", &detached, move || crate::linkstore::run(&la))?;
+        spawn_role("linkstore", &roles, move |stop| {
+            crate::linkstore::run(&la, stop)
+        })?;
         let mn_queued = Arc::new(AtomicU64::new(0));
         let ma = MultinodeArgs {
             listen: mn,
@@ -354,11 +348,11 @@ impl Cluster {
             data_dir: data_dir.join("multinode"),
             config: configs,
             timers: timers(),
-            admin_opts: admin_opts(),
+            admin_opts: admin_opts(true),
         };
         let q = mn_queued.clone();
-        spawn_role("multinode", &detached, move || {
-            crate::multinode::run_with(&ma, Some(q))
+        spawn_role("multinode", &roles, move |stop| {
+            crate::multinode::run_with(&ma, Some(q), stop)
         })?;
         // Node schedulers reconnect with backoff, but a start without warnings is nicer.
         wait_listening(mn);
@@ -386,10 +380,10 @@ impl Cluster {
                 nameserver,
                 rup_smtp: Some(smtp),
                 timers: timers(),
-                admin_opts: admin_opts(),
+                admin_opts: admin_opts(false),
             };
-            spawn_role(&format!("node{i}"), &detached, move || {
-                crate::node::run_with(&na, Some(slot))
+            spawn_role(&format!("node{i}"), &roles, move |stop| {
+                crate::node::run_with(&na, Some(slot), stop)
             })?;
         }
         info!(
@@ -408,7 +402,7 @@ impl Cluster {
             distributors,
             slots,
             mn_queued,
-            detached,
+            roles,
             started: Instant::now(),
         })
     }
@@ -431,8 +425,7 @@ impl Cluster {
     /// Shows progress on `bar` every 250 ms; with `until_idle`, returns when every collection
     /// is crawled, the elapsed time without the idle seconds waited.
     pub fn watch(&self, opts: &WatchOptions, bar: &ProgressBar) -> Result<RunSummary, String> {
-        let never = AtomicBool::new(false);
-        let r = self.watch_until(opts, &never, &mut |f: &Figures| {
+        let r = self.watch_until(opts, &Stop::never(), &mut |f: &Figures| {
             bar.set_message(f.line());
             bar.tick();
         });
@@ -445,7 +438,7 @@ impl Cluster {
     pub fn watch_until(
         &self,
         opts: &WatchOptions,
-        stop: &AtomicBool,
+        stop: &Stop,
         show: &mut dyn FnMut(&Figures),
     ) -> Result<(RunSummary, bool), String> {
         let started = self.started;
@@ -456,10 +449,9 @@ impl Cluster {
         let mut last_rate_at = (Instant::now(), 0u64, 0u64);
         let mut figures = Figures::default();
         let stopped = loop {
-            if stop.load(Ordering::Acquire) {
+            if stop.wait(Duration::from_millis(250)) {
                 break true;
             }
-            std::thread::sleep(Duration::from_millis(250));
             let sum = summarize(slots);
             let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
             let stored: u64 = sum.values().map(|s| s.counters.stored).sum();
@@ -525,7 +517,20 @@ impl Cluster {
     /// From now on a role that stops (its data directory removed, say) only logs it instead of
     /// ending the process: for callers that go on after the crawl and clean up its data.
     pub fn detach(self) {
-        self.detached.store(true, Ordering::Release);
+        self.roles.detach();
+    }
+
+    /// Stops every role cleanly: each stops accepting, flushes its queues, logs, stores,
+    /// statistics and WARC files, and returns (at most [`roles::STOP_WAIT`]); the next start
+    /// on the same data directory resumes. `Err` names the roles that failed to.
+    pub fn stop(&self) -> Result<(), String> {
+        let failed = self.roles.stop();
+        // Writers of a role that did not stop in time close their files all the same.
+        crate::warc::close_all();
+        match failed.is_empty() {
+            true => Ok(()),
+            false => Err(failed.join("; ")),
+        }
     }
 }
 
@@ -560,7 +565,7 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         None => layout::default_dir(),
     };
     let mut layout = Layout::open(&data_dir, args.fresh)?;
-    let stop = signals()?;
+    let stop = crate::stop::on_signals()?;
     let mut web_server = None;
     if let Some(spec) = &args.synthetic_web {
         let spec: WebSpec = spec.parse().map_err(|e| format!("--synthetic-web: {e}"))?;
@@ -636,9 +641,11 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         &sources,
         &feeding,
         args.admin_listen,
+        &args.access,
     )?;
     layout.save()?;
     layout.write_admin_addr(cluster.multinode_admin)?;
+    layout.write_admin_token(args.access.admin_token_file.as_deref())?;
     announce_start(args, &layout, &cluster);
     let earlier = summary::load(&data_dir);
     cluster.restart_clock();
@@ -667,7 +674,9 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         true => Ok(()),
         false => cluster.wait_fed(FEED_WAIT),
     };
-    crate::warc::close_all();
+    // Every role stops and flushes (queues, logs, stores, statistics, WARC files): the next
+    // `up` on the same directory resumes from there.
+    let clean = cluster.stop();
     sum.collections = summarize(&cluster.slots);
     sum.add_earlier(&earlier);
     if let Err(e) = summary::save(&data_dir, &sum) {
@@ -689,25 +698,8 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
     if let Some(s) = web_server {
         s.stop();
     }
-    // The roles' state is on disk at every sync (crawl queues, routes, checksums: nothing is
-    // lost when the process ends, DESIGN.md "Durable state"); one more sync interval lets
-    // the last changes reach it before the process ends them.
-    std::thread::sleep(Duration::from_millis(250));
+    clean.map_err(|e| format!("not every role stopped cleanly: {e}"))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Ctrl-C and SIGTERM set the returned flag; a second one while it is set exits at once with
-/// status 130.
-fn signals() -> Result<Arc<AtomicBool>, String> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        // The conditional exit first, so that the first signal only sets the flag.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
-            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
-            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
-    }
-    Ok(stop)
 }
 
 /// Says where the cluster is: its data directory and administrative address on standard

@@ -8,6 +8,7 @@
 //! to [`Admin::handle`] together with its scheduler core. The crawl engine feeds statistics
 //! through [`Admin::stats_mut`] (see [`crawlfleet_core::stats::Stats::add`]).
 
+pub mod auth;
 pub mod call;
 pub mod cli;
 pub mod client;
@@ -17,6 +18,7 @@ pub mod methods;
 pub mod roles;
 pub mod server;
 pub mod status;
+pub mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -43,6 +45,8 @@ pub struct AdminOptions {
     pub retain_cycles: usize,
     /// Request bodies and nesting.
     pub limits: Limits,
+    /// The tokens every request is checked against.
+    pub auth: auth::AdminAuth,
 }
 
 /// The log levels of FSCADM 2.2.3.5.
@@ -150,6 +154,8 @@ pub struct Admin {
     seen: BTreeMap<Vec<u8>, BTreeMap<String, f64>>,
     /// Per collection, the refresh cycle the statistics are in.
     cycles: BTreeMap<Vec<u8>, i64>,
+    /// The port's admin token, which forwarded calls carry.
+    token: Option<String>,
 }
 
 impl Admin {
@@ -181,6 +187,7 @@ impl Admin {
             state_path,
             seen: BTreeMap::new(),
             cycles,
+            token: opts.auth.token().map(str::to_owned),
         })
     }
 
@@ -218,14 +225,19 @@ impl Admin {
         }
     }
 
+    /// Folds the role's latest counters into the statistics, merges them and writes the
+    /// statistics file (the tick of FSCADM 2.2.4.4, and a clean stop: what was counted since the
+    /// last tick is kept).
+    pub fn flush(&mut self, role: &mut dyn roles::Role, now: i64) {
+        self.absorb(role, now);
+        self.stats.merge(now);
+        self.save_stats();
+    }
+
     /// One message from the server: a call answered through its responder, or the timer.
     pub fn handle(&mut self, role: &mut dyn roles::Role, msg: AdminMsg, now: i64) {
         match msg {
-            AdminMsg::Tick => {
-                self.absorb(role, now);
-                self.stats.merge(now);
-                self.save_stats();
-            }
+            AdminMsg::Tick => self.flush(role, now),
             AdminMsg::Call { call, reply } => {
                 self.absorb(role, now);
                 let method = call.name();
@@ -237,7 +249,8 @@ impl Admin {
                         reply.send(r);
                     }
                     methods::Outcome::Forward { nodes, level } => {
-                        management::forward_log_level(nodes, level, reply)
+                        let token = self.token.clone();
+                        management::forward_log_level(nodes, level, reply, token)
                     }
                 }
             }
@@ -247,33 +260,42 @@ impl Admin {
 
 /// Starts the administrative server of a role. When the address cannot be bound the role runs
 /// on without its administrative interface (logged as an error): crawling must not stop because
-/// of a port taken by another process.
-pub fn start(opts: &AdminOptions) -> Server {
+/// of a port taken by another process. A port off loopback without a token is refused.
+pub fn start(opts: &AdminOptions) -> Result<Server, String> {
     start_routed(opts, None)
 }
 
 /// [`start`], `route` answering the requests it takes (the node's IndexNow endpoint).
-pub fn start_routed(opts: &AdminOptions, route: Option<Arc<dyn server::Route>>) -> Server {
+pub fn start_routed(
+    opts: &AdminOptions,
+    route: Option<Arc<dyn server::Route>>,
+) -> Result<Server, String> {
+    opts.auth.check_listen(opts.addr)?;
     let parse: server::Parse<AdminCall> =
         |method, params| AdminCall::parse(method, params).map_err(|e| e.to_string());
-    match server::spawn_routed(opts.addr, opts.merge_every, opts.limits, parse, route) {
-        Ok(s) => s,
+    let auth = opts.auth.clone();
+    match server::spawn_routed(opts.addr, opts.merge_every, opts.limits, parse, route, auth) {
+        Ok(s) => Ok(s),
         Err(e) => {
             log::error!(
                 "cannot listen on {} for the administrative interface ({e}); running without it",
                 opts.addr
             );
-            Server {
+            Ok(Server {
                 calls: crossbeam_channel::never(),
                 addr: opts.addr,
-            }
+                handle: None,
+            })
         }
     }
 }
 
-/// The options of a role's `--admin` address and [`crate::cli::AdminOpts`].
-pub fn options(addr: SocketAddr, o: &crate::cli::AdminOpts) -> AdminOptions {
-    AdminOptions {
+/// The options of a role's `--admin` address and [`crate::cli::AdminOpts`]; `Err` when a token
+/// file cannot be read, or the address is off loopback without a token.
+pub fn options(addr: SocketAddr, o: &crate::cli::AdminOpts) -> Result<AdminOptions, String> {
+    let auth = access(&o.access)?;
+    auth.check_listen(addr)?;
+    Ok(AdminOptions {
         addr,
         merge_every: Duration::from_secs_f64(o.stats_merge.max(1.0)),
         retain_cycles: o.stats_cycles.max(1),
@@ -281,5 +303,19 @@ pub fn options(addr: SocketAddr, o: &crate::cli::AdminOpts) -> AdminOptions {
             max_body: o.admin_max_body,
             ..Limits::default()
         },
+        auth,
+    })
+}
+
+/// The tokens and TLS of [`crate::cli::AdminAccess`].
+pub fn access(a: &crate::cli::AdminAccess) -> Result<auth::AdminAuth, String> {
+    let auth = auth::AdminAuth::from_files(
+        a.admin_token_file.as_deref(),
+        a.admin_readonly_token_file.as_deref(),
+    )?;
+    match (&a.admin_tls_cert, &a.admin_tls_key) {
+        (Some(cert), Some(key)) => Ok(auth.with_tls(tls::server_config(cert, key)?)),
+        (None, None) => Ok(auth),
+        _ => Err("--admin-tls-cert and --admin-tls-key go together".into()),
     }
 }

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use crawlfleet_core::xmlrpc::{self, Limits, Value, FAULT_CODE};
 
+use super::auth::{read_only_method, Access, AdminAuth};
 use super::AdminCall;
 use crawlfleet_net::http::{self, HttpFraming, Request};
 use crawlfleet_net::{ConnId, Event, EventLoop, FrameBatch, Handle, Priority, TimerId};
@@ -78,6 +79,18 @@ pub struct Server<C = AdminCall> {
     pub calls: Receiver<AdminMsg<C>>,
     /// The address it listens on.
     pub addr: SocketAddr,
+    /// The server's event loop, for [`Server::stop`] (none when it could not start).
+    pub(crate) handle: Option<Handle>,
+}
+
+impl<C> Server<C> {
+    /// Stops accepting and closes every connection (a role's clean stop); the server's thread
+    /// ends with its loop.
+    pub fn stop(&self) {
+        if let Some(h) = &self.handle {
+            let _ = h.shutdown();
+        }
+    }
 }
 
 /// Reads a method call into a role's typed call; `Err` is the fault's text.
@@ -89,9 +102,16 @@ pub trait Route: Send + Sync {
     /// The whole HTTP answer to `req` (the connection kept open after it when `keep_alive`),
     /// or `None` when the request is not the route's.
     fn answer(&self, req: &Request<'_>, keep_alive: bool) -> Option<Vec<u8>>;
+
+    /// Whether `req` is one of the route's requests that carry their own proof and so need no
+    /// admin token (IndexNow's key file); by default every request needs one.
+    fn public(&self, _req: &Request<'_>) -> bool {
+        false
+    }
 }
 
-/// Starts the server of the FSCADM methods on `addr`, ticking every `tick`.
+/// Starts the server of the FSCADM methods on `addr`, ticking every `tick`, open to every
+/// request on loopback.
 pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Server> {
     spawn_serving(
         addr,
@@ -100,6 +120,7 @@ pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Ser
         true,
         |method, params| AdminCall::parse(method, params).map_err(|e| e.to_string()),
         None,
+        AdminAuth::default(),
     )
 }
 
@@ -110,8 +131,9 @@ pub fn spawn_with<C: Send + 'static>(
     tick: Duration,
     limits: Limits,
     parse: Parse<C>,
+    auth: AdminAuth,
 ) -> io::Result<Server<C>> {
-    spawn_serving(addr, tick, limits, false, parse, None)
+    spawn_serving(addr, tick, limits, false, parse, None, auth)
 }
 
 /// [`spawn_with`] for the FSCADM methods, `route` answering the requests it takes before they
@@ -122,13 +144,15 @@ pub fn spawn_routed(
     limits: Limits,
     parse: Parse<AdminCall>,
     route: Option<Arc<dyn Route>>,
+    auth: AdminAuth,
 ) -> io::Result<Server<AdminCall>> {
-    spawn_serving(addr, tick, limits, true, parse, route)
+    spawn_serving(addr, tick, limits, true, parse, route, auth)
 }
 
 /// [`spawn_with`]; with `introspect`, the XML-RPC introspection methods answer from the
 /// FSCADM method table (`system.listMethods` ..., [`super::introspect`]); `route` answers the
-/// requests it takes before they are read as XML-RPC.
+/// requests it takes before they are read as XML-RPC; `auth` is checked for every request
+/// (a port off loopback without a token is refused: [`AdminAuth::check_listen`]).
 fn spawn_serving<C: Send + 'static>(
     addr: SocketAddr,
     tick: Duration,
@@ -136,14 +160,24 @@ fn spawn_serving<C: Send + 'static>(
     introspect: bool,
     parse: Parse<C>,
     route: Option<Arc<dyn Route>>,
+    auth: AdminAuth,
 ) -> io::Result<Server<C>> {
-    let lp = EventLoop::builder()
+    auth.check_listen(addr)
+        .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
+    let mut builder = EventLoop::builder()
         .framing(HttpFraming::new(limits.max_body))
         .answer_half_closed(true)
         .listen(addr)
-        .thread_name("admin-loop")
-        .spawn()
-        .map_err(io::Error::other)?;
+        .thread_name("admin-loop");
+    if let Some(tls) = auth.tls() {
+        builder = builder.tls(Arc::clone(tls));
+    }
+    let scheme = if auth.tls().is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let lp = builder.spawn().map_err(io::Error::other)?;
     let local = lp.local_addrs.first().copied().unwrap_or(addr);
     let stopped = |e| io::Error::other(format!("admin event loop: {e}"));
     lp.handle
@@ -159,11 +193,13 @@ fn spawn_serving<C: Send + 'static>(
         parse,
         introspect,
         route,
+        auth,
         conns: HashMap::new(),
         fences: HashMap::new(),
         serial: 0,
     };
     let events = lp.events;
+    let handle = lp.handle.clone();
     std::thread::Builder::new()
         .name("admin-xmlrpc".into())
         .spawn(move || {
@@ -175,8 +211,12 @@ fn spawn_serving<C: Send + 'static>(
                 Ok(Ok(())) => {}
             }
         })?;
-    info!("administrative interface (XML-RPC) on http://{local}/RPC2");
-    Ok(Server { calls, addr: local })
+    info!("administrative interface (XML-RPC) on {scheme}://{local}/RPC2");
+    Ok(Server {
+        calls,
+        addr: local,
+        handle: Some(handle),
+    })
 }
 
 /// One request's place in its connection's answer order.
@@ -221,6 +261,8 @@ struct Http<C> {
     /// The introspection methods answer here ([`super::introspect`]).
     introspect: bool,
     route: Option<Arc<dyn Route>>,
+    /// Checked for every request ([`request`]).
+    auth: AdminAuth,
     conns: HashMap<ConnId, Conn<C>>,
     /// The connection each write fence is for.
     fences: HashMap<TimerId, ConnId>,
@@ -340,10 +382,12 @@ impl<C> Http<C> {
                 None => match batch.raw(i).and_then(Request::parse) {
                     Some(req) => request(
                         &req,
+                        c.peer,
                         &self.limits,
                         self.parse,
                         self.introspect,
                         self.route.as_deref(),
+                        &self.auth,
                     ),
                     // The framing cut it as a request: not reached.
                     None => (
@@ -437,15 +481,55 @@ impl<C> Http<C> {
 }
 
 /// Answers one request, or makes it a call for the role loop; with whether the connection
-/// stays open after it.
+/// stays open after it. Every request passes the token check first, whatever its path
+/// ([`super::auth`]): 401 with the challenges without a valid token, 403 for a read-only token
+/// asking for a change.
+#[allow(clippy::too_many_arguments)]
 fn request<C>(
     req: &Request<'_>,
+    peer: SocketAddr,
     limits: &Limits,
     parse: Parse<C>,
     introspect: bool,
     route: Option<&dyn Route>,
+    auth: &AdminAuth,
 ) -> (SlotState<C>, bool) {
     let ka = req.keep_alive();
+    let public = route.is_some_and(|r| r.public(req));
+    let header = req
+        .header("authorization")
+        .and_then(|v| std::str::from_utf8(v).ok());
+    let access = match (public, auth.access(header)) {
+        (true, _) => Access::Full,
+        (false, Ok(a)) => a,
+        (false, Err(why)) => {
+            crawlfleet_core::warn_limited!(
+                "admin-unauthorized",
+                "admin request {} {} from {peer} refused: {why}",
+                req.method,
+                req.path
+            );
+            let challenges = AdminAuth::challenges();
+            let extra: Vec<(&str, &str)> =
+                challenges.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            return (
+                SlotState::Answer(plain(401, "an admin token is required", &extra, ka)),
+                ka,
+            );
+        }
+    };
+    let forbidden = |what: &str| {
+        crawlfleet_core::warn_limited!(
+            "admin-forbidden",
+            "admin request from {peer} refused: {what} with a read-only token"
+        );
+        let text = format!("{what}: the read-only token does not allow it");
+        (SlotState::Answer(plain(403, &text, &[], ka)), ka)
+    };
+    let views = matches!(req.method, "GET" | "HEAD");
+    if access == Access::ReadOnly && !views && req.path != "/RPC2" {
+        return forbidden(&format!("{} {}", req.method, req.path));
+    }
     if let Some(answer) = route.and_then(|r| r.answer(req, ka)) {
         return (SlotState::Answer(answer), ka);
     }
@@ -462,6 +546,11 @@ fn request<C>(
         return answer(404, "XML-RPC is at /RPC2", &[], ka);
     }
     let call = xmlrpc::parse_call(req.body, limits).map_err(|e| e.to_string());
+    if let Ok(c) = &call {
+        if access == Access::ReadOnly && !read_only_method(&c.method) {
+            return forbidden(&c.method);
+        }
+    }
     if let Some(answer) = call
         .as_ref()
         .ok()

@@ -175,8 +175,8 @@ fn new_key() -> Result<String, String> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-/// Runs the server until killed.
-pub fn run(args: &RupServerArgs) -> Result<(), String> {
+/// Runs the server until `stop` (or killed).
+pub fn run(args: &RupServerArgs, stop: &crate::stop::Stop) -> Result<(), String> {
     let root = args
         .root
         .canonicalize()
@@ -268,8 +268,12 @@ pub fn run(args: &RupServerArgs) -> Result<(), String> {
         s.modlog.head()
     );
     crate::announce(format_args!("crawlfleet rup-server listening on {addr}"));
-    s.run(&lp.events, &watch_rx, &sent_rx);
+    s.run(&lp.events, &watch_rx, &sent_rx, stop);
     let _ = lp.handle.shutdown();
+    // Every registration and change was committed as it came; what the watcher saw last is
+    // committed now.
+    s.commit_modlog();
+    info!("RUP server stopped");
     Ok(())
 }
 
@@ -279,9 +283,11 @@ impl Server {
         events: &Receiver<Event>,
         watch: &Receiver<Vec<PathBuf>>,
         sent: &Receiver<mail::Sent>,
+        stop: &crate::stop::Stop,
     ) {
         loop {
             select! {
+                recv(stop.receiver()) -> _ => return,
                 recv(events) -> ev => match ev {
                     Ok(ev) => self.event(ev),
                     Err(_) => return,
