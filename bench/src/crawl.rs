@@ -132,6 +132,12 @@ pub(super) fn start_nginx(
     let until = Instant::now() + Duration::from_secs(15);
     while Instant::now() < until {
         if answers(host0) {
+            // nginx logs a request after answering it: wait for the probe's line, so that a
+            // count of the log taken next does not meet it later as a repeat of `/`.
+            let log = web_dir.join("access.log");
+            while Instant::now() < until && access_log(&log, 0)?.lines == 0 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             return Ok(());
         }
         if let Some(Ok(Some(status))) = work.nginx.as_mut().map(Child::try_wait) {

@@ -9,9 +9,9 @@
 //! It reports, from the web server's access log and the roles' `/proc` entries:
 //! - pages/s in each tenth of the pages (the first against the last);
 //! - the peak resident memory (VmHWM) of every role, over both of its lives;
-//! - resident bytes per queued URI (a node's growth from its first sample to the sample with
-//!   its longest crawl queue, over that queue; QueueLength from its FSCADM statistics) and per
-//!   checksum entry (the duplicate server's growth over the pages stored);
+//! - resident bytes per checksum entry (the duplicate server's growth over the pages stored;
+//!   bytes per queued URI are not reported: no interface of a node tells its queue length, the
+//!   FSCADM 2.2.5 collection statistics having no such attribute);
 //! - the bytes each role keeps on disk, per page;
 //! - with `--kill-at F`, the time every role takes to come back from its data after all of
 //!   them are SIGKILLed once a fraction F of the pages was fetched (each until its port
@@ -35,7 +35,6 @@ use std::time::{Duration, Instant};
 
 use crawlfleet_core::marshal::Value;
 use crawlfleet_core::synthweb::WebSpec;
-use crawlfleet_core::xmlrpc::Value as Xml;
 use serde_json::json;
 
 use crate::cli::BenchScaleArgs;
@@ -234,30 +233,6 @@ impl LogTail {
     }
 }
 
-/// The crawl queue length a node scheduler reports for the collection (FSCADM
-/// CollectionGetStatistics2, the current cycle's QueueLength), if it answers.
-fn queue_length(admin: SocketAddr) -> Option<u64> {
-    let v = crawlfleet_shells::admin::client::call(
-        &admin.to_string(),
-        "CollectionGetStatistics2",
-        &[Xml::String(COLLECTION.into())],
-    )
-    .ok()?
-    .ok()?;
-    fn find(v: &Xml) -> Option<f64> {
-        match v {
-            Xml::Struct(m) => m.iter().find_map(|(k, v)| match (k.as_str(), v) {
-                ("QueueLength", Xml::Double(d)) => Some(*d),
-                ("QueueLength", Xml::Int(i)) => Some(*i as f64),
-                _ => find(v),
-            }),
-            Xml::Array(a) => a.iter().find_map(find),
-            _ => None,
-        }
-    }
-    find(&v).map(|q| q as u64)
-}
-
 /// One crawl's figures.
 struct Outcome {
     pages: u64,
@@ -276,8 +251,6 @@ struct Outcome {
     peak_rss: Vec<(String, u64)>,
     /// (role, allocated bytes, apparent bytes) on disk after the crawl.
     disk: Vec<(String, u64, u64)>,
-    /// (node, RSS growth, queued URIs) at the node's longest queue.
-    per_queued: Vec<(String, u64, u64)>,
     /// The duplicate server's RSS growth over the crawl.
     dup_growth: u64,
     /// (role, seconds until it answered again) after the kill, and seconds until the web
@@ -435,13 +408,10 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
     }
     // (seconds, distinct pages), sampled.
     let mut series: Vec<(f64, u64)> = vec![(0.0, 0)];
-    let nodes: Vec<usize> = (3..roles.len()).collect();
     let base_rss: Vec<u64> = roles.iter().map(|r| r.rss().0).collect();
-    let mut longest: Vec<(u64, u64)> = vec![(0, 0); roles.len()];
     let mut restart = None;
     let mut killed_at_pages = None;
     let mut gap = 0.0;
-    let mut last_queue_poll = Instant::now();
     let mut last_report = Instant::now();
     let mut last_new = Instant::now();
     loop {
@@ -456,17 +426,6 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
             r.note_peak();
         }
         web.note_peak();
-        if last_queue_poll.elapsed() >= Duration::from_secs(2) {
-            last_queue_poll = Instant::now();
-            for &i in &nodes {
-                if let Some(q) = queue_length(roles[i].ready) {
-                    if q > longest[i].1 {
-                        let grew = roles[i].rss().0.saturating_sub(base_rss[i]);
-                        longest[i] = (grew, q);
-                    }
-                }
-            }
-        }
         if last_report.elapsed() >= Duration::from_secs(10) {
             last_report = Instant::now();
             say(format!(
@@ -533,9 +492,16 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
         r.kill();
     }
     web.kill();
+    // When the crawl reached `pages`, interpolated between the samples around it.
     let at = |pages: u64| -> f64 {
         let i = series.partition_point(|s| s.1 < pages);
-        series.get(i).map_or(seconds, |s| s.0)
+        match (i.checked_sub(1).and_then(|j| series.get(j)), series.get(i)) {
+            (Some(&(t0, p0)), Some(&(t1, p1))) if p1 > p0 => {
+                t0 + (t1 - t0) * (pages - p0) as f64 / (p1 - p0) as f64
+            }
+            (_, Some(&(t, _))) => t,
+            _ => seconds,
+        }
     };
     let tenths: Vec<f64> = (0..10u64)
         .map(|k| {
@@ -569,10 +535,6 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
                 let (a, l) = disk_bytes(&r.dir);
                 (r.name.clone(), a, l)
             })
-            .collect(),
-        per_queued: nodes
-            .iter()
-            .map(|&i| (roles[i].name.clone(), longest[i].0, longest[i].1))
             .collect(),
         dup_growth,
         restart,
@@ -612,10 +574,6 @@ fn report(o: &Outcome) -> serde_json::Value {
             .collect::<serde_json::Map<_, _>>(),
         "disk_apparent_bytes_per_page": o.disk.iter().map(|(n, _, l)| (n.clone(), json!(round(*l as f64 / pages))))
             .collect::<serde_json::Map<_, _>>(),
-        "rss_bytes_per_queued_uri": o.per_queued.iter().map(|(n, g, q)| {
-            (n.clone(), json!({"queued": q, "rss_growth_mb": round(*g as f64 / MB),
-                "bytes_per_uri": if *q > 0 { json!(round(*g as f64 / *q as f64)) } else { json!(null) }}))
-        }).collect::<serde_json::Map<_, _>>(),
         "rss_bytes_per_checksum_entry": round(o.dup_growth as f64 / pages),
         "restart": o.restart.as_ref().map(|(ready, resumed)| json!({
             "roles_ready_seconds": ready.iter().map(|(n, s)| (n.clone(), json!(round(*s))))
