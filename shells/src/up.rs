@@ -32,7 +32,7 @@ pub mod layout;
 pub mod progress;
 mod summary;
 pub use feeding::{Distributors, FeedingOptions};
-use summary::{print_search_example, summarize};
+use summary::{indexnow_dropped, print_search_example, summarize, wait_published};
 pub use summary::{RunSummary, Summary};
 
 /// A free port on 127.0.0.1 for a role `up` starts, which binds it a moment later.
@@ -421,6 +421,7 @@ impl Cluster {
             collections: summarize(&self.slots),
             elapsed: self.started.elapsed().as_secs_f64(),
             feeding: self.distributors.is_some(),
+            indexnow_dropped: indexnow_dropped(&self.slots),
             ..RunSummary::default()
         }
     }
@@ -503,6 +504,7 @@ impl Cluster {
                 collections: summarize(slots),
                 elapsed: started.elapsed().as_secs_f64() - waited,
                 feeding: self.distributors.is_some(),
+                indexnow_dropped: indexnow_dropped(slots),
                 ..RunSummary::default()
             },
             stopped,
@@ -662,7 +664,9 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         false => cluster.wait_fed(FEED_WAIT),
     };
     crate::warc::close_all();
+    wait_published(&cluster.slots, Instant::now());
     sum.collections = summarize(&cluster.slots);
+    sum.indexnow_dropped = indexnow_dropped(&cluster.slots);
     sum.add_earlier(&earlier);
     if let Err(e) = summary::save(&data_dir, &sum) {
         log::warn!("{e}");
@@ -716,6 +720,7 @@ fn announce_start(args: &UpArgs, layout: &Layout, cluster: &Cluster) {
             "resumed": layout.resumed,
             "admin": cluster.multinode_admin.to_string(),
             "node_admins": admins,
+            "node_smtps": cluster.node_smtps.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "multinode": cluster.multinode.to_string(),
             "dupserver": cluster.dupserver.to_string(),
             "replica": cluster.replica.to_string(),
