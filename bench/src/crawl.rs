@@ -206,6 +206,10 @@ pub(super) struct Served {
     pub(super) rup: u64,
     /// The latest time a request was answered (nginx's `$msec`, Unix seconds).
     pub(super) last_at: f64,
+    /// The first answer, the last sitemap's and the first page's (0 when none).
+    pub(super) first_at: f64,
+    pub(super) sitemaps_last_at: f64,
+    pub(super) pages_first_at: f64,
 }
 
 pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
@@ -226,9 +230,10 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
         // address:port, URI, status, ... (SyntheticWeb::write_nginx's log_format)
         let mut cols = line.split('\t');
         let (host, uri, status) = (cols.next(), cols.next(), cols.next());
-        if let Some(t) = cols.next().and_then(|t| t.parse::<f64>().ok()) {
-            out.last_at = out.last_at.max(t);
-        }
+        let at = cols.next().and_then(|t| t.parse::<f64>().ok()).unwrap_or(0.0);
+        out.last_at = out.last_at.max(at);
+        let earliest = |x: f64| if x == 0.0 { at } else { x.min(at) };
+        out.first_at = earliest(out.first_at);
         match status {
             Some("200") => {}
             Some("304") => out.not_modified += 1,
@@ -238,10 +243,12 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
             out.robots += 1;
         } else if uri.is_some_and(|u| u.starts_with("/sitemap")) {
             out.sitemaps += 1;
+            out.sitemaps_last_at = out.sitemaps_last_at.max(at);
         } else if uri.is_some_and(|u| u == "/rupinfo.txt" || u.starts_with("/rup-cgi")) {
             out.rup += 1;
         } else if seen.insert((host.map(str::to_string), uri.map(str::to_string))) {
             out.pages += 1;
+            out.pages_first_at = earliest(out.pages_first_at);
         } else {
             out.repeats += 1;
             if out.repeated.len() < 5 {

@@ -150,6 +150,8 @@ struct Cycle {
     /// RUP: seconds from the change to the last answer (the cycle, plus the wait for the
     /// reports), the reports naming changes and the paths they named.
     since_change: f64,
+    /// When the cycle started (Unix seconds): CollectionRefetch, or RUP's first report.
+    started: f64,
     reports: u64,
     report_paths: u64,
     /// Why the cycle was not exact, if it was not.
@@ -360,6 +362,7 @@ fn cycle(
         method,
         seconds: (served.last_at - from).max(0.0),
         since_change: (served.last_at - changed_at).max(0.0),
+        started: from,
         reports,
         report_paths,
         unchanged: t1.1 - t0.1,
@@ -544,6 +547,17 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
                 c.unchanged,
                 c.modified,
                 c.skipped
+            );
+            let s = &c.served;
+            let after = |t: f64| if t > 0.0 { t - c.started } else { 0.0 };
+            println!(
+                "  {}: after the start: first answer {:.3} s, first page {:.3} s, last sitemap \
+                 {:.3} s, last answer {:.3} s",
+                c.method.name(),
+                after(s.first_at),
+                after(s.pages_first_at),
+                after(s.sitemaps_last_at),
+                after(s.last_at)
             );
             if c.method == RefreshMethod::Rup {
                 println!(

@@ -35,7 +35,7 @@ pub mod progress;
 mod roles;
 mod summary;
 pub use feeding::{Distributors, FeedingOptions};
-use summary::{print_search_example, summarize};
+use summary::{indexnow_dropped, print_search_example, summarize, wait_published};
 pub use summary::{RunSummary, Summary};
 
 /// A free port on 127.0.0.1 for a role `up` starts, which binds it a moment later.
@@ -418,6 +418,7 @@ impl Cluster {
             collections: summarize(&self.slots),
             elapsed: self.started.elapsed().as_secs_f64(),
             feeding: self.distributors.is_some(),
+            indexnow_dropped: indexnow_dropped(&self.slots),
             ..RunSummary::default()
         }
     }
@@ -498,6 +499,7 @@ impl Cluster {
                 collections: summarize(slots),
                 elapsed: started.elapsed().as_secs_f64() - waited,
                 feeding: self.distributors.is_some(),
+                indexnow_dropped: indexnow_dropped(slots),
                 ..RunSummary::default()
             },
             stopped,
@@ -674,10 +676,13 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         true => Ok(()),
         false => cluster.wait_fed(FEED_WAIT),
     };
-    // Every role stops and flushes (queues, logs, stores, statistics, WARC files): the next
-    // `up` on the same directory resumes from there.
+    // The nodes publish their status once more, so the summary counts what they did up to now;
+    // then every role stops and flushes (queues, logs, stores, statistics, WARC files): the
+    // next `up` on the same directory resumes from there.
+    wait_published(&cluster.slots, Instant::now());
     let clean = cluster.stop();
     sum.collections = summarize(&cluster.slots);
+    sum.indexnow_dropped = indexnow_dropped(&cluster.slots);
     sum.add_earlier(&earlier);
     if let Err(e) = summary::save(&data_dir, &sum) {
         log::warn!("{e}");
@@ -714,6 +719,7 @@ fn announce_start(args: &UpArgs, layout: &Layout, cluster: &Cluster) {
             "resumed": layout.resumed,
             "admin": cluster.multinode_admin.to_string(),
             "node_admins": admins,
+            "node_smtps": cluster.node_smtps.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "multinode": cluster.multinode.to_string(),
             "dupserver": cluster.dupserver.to_string(),
             "replica": cluster.replica.to_string(),
