@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crawlfleet_core::marshal::{self, Value as M};
+use crawlfleet_core::stats::sites::SiteStats;
 use crawlfleet_core::stats::Stats;
 use crawlfleet_core::xmlrpc::Limits;
 use log::{info, warn};
@@ -150,6 +151,10 @@ pub struct Admin {
     seen: BTreeMap<Vec<u8>, BTreeMap<String, f64>>,
     /// Per collection, the refresh cycle the statistics are in.
     cycles: BTreeMap<Vec<u8>, i64>,
+    /// Per crawl site (FSCADM 2.2.4.9), fed by a node's crawl engine; persisted beside the
+    /// statistics.
+    sites: SiteStats,
+    sites_path: PathBuf,
 }
 
 impl Admin {
@@ -158,6 +163,8 @@ impl Admin {
         let stats_path = data_dir.join("statistics");
         let state_path = data_dir.join("admin.state");
         let stats = Stats::load(&stats_path, opts.retain_cycles, now)?;
+        let sites_path = data_dir.join("site-statistics");
+        let sites = SiteStats::load(&sites_path)?;
         let state = match std::fs::read(&state_path) {
             Ok(b) => marshal::from_bytes(&b, &marshal::Limits::default())
                 .ok()
@@ -181,6 +188,8 @@ impl Admin {
             state_path,
             seen: BTreeMap::new(),
             cycles,
+            sites,
+            sites_path,
         })
     }
 
@@ -188,6 +197,12 @@ impl Admin {
     /// [`Stats::hist`], [`Stats::set`], ...).
     pub fn stats_mut(&mut self) -> &mut Stats {
         &mut self.stats
+    }
+
+    /// The per-site statistics, for a node's crawl engine to feed
+    /// ([`SiteStats::absorb`]).
+    pub fn site_stats_mut(&mut self) -> &mut SiteStats {
+        &mut self.sites
     }
 
     /// The statistics.
@@ -212,9 +227,15 @@ impl Admin {
         write().map_err(|e| format!("cannot save {}: {e}", self.state_path.display()))
     }
 
-    fn save_stats(&self) {
+    fn save_stats(&mut self) {
         if let Err(e) = self.stats.save(&self.stats_path) {
             warn!("cannot save statistics {}: {e}", self.stats_path.display());
+        }
+        if let Err(e) = self.sites.save(&self.sites_path) {
+            warn!(
+                "cannot save site statistics {}: {e}",
+                self.sites_path.display()
+            );
         }
     }
 
@@ -223,6 +244,8 @@ impl Admin {
         match msg {
             AdminMsg::Tick => {
                 self.absorb(role, now);
+                let names: Vec<Vec<u8>> = role.collections().into_iter().map(|(n, _)| n).collect();
+                self.sites.retain_collections(&names);
                 self.stats.merge(now);
                 self.save_stats();
             }
@@ -239,6 +262,11 @@ impl Admin {
                     methods::Outcome::Forward { nodes, level } => {
                         management::forward_log_level(nodes, level, reply)
                     }
+                    methods::Outcome::Relay {
+                        node,
+                        method,
+                        params,
+                    } => management::relay(node, method, params, reply),
                 }
             }
         }
