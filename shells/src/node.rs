@@ -406,6 +406,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
                 Event::Timer(CRAWL_TIMER) => {
                     if published.elapsed() >= Duration::from_millis(200) {
                         crawler.feed_stats(&mut sm, admin.stats_mut());
+                        crawler.feed_site_stats(&sm, admin.site_stats_mut());
                         if let Some(s) = &mut sink {
                             s.feed_stats(&mut sm, admin.stats_mut());
                         }

@@ -101,3 +101,31 @@ pub fn forward_log_level(
         warn!("cannot start a thread to forward SetLogLevel: {e}");
     }
 }
+
+/// Sends one call to a node scheduler on a thread of its own and answers with what the node
+/// answered: its value, or its fault's text; a node that cannot be reached makes the answer a
+/// fault naming it.
+pub fn relay(
+    node: String,
+    method: &'static str,
+    params: Vec<Value>,
+    reply: Responder,
+    token: Option<String>,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("admin-relay".into())
+        .spawn(move || {
+            let r = match super::client::call_with(&node, method, &params, token.as_deref()) {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(f)) => Err(f.message),
+                Err(e) => {
+                    warn!("{method} not relayed to node scheduler {node}: {e}");
+                    Err(format!("node scheduler {node} did not answer: {e}"))
+                }
+            };
+            reply.send(r);
+        });
+    if let Err(e) = spawned {
+        warn!("cannot start a thread to relay {method}: {e}");
+    }
+}

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crawlfleet_core::marshal::{self, Value as M};
+use crawlfleet_core::stats::sites::SiteStats;
 use crawlfleet_core::stats::Stats;
 use crawlfleet_core::xmlrpc::Limits;
 use log::{info, warn};
@@ -156,6 +157,10 @@ pub struct Admin {
     cycles: BTreeMap<Vec<u8>, i64>,
     /// The port's admin token, which forwarded calls carry.
     token: Option<String>,
+    /// Per crawl site (FSCADM 2.2.4.9), fed by a node's crawl engine; persisted beside the
+    /// statistics.
+    sites: SiteStats,
+    sites_path: PathBuf,
 }
 
 impl Admin {
@@ -164,6 +169,8 @@ impl Admin {
         let stats_path = data_dir.join("statistics");
         let state_path = data_dir.join("admin.state");
         let stats = Stats::load(&stats_path, opts.retain_cycles, now)?;
+        let sites_path = data_dir.join("site-statistics");
+        let sites = SiteStats::load(&sites_path)?;
         let state = match std::fs::read(&state_path) {
             Ok(b) => marshal::from_bytes(&b, &marshal::Limits::default())
                 .ok()
@@ -188,6 +195,8 @@ impl Admin {
             seen: BTreeMap::new(),
             cycles,
             token: opts.auth.token().map(str::to_owned),
+            sites,
+            sites_path,
         })
     }
 
@@ -195,6 +204,12 @@ impl Admin {
     /// [`Stats::hist`], [`Stats::set`], ...).
     pub fn stats_mut(&mut self) -> &mut Stats {
         &mut self.stats
+    }
+
+    /// The per-site statistics, for a node's crawl engine to feed
+    /// ([`SiteStats::absorb`]).
+    pub fn site_stats_mut(&mut self) -> &mut SiteStats {
+        &mut self.sites
     }
 
     /// The statistics.
@@ -219,9 +234,15 @@ impl Admin {
         write().map_err(|e| format!("cannot save {}: {e}", self.state_path.display()))
     }
 
-    fn save_stats(&self) {
+    fn save_stats(&mut self) {
         if let Err(e) = self.stats.save(&self.stats_path) {
             warn!("cannot save statistics {}: {e}", self.stats_path.display());
+        }
+        if let Err(e) = self.sites.save(&self.sites_path) {
+            warn!(
+                "cannot save site statistics {}: {e}",
+                self.sites_path.display()
+            );
         }
     }
 
@@ -237,7 +258,11 @@ impl Admin {
     /// One message from the server: a call answered through its responder, or the timer.
     pub fn handle(&mut self, role: &mut dyn roles::Role, msg: AdminMsg, now: i64) {
         match msg {
-            AdminMsg::Tick => self.flush(role, now),
+            AdminMsg::Tick => {
+                let names: Vec<Vec<u8>> = role.collections().into_iter().map(|(n, _)| n).collect();
+                self.sites.retain_collections(&names);
+                self.flush(role, now);
+            }
             AdminMsg::Call { call, reply } => {
                 self.absorb(role, now);
                 let method = call.name();
@@ -252,6 +277,11 @@ impl Admin {
                         let token = self.token.clone();
                         management::forward_log_level(nodes, level, reply, token)
                     }
+                    methods::Outcome::Relay {
+                        node,
+                        method,
+                        params,
+                    } => management::relay(node, method, params, reply, self.token.clone()),
                 }
             }
         }
