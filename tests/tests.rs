@@ -1,6 +1,7 @@
 //! The one integration-test binary: each module below is one area.
 
 mod admin;
+mod admin_auth;
 mod architecture;
 mod bench_cli;
 // Conformance to MS-FSCMT and MS-FSCADM from a peer written from the specs (issue 25).
@@ -10,6 +11,7 @@ mod crawl;
 mod dashboard;
 mod data_dir_lock;
 mod decode_errors;
+mod deploy;
 mod differential;
 mod disk_full;
 mod disk_full_node;
@@ -24,6 +26,7 @@ mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;
 mod linkstore;
+mod log_format;
 mod metrics;
 mod nameserver;
 mod netns_fault;
@@ -38,5 +41,6 @@ mod util;
 mod vectors;
 // Sitemaps and IndexNow (issue 24).
 mod indexnow;
+mod shutdown;
 mod sitemaps;
 mod warc;

@@ -59,6 +59,7 @@ impl EventLoop<FscmtFraming> {
                 linger: Duration::from_secs(5),
                 limits: PortLimits::default(),
                 answer_half_closed: false,
+                tls: None,
             },
             thread_name: "crawlfleet-net".to_owned(),
         }
@@ -116,6 +117,13 @@ impl<F: Framing> Builder<F> {
     /// Sets how long a connection attempt may take before it counts as failed.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Speaks TLS on every accepted connection, with `config` (rustls; its certificate and
+    /// key): the role sees the plaintext messages. Outgoing links stay plain.
+    pub fn tls(mut self, config: Arc<rustls::ServerConfig>) -> Self {
+        self.config.tls = Some(config);
         self
     }
 

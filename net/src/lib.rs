@@ -80,6 +80,7 @@ pub mod loopstats;
 mod reactor;
 mod sendq;
 mod timer;
+mod tls;
 
 pub use backoff::BackoffPolicy;
 pub use builder::{BuildError, Builder, LoopError, Spawned, DEFAULT_EVENT_CAPACITY};

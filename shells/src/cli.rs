@@ -12,6 +12,20 @@ pub struct Cli {
     /// The mode to run.
     #[command(subcommand)]
     pub command: Command,
+    /// Log records on standard error as text, or as JSON for log shippers: one object per
+    /// line with timestamp (RFC 3339, UTC), level, target, message and role.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log records are written (`--log-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line each: time, level, target, message.
+    #[default]
+    Text,
+    /// One JSON object per line: timestamp, level, target, message, role.
+    Json,
 }
 
 /// The subcommands.
@@ -163,6 +177,9 @@ pub struct DistributorArgs {
     /// the collections' full-text indexes (docs/distributor.md "Search").
     #[arg(long)]
     pub admin: Option<SocketAddr>,
+    /// Who may use the administrative port.
+    #[command(flatten)]
+    pub access: AdminAccess,
     /// Largest administrative request body, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     pub admin_max_body: usize,
@@ -237,6 +254,10 @@ pub struct NameserverArgs {
     /// Serve `GET /metrics` (Prometheus text format) on this address.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// Who may read --metrics-listen: tokens and TLS as on an administrative port (a token is
+    /// required off loopback).
+    #[command(flatten)]
+    pub access: AdminAccess,
     /// A client command instead of the server.
     #[command(subcommand)]
     pub command: Option<NameserverCommand>,
@@ -348,13 +369,15 @@ pub enum NameserverCommand {
 /// Arguments of `crawlfleet docs`.
 #[derive(Debug, Args)]
 pub struct DocsArgs {
-    /// The node scheduler's data directory (the documents are under
-    /// `collections/<collection>/docs`).
+    /// A node scheduler's data directory (the documents are under
+    /// `collections/<collection>/docs`), or a cluster's: the directory given to `crawlfleet up`
+    /// (or scripts/netns-cluster.sh), whose node directories node1, node2... are listed in turn,
+    /// each line ending with the node's name.
     #[arg(long)]
     pub data_dir: PathBuf,
     /// The collection.
     pub collection: String,
-    /// Start at this sequence number.
+    /// Start at this sequence number (of each node's log, in a cluster).
     #[arg(long, default_value_t = 0)]
     pub from: u64,
     /// List the documents held while feeding is suspended (`docs-held`) instead.
@@ -423,6 +446,10 @@ pub struct UpArgs {
     /// last run on this data directory, else a free port); written to DATA/admin.addr.
     #[arg(long)]
     pub admin_listen: Option<SocketAddr>,
+    /// Who may use the administrative ports of the roles `up` starts; the admin token is also
+    /// written to DATA/admin.token for `crawlfleet admin --data-dir`.
+    #[command(flatten)]
+    pub access: AdminAccess,
     /// Progress: a bar on a terminal and a plain line every 10 s elsewhere (auto), plain
     /// lines always, or none.
     #[arg(long, value_enum, default_value = "auto")]
@@ -469,9 +496,14 @@ pub struct AdminArgs {
     /// 127.0.0.1:14101.
     #[arg(long, conflicts_with = "data_dir")]
     pub server: Option<String>,
-    /// The data directory of a `crawlfleet up` cluster: its admin.addr names the address.
+    /// The data directory of a `crawlfleet up` cluster: its admin.addr names the address (and
+    /// its admin.token, when there is one, the token).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// A file holding the administrative port's token (its --admin-token-file, or a read-only
+    /// one), sent as `Authorization: Bearer TOKEN`.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -502,6 +534,30 @@ pub struct AdminOpts {
     #[arg(long = "dashboard-peer", value_name = "NAME=HOST:PORT",
           value_parser = crate::dashboard::peers::parse_peer)]
     pub dashboard_peers: Vec<(String, SocketAddr)>,
+    /// Who may use the administrative port.
+    #[command(flatten)]
+    pub access: AdminAccess,
+}
+
+/// Who may use an administrative port, and over what (README "Admin"): tokens and TLS.
+#[derive(Clone, Debug, Default, Args)]
+pub struct AdminAccess {
+    /// A file holding the token every request to the administrative port must carry, as
+    /// `Authorization: Bearer TOKEN` or as the password of HTTP basic authentication (any user
+    /// name). Required when the port is not on loopback.
+    #[arg(long, value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// A file holding a read-only token: the views (GET: /metrics, the dashboard) and the
+    /// XML-RPC methods that change nothing (Get..., Is..., CollectionGet..., system.*).
+    #[arg(long, value_name = "FILE")]
+    pub admin_readonly_token_file: Option<PathBuf>,
+    /// Serve the administrative port over TLS (HTTPS) with this certificate chain (PEM, the
+    /// server's certificate first); with --admin-tls-key.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_key")]
+    pub admin_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --admin-tls-cert.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    pub admin_tls_key: Option<PathBuf>,
 }
 
 /// Arguments of `crawlfleet synthweb`.
@@ -558,6 +614,10 @@ pub struct LinkstoreArgs {
     /// Serve `GET /metrics` (Prometheus text format) on this address.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// Who may read --metrics-listen: tokens and TLS as on an administrative port (a token is
+    /// required off loopback).
+    #[command(flatten)]
+    pub access: AdminAccess,
 }
 
 /// Arguments of `crawlfleet links`.
@@ -736,6 +796,10 @@ pub struct DupArgs {
     /// Serve `GET /metrics` (Prometheus text format) on this address.
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// Who may read --metrics-listen: tokens and TLS as on an administrative port (a token is
+    /// required off loopback).
+    #[command(flatten)]
+    pub access: AdminAccess,
 }
 
 /// Arguments of `crawlfleet dupserver`.

@@ -24,6 +24,7 @@ use log::{error, info, warn};
 use parking_lot::Mutex;
 
 use crate::cli::DupArgs;
+use crate::stop::Stop;
 
 const KEEPALIVE_TIMER: TimerId = TimerId(1);
 const SNAPSHOT_TIMER: TimerId = TimerId(2);
@@ -157,8 +158,14 @@ fn publish(sm: &DupServer, view: &crate::metrics::roles::SharedDup) {
     v.replica = sm.replica_lag();
 }
 
-/// Runs a duplicate server (`replica` given: forwarding to it) or a replica until killed.
-pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<(), String> {
+/// Runs a duplicate server (`replica` given: forwarding to it) or a replica until `stop` (or
+/// killed).
+pub fn run(
+    mode: Mode,
+    args: &DupArgs,
+    replica: Option<SocketAddr>,
+    stop: &Stop,
+) -> Result<(), String> {
     let (_lock, stores) = open_stores(&args.data_dir)?;
     let node_id = args
         .node_id
@@ -186,6 +193,7 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
         Some(addr) => Some(crate::metrics::serve(
             addr,
             crate::metrics::roles::dup_route(view.clone()),
+            &args.access,
         )?),
         None => None,
     };
@@ -230,7 +238,29 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
     };
 
     loop {
-        let Ok(first) = spawned.events.recv() else {
+        let first = crossbeam_channel::select! {
+            recv(spawned.events) -> ev => ev.ok(),
+            recv(stop.receiver()) -> _ => {
+                // Stop accepting and close every connection, let the syncer send the answers
+                // it holds, then make every record written durable (those without answers
+                // too: they would otherwise wait for a later group).
+                let _ = handle.shutdown();
+                drop(commit_tx);
+                let _ = syncer_thread.join();
+                if let Ok(e) = failed_rx.try_recv() {
+                    return Err(e);
+                }
+                let out = sm
+                    .write_log()
+                    .map_err(|e| format!("stopping: cannot write the log: {e}"))?;
+                out.sync
+                    .sync()
+                    .map_err(|e| format!("stopping: cannot commit the log: {e}"))?;
+                info!("{role} stopped: the checksum log is durable");
+                return Ok(());
+            }
+        };
+        let Some(first) = first else {
             drop(commit_tx);
             let _ = syncer_thread.join();
             return Err(stopped_by_syncer(&failed_rx));

@@ -17,16 +17,20 @@ use log::{info, warn};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cli::NameserverArgs;
+use crate::stop::Stop;
 
 /// Largest request frame body: a request is a few short strings (each at most
 /// `MAX_FIELD_LEN`), so anything near this is hostile.
 pub const MAX_REQUEST: usize = 64 << 10;
 
-/// Runs the name server until killed, serving `/metrics` on `metrics` when given.
+/// Runs the name server until `stop` (or killed), serving `/metrics` on `metrics` when given
+/// (with the tokens and TLS of `access`).
 pub fn run(
     listen: std::net::SocketAddr,
     data_dir: &std::path::Path,
     metrics: Option<std::net::SocketAddr>,
+    access: &crate::cli::AdminAccess,
+    stop: &Stop,
 ) -> Result<(), String> {
     let _lock = DirLock::acquire(data_dir).map_err(|e| e.to_string())?;
     let (mut ns, rec) = NameServer::open(data_dir)
@@ -69,6 +73,7 @@ pub fn run(
                         b.load(Ordering::Relaxed) as f64,
                     );
                 }),
+                access,
             )?)
         }
         None => None,
@@ -79,7 +84,19 @@ pub fn run(
         spawned.local_addrs[0]
     ));
     let stopped = |_| "the event loop stopped".to_string();
-    while let Ok(event) = spawned.events.recv() {
+    loop {
+        let event = crossbeam_channel::select! {
+            recv(spawned.events) -> ev => match ev {
+                Ok(ev) => ev,
+                Err(_) => break,
+            },
+            recv(stop.receiver()) -> _ => {
+                // Every change of the bindings was durable before it was answered.
+                let _ = handle.shutdown();
+                info!("name server stopped");
+                return Ok(());
+            }
+        };
         match event {
             Event::Accepted { conn, peer, .. } => info!("{conn} accepted from {peer}"),
             Event::Frames(batch) => {
@@ -113,14 +130,15 @@ pub fn run(
 }
 
 /// `crawlfleet nameserver` with its arguments: the server, or one of the client commands.
-pub fn main(args: &NameserverArgs) -> Result<std::process::ExitCode, String> {
+pub fn main(args: &NameserverArgs, stop: &Stop) -> Result<std::process::ExitCode, String> {
     match &args.command {
         Some(cmd) => crate::nsclient::run(cmd),
         None => {
             let (Some(listen), Some(dir)) = (args.listen, args.data_dir.as_deref()) else {
                 return Err("nameserver: --listen and --data-dir are required".into());
             };
-            run(listen, dir, args.metrics_listen).map(|()| std::process::ExitCode::SUCCESS)
+            run(listen, dir, args.metrics_listen, &args.access, stop)
+                .map(|()| std::process::ExitCode::SUCCESS)
         }
     }
 }

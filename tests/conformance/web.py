@@ -1,6 +1,7 @@
 """A small web for the conformance scenarios: HTTP servers on loopback addresses that record
 every request (address, port, path, start, end, and which process made it), and serve pages
-whose links go on without end (/N links to /2N+1 and /2N+2), or leaf pages with `leaf=True`.
+whose links go on without end (/N links to /2N+1 and /2N+2), or leaf pages with `leaf=True`,
+or with `pages=P` a finite site whose links stop below /P. `missing` paths answer 404.
 """
 import http.server
 import os
@@ -45,8 +46,8 @@ def socket_owner(local, remote, pids):
 
 
 class Web:
-    def __init__(self, addrs, delay=0.0, leaf=False):
-        self.log = []  # (ip, port, path, start, end, pid)
+    def __init__(self, addrs, delay=0.0, leaf=False, pages=None, missing=()):
+        self.log = []  # (ip, port, path, start, end, pid, status, body bytes)
         self.lock = threading.Lock()
         self.pids = []
         self.owners = {}  # client (ip, port) -> pid
@@ -71,7 +72,7 @@ class Web:
                         web.owners[client] = pid
                 if delay:
                     time.sleep(delay)
-                if self.path == "/robots.txt":
+                if self.path == "/robots.txt" or self.path in missing:
                     body, status = b"", 404
                 else:
                     status = 200
@@ -79,8 +80,10 @@ class Web:
                         n = int(self.path.strip("/").split("?")[0] or "0")
                     except ValueError:
                         n = 0
-                    links = "" if leaf else '<a href="/%d">a</a> <a href="/%d">b</a>' % (
-                        2 * n + 1, 2 * n + 2)
+                    kids = [] if leaf else [2 * n + 1, 2 * n + 2]
+                    if pages is not None:
+                        kids = [k for k in kids if k < pages]
+                    links = " ".join('<a href="/%d">l</a>' % k for k in kids)
                     body = ("<html><body>page %d %s</body></html>" % (n, links)).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "text/html")
@@ -88,7 +91,8 @@ class Web:
                 self.end_headers()
                 self.wfile.write(body)
                 with web.lock:
-                    web.log.append((ip, port, self.path, t0, time.time(), pid))
+                    web.log.append((ip, port, self.path, t0, time.time(), pid, status,
+                                    len(body)))
 
         for a in addrs:
             s = http.server.ThreadingHTTPServer((a, 0), Handler)

@@ -151,6 +151,8 @@ fn push_frame(q: &mut Vec<(PeerId, Vec<u8>)>, to: PeerId, m: &Message<'_>) {
 #[derive(Default)]
 struct Peer {
     collections: HashSet<Vec<u8>>,
+    /// The collection of the peer's last message, in `collections` (spares a lookup per add).
+    last: Option<Vec<u8>>,
     keepalive_pending: bool,
 }
 
@@ -326,8 +328,9 @@ impl DupServer {
 
     fn note_collection(&mut self, peer: PeerId, collection: &[u8]) {
         if let Some(p) = self.peers.get_mut(&peer) {
-            if !p.collections.contains(collection) {
+            if p.last.as_deref() != Some(collection) {
                 p.collections.insert(collection.to_vec());
+                p.last = Some(collection.to_vec());
             }
         }
     }
@@ -508,7 +511,7 @@ impl DupServer {
 
     /// Whether a message for `collection` is to be dropped (3.3.5.2), or refused as unknown.
     fn check_collection(&mut self, peer: PeerId, collection: &[u8]) -> bool {
-        if self.removing.contains(collection) {
+        if !self.removing.is_empty() && self.removing.contains(collection) {
             debug!("discarding a message for collection being removed");
             return false;
         }

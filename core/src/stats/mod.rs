@@ -28,6 +28,7 @@
 
 mod flat;
 mod schema;
+pub mod sites;
 #[cfg(test)]
 mod tests;
 

@@ -46,6 +46,17 @@ pub fn call(
     method: &str,
     params: &[Value],
 ) -> Result<Result<Value, Fault>, ClientError> {
+    call_with(server, method, params, None)
+}
+
+/// [`call`] carrying `token` as `Authorization: Bearer` (an administrative port that wants
+/// one: [`super::auth`]).
+pub fn call_with(
+    server: &str,
+    method: &str,
+    params: &[Value],
+    token: Option<&str>,
+) -> Result<Result<Value, Fault>, ClientError> {
     let addr = server
         .to_socket_addrs()
         .map_err(|e| ClientError::Connect(format!("{server}: {e}")))?
@@ -57,8 +68,11 @@ pub fn call(
     s.set_write_timeout(Some(TIMEOUT))
         .map_err(ClientError::Io)?;
     let body = xmlrpc::encode_call(method, params);
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     let head = format!(
-        "POST /RPC2 HTTP/1.1\r\nHost: {server}\r\nUser-Agent: crawlfleet-admin\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST /RPC2 HTTP/1.1\r\nHost: {server}\r\nUser-Agent: crawlfleet-admin\r\n{auth}Content-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).map_err(ClientError::Io)?;

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use crawlfleet_core::xmlrpc::{self, Limits, Value, FAULT_CODE};
 
+use super::auth::{read_only_method, Access, AdminAuth};
 use super::AdminCall;
 use crawlfleet_net::http::{self, HttpFraming, Request};
 use crawlfleet_net::{ConnId, Event, EventLoop, FrameBatch, Handle, Priority, TimerId};
@@ -121,6 +122,18 @@ pub struct Server<C = AdminCall> {
     pub calls: Receiver<AdminMsg<C>>,
     /// The address it listens on.
     pub addr: SocketAddr,
+    /// The server's event loop, for [`Server::stop`] (none when it could not start).
+    pub(crate) handle: Option<Handle>,
+}
+
+impl<C> Server<C> {
+    /// Stops accepting and closes every connection (a role's clean stop); the server's thread
+    /// ends with its loop.
+    pub fn stop(&self) {
+        if let Some(h) = &self.handle {
+            let _ = h.shutdown();
+        }
+    }
 }
 
 /// Reads a method call into a role's typed call; `Err` is the fault's text.
@@ -132,6 +145,12 @@ pub trait Route: Send + Sync {
     /// The whole HTTP answer to `req` (the connection kept open after it when `keep_alive`),
     /// or `None` when the request is not the route's.
     fn answer(&self, req: &Request<'_>, keep_alive: bool) -> Option<Vec<u8>>;
+
+    /// Whether `req` is one of the route's requests that carry their own proof and so need no
+    /// admin token (IndexNow's key file); by default every request needs one.
+    fn public(&self, _req: &Request<'_>) -> bool {
+        false
+    }
 }
 
 /// What a server answers besides the calls its parser reads.
@@ -145,7 +164,8 @@ pub enum Serves {
     Scheduler,
 }
 
-/// Starts the server of the FSCADM methods on `addr`, ticking every `tick`.
+/// Starts the server of the FSCADM methods on `addr`, ticking every `tick`, open to every
+/// request on loopback.
 pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Server> {
     spawn_serving(
         addr,
@@ -154,6 +174,7 @@ pub fn spawn(addr: SocketAddr, tick: Duration, limits: Limits) -> io::Result<Ser
         Serves::Scheduler,
         |method, params| AdminCall::parse(method, params).map_err(|e| e.to_string()),
         None,
+        AdminAuth::default(),
     )
 }
 
@@ -164,8 +185,9 @@ pub fn spawn_with<C: Send + 'static>(
     tick: Duration,
     limits: Limits,
     parse: Parse<C>,
+    auth: AdminAuth,
 ) -> io::Result<Server<C>> {
-    spawn_serving(addr, Some(tick), limits, Serves::Calls, parse, None)
+    spawn_serving(addr, Some(tick), limits, Serves::Calls, parse, None, auth)
 }
 
 /// [`spawn_with`], `route` answering the requests it takes first (the distributor's
@@ -176,17 +198,28 @@ pub fn spawn_with_route<C: Send + 'static>(
     limits: Limits,
     parse: Parse<C>,
     route: Arc<dyn Route>,
+    auth: AdminAuth,
 ) -> io::Result<Server<C>> {
-    spawn_serving(addr, Some(tick), limits, Serves::Calls, parse, Some(route))
+    spawn_serving(
+        addr,
+        Some(tick),
+        limits,
+        Serves::Calls,
+        parse,
+        Some(route),
+        auth,
+    )
 }
 
 /// A server of `route` alone on `addr` (`/metrics` of the roles without an administrative
 /// interface, `--metrics-listen`): every other request is refused as the administrative
-/// server refuses it, an XML-RPC call with a fault. Keep the returned server's receiver: the
-/// server stops when it is dropped.
+/// server refuses it, an XML-RPC call with a fault; `auth` is checked as on every
+/// administrative port. Keep the returned server's receiver: the server stops when it is
+/// dropped.
 pub fn spawn_route(
     addr: SocketAddr,
     route: Arc<dyn Route>,
+    auth: AdminAuth,
 ) -> io::Result<Server<std::convert::Infallible>> {
     spawn_serving(
         addr,
@@ -195,6 +228,7 @@ pub fn spawn_route(
         Serves::Calls,
         |_, _| Err("this port serves GET /metrics only".to_string()),
         Some(route),
+        auth,
     )
 }
 
@@ -206,12 +240,23 @@ pub fn spawn_routed(
     limits: Limits,
     parse: Parse<AdminCall>,
     route: Option<Arc<dyn Route>>,
+    auth: AdminAuth,
 ) -> io::Result<Server<AdminCall>> {
-    spawn_serving(addr, Some(tick), limits, Serves::Scheduler, parse, route)
+    spawn_serving(
+        addr,
+        Some(tick),
+        limits,
+        Serves::Scheduler,
+        parse,
+        route,
+        auth,
+    )
 }
 
 /// [`spawn_with`], ticking every `tick` when given; `serves` says what else than the calls
-/// is answered; `route` answers the requests it takes before anything else.
+/// is answered (with the introspection methods for the FSCADM table, [`super::introspect`]);
+/// `route` answers the requests it takes before anything else; `auth` is checked for every
+/// request (a port off loopback without a token is refused: [`AdminAuth::check_listen`]).
 fn spawn_serving<C: Send + 'static>(
     addr: SocketAddr,
     tick: Option<Duration>,
@@ -219,14 +264,24 @@ fn spawn_serving<C: Send + 'static>(
     serves: Serves,
     parse: Parse<C>,
     route: Option<Arc<dyn Route>>,
+    auth: AdminAuth,
 ) -> io::Result<Server<C>> {
-    let lp = EventLoop::builder()
+    auth.check_listen(addr)
+        .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e))?;
+    let mut builder = EventLoop::builder()
         .framing(HttpFraming::new(limits.max_body))
         .answer_half_closed(true)
         .listen(addr)
-        .thread_name(format!("admin-loop {addr}"))
-        .spawn()
-        .map_err(io::Error::other)?;
+        .thread_name(format!("admin-loop {addr}"));
+    if let Some(tls) = auth.tls() {
+        builder = builder.tls(Arc::clone(tls));
+    }
+    let scheme = if auth.tls().is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let lp = builder.spawn().map_err(io::Error::other)?;
     let local = lp.local_addrs.first().copied().unwrap_or(addr);
     let stopped = |e| io::Error::other(format!("admin event loop: {e}"));
     if let Some(tick) = tick {
@@ -249,11 +304,13 @@ fn spawn_serving<C: Send + 'static>(
         parse,
         serves,
         route,
+        auth,
         conns: HashMap::new(),
         fences: HashMap::new(),
         serial: 0,
     };
     let events = lp.events;
+    let handle = lp.handle.clone();
     std::thread::Builder::new()
         .name("admin-xmlrpc".into())
         .spawn(move || {
@@ -267,11 +324,15 @@ fn spawn_serving<C: Send + 'static>(
         })?;
     match serves {
         Serves::Scheduler => {
-            info!("administrative interface on http://{local}/ (XML-RPC at /RPC2, /metrics)")
+            info!("administrative interface on {scheme}://{local}/ (XML-RPC at /RPC2, /metrics)")
         }
-        Serves::Calls => info!("administrative interface (XML-RPC) on http://{local}/RPC2"),
+        Serves::Calls => info!("administrative interface (XML-RPC) on {scheme}://{local}/RPC2"),
     }
-    Ok(Server { calls, addr: local })
+    Ok(Server {
+        calls,
+        addr: local,
+        handle: Some(handle),
+    })
 }
 
 /// One request's place in its connection's answer order.
@@ -333,6 +394,8 @@ struct Http<C> {
     /// What is answered besides the calls.
     serves: Serves,
     route: Option<Arc<dyn Route>>,
+    /// Checked for every request ([`request`]).
+    auth: AdminAuth,
     conns: HashMap<ConnId, Conn<C>>,
     /// The connection each write fence is for.
     fences: HashMap<TimerId, ConnId>,
@@ -467,10 +530,12 @@ impl<C> Http<C> {
                 None => match batch.raw(i).and_then(Request::parse) {
                     Some(req) => request(
                         &req,
+                        c.peer,
                         &self.limits,
                         self.parse,
                         self.serves,
                         self.route.as_deref(),
+                        &self.auth,
                     ),
                     // The framing cut it as a request: not reached.
                     None => (
@@ -567,15 +632,55 @@ impl<C> Http<C> {
 }
 
 /// Answers one request, or makes it a call for the role loop; with whether the connection
-/// stays open after it.
+/// stays open after it. Every request passes the token check first, whatever its path
+/// ([`super::auth`]): 401 with the challenges without a valid token, 403 for a read-only token
+/// asking for a change.
+#[allow(clippy::too_many_arguments)]
 fn request<C>(
     req: &Request<'_>,
+    peer: SocketAddr,
     limits: &Limits,
     parse: Parse<C>,
     serves: Serves,
     route: Option<&dyn Route>,
+    auth: &AdminAuth,
 ) -> (SlotState<C>, bool) {
     let ka = req.keep_alive();
+    let public = route.is_some_and(|r| r.public(req));
+    let header = req
+        .header("authorization")
+        .and_then(|v| std::str::from_utf8(v).ok());
+    let access = match (public, auth.access(header)) {
+        (true, _) => Access::Full,
+        (false, Ok(a)) => a,
+        (false, Err(why)) => {
+            crawlfleet_core::warn_limited!(
+                "admin-unauthorized",
+                "admin request {} {} from {peer} refused: {why}",
+                req.method,
+                req.path
+            );
+            let challenges = AdminAuth::challenges();
+            let extra: Vec<(&str, &str)> =
+                challenges.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            return (
+                SlotState::Answer(plain(401, "an admin token is required", &extra, ka)),
+                ka,
+            );
+        }
+    };
+    let forbidden = |what: &str| {
+        crawlfleet_core::warn_limited!(
+            "admin-forbidden",
+            "admin request from {peer} refused: {what} with a read-only token"
+        );
+        let text = format!("{what}: the read-only token does not allow it");
+        (SlotState::Answer(plain(403, &text, &[], ka)), ka)
+    };
+    let views = matches!(req.method, "GET" | "HEAD");
+    if access == Access::ReadOnly && !views && req.path != "/RPC2" {
+        return forbidden(&format!("{} {}", req.method, req.path));
+    }
     if let Some(answer) = route.and_then(|r| r.answer(req, ka)) {
         return (SlotState::Answer(answer), ka);
     }
@@ -605,6 +710,11 @@ fn request<C>(
         return answer(404, "XML-RPC is at /RPC2", &[], ka);
     }
     let call = xmlrpc::parse_call(req.body, limits).map_err(|e| e.to_string());
+    if let Ok(c) = &call {
+        if access == Access::ReadOnly && !read_only_method(&c.method) {
+            return forbidden(&c.method);
+        }
+    }
     if let Some(answer) = call
         .as_ref()
         .ok()

@@ -126,6 +126,7 @@ pub(crate) fn start(
     shared: Arc<Mutex<Shared>>,
     readers: Readers,
     data_dir: PathBuf,
+    auth: crate::admin::auth::AdminAuth,
 ) -> Result<SocketAddr, String> {
     let limits = Limits {
         max_body,
@@ -141,7 +142,8 @@ pub(crate) fn start(
             }
         })
     };
-    let srv = server::spawn_with_route(addr, tick, limits, parse, Arc::new(metrics))
+    auth.check_listen(addr)?;
+    let srv = server::spawn_with_route(addr, tick, limits, parse, Arc::new(metrics), auth)
         .map_err(|e| format!("cannot listen on {addr} for the administrative interface: {e}"))?;
     let ctx = Ctx {
         shared,

@@ -30,6 +30,7 @@ use log::{debug, error, info};
 
 use crate::cli::LinkstoreArgs;
 use crate::metrics::roles::SharedLinks;
+use crate::stop::Stop;
 use framing::{is_refusal, WasdrFraming};
 
 /// The link store's port is the base port plus this (MS-FSWASDR 1.5, 2.1).
@@ -194,9 +195,9 @@ pub struct Running {
     pub join: JoinHandle<Result<(), String>>,
 }
 
-/// Opens the store under `opts.data_dir` and serves it on `listen`.
-pub fn start(listen: SocketAddr, opts: &StoreOptions) -> Result<Running, String> {
-    start_with(listen, opts, SharedLinks::default())
+/// Opens the store under `opts.data_dir` and serves it on `listen` until `stop`.
+pub fn start(listen: SocketAddr, opts: &StoreOptions, stop: Stop) -> Result<Running, String> {
+    start_with(listen, opts, SharedLinks::default(), stop)
 }
 
 /// [`start`], counting what is stored into `view` (for `/metrics`).
@@ -204,6 +205,7 @@ pub fn start_with(
     listen: SocketAddr,
     opts: &StoreOptions,
     view: SharedLinks,
+    stop: Stop,
 ) -> Result<Running, String> {
     let lock = DirLock::acquire(&opts.data_dir).map_err(|e| e.to_string())?;
     let store = Store::open(&opts.data_dir)?;
@@ -222,7 +224,7 @@ pub fn start_with(
         .spawn(move || {
             // The data directory stays locked as long as the store is served.
             let _lock = lock;
-            serve(events, loop_handle, store, view)
+            serve(events, loop_handle, store, view, stop)
         })
         .map_err(|e| format!("cannot start the store thread: {e}"))?;
     Ok(Running {
@@ -238,12 +240,23 @@ fn serve(
     handle: Handle,
     mut store: Store,
     view: SharedLinks,
+    stop: Stop,
 ) -> Result<(), String> {
     let mut refused: HashSet<ConnId> = HashSet::new();
     let mut answers: Vec<(ConnId, Answer)> = Vec::new();
     let stopped = |_| "the event loop stopped".to_string();
     loop {
-        let Ok(first) = events.recv() else {
+        let first = crossbeam_channel::select! {
+            recv(events) -> ev => ev,
+            recv(stop.receiver()) -> _ => {
+                // Every group taken so far is committed and answered: stop accepting and close
+                // the connections (a client sends again what it got no answer for).
+                let _ = handle.shutdown();
+                info!("link store stopped: every message answered is on disk");
+                return Ok(());
+            }
+        };
+        let Ok(first) = first else {
             return Err("the event loop stopped".into());
         };
         let mut next = Some(first);
@@ -319,8 +332,8 @@ pub fn listen_addr(args: &LinkstoreArgs) -> Result<SocketAddr, String> {
     }
 }
 
-/// Runs the link store until killed.
-pub fn run(args: &LinkstoreArgs) -> Result<(), String> {
+/// Runs the link store until `stop` (or killed).
+pub fn run(args: &LinkstoreArgs, stop: &Stop) -> Result<(), String> {
     // A file size limit (RLIMIT_FSIZE) must make a write fail (EFBIG, answered `failed\n`),
     // not kill the store with SIGXFSZ. A caught signal does that as an ignored one does: the
     // handler (signal-hook's, which only sets a flag nobody reads) replaces the default action,
@@ -336,6 +349,7 @@ pub fn run(args: &LinkstoreArgs) -> Result<(), String> {
         Some(addr) => Some(crate::metrics::serve(
             addr,
             crate::metrics::roles::link_route(view.clone()),
+            &args.access,
         )?),
         None => None,
     };
@@ -346,6 +360,7 @@ pub fn run(args: &LinkstoreArgs) -> Result<(), String> {
             max_message: args.max_message,
         },
         view,
+        stop.clone(),
     )?;
     // Scripts (and the tests) read the bound address from this line.
     crate::announce(format_args!(

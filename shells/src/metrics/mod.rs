@@ -133,9 +133,15 @@ pub struct MetricsServer {
 }
 
 /// Serves `route` at `GET /metrics` on `addr` (`--metrics-listen`), through the
-/// administrative server's request dispatch.
-pub fn serve(addr: SocketAddr, route: MetricsRoute) -> Result<MetricsServer, String> {
-    let s = server::spawn_route(addr, Arc::new(route))
+/// administrative server's request dispatch, with the tokens and TLS of `access`.
+pub fn serve(
+    addr: SocketAddr,
+    route: MetricsRoute,
+    access: &crate::cli::AdminAccess,
+) -> Result<MetricsServer, String> {
+    let auth = crate::admin::access(access)?;
+    auth.check_listen(addr)?;
+    let s = server::spawn_route(addr, Arc::new(route), auth)
         .map_err(|e| format!("cannot listen on {addr} for /metrics: {e}"))?;
     log::info!("metrics on http://{}/metrics", s.addr);
     Ok(MetricsServer {
