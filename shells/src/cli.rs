@@ -481,6 +481,10 @@ pub struct AdminArgs {
     /// one), sent as `Authorization: Bearer TOKEN`.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Call over TLS (HTTPS), trusting the certificates in this PEM file (the port's
+    /// --admin-tls-cert, or its issuer's).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
