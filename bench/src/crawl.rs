@@ -222,7 +222,10 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
         // address:port, URI, status, ... (SyntheticWeb::write_nginx's log_format)
         let mut cols = line.split('\t');
         let (host, uri, status) = (cols.next(), cols.next(), cols.next());
-        let at = cols.next().and_then(|t| t.parse::<f64>().ok()).unwrap_or(0.0);
+        let at = cols
+            .next()
+            .and_then(|t| t.parse::<f64>().ok())
+            .unwrap_or(0.0);
         out.last_at = out.last_at.max(at);
         let earliest = |x: f64| if x == 0.0 { at } else { x.min(at) };
         out.first_at = earliest(out.first_at);
