@@ -53,7 +53,7 @@ import json, statistics, sys
 runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 def med(key):
     vals = [r[key] for r in runs if r.get(key) is not None]
-    return statistics.median(vals) if vals else None
+    return round(statistics.median(vals), 2) if vals else None
 def show(label, key, unit=""):
     vals = [r.get(key) for r in runs]
     m = med(key)

@@ -265,6 +265,19 @@ fn the_admin_port_speaks_tls_with_its_certificate() {
         text(&out.stdout),
         text(&out.stderr)
     );
+    // `crawlfleet admin` over TLS, trusting the certificate.
+    let (c, f) = (cert.to_str().unwrap(), full.to_str().unwrap());
+    let o = run(&[
+        "admin",
+        "--server",
+        &addr,
+        "--tls-ca",
+        c,
+        "--token-file",
+        f,
+        "is-distributed",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
     // A key that does not match the certificate, or a certificate file without one, is refused
     // at start.
     let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();

@@ -148,7 +148,7 @@ struct Cycle {
     first_pages: u64,
     first_seconds: f64,
     /// RUP: seconds from the change to the last answer (the cycle, plus the wait for the
-    /// reports), the reports naming changes and the paths they named.
+    /// reports), the reports naming changes and the distinct pages they named.
     since_change: f64,
     /// When the cycle started (Unix seconds): CollectionRefetch, or RUP's first report.
     started: f64,
@@ -561,7 +561,7 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
             );
             if c.method == RefreshMethod::Rup {
                 println!(
-                    "  rup: {} reports named {} paths; {:.3} s from the change to the last answer \
+                    "  rup: {} reports named {} pages; {:.3} s from the change to the last answer \
                      (the reports leave at the second after the change: latency 1-second)",
                     c.reports, c.report_paths, c.since_change
                 );

@@ -58,8 +58,9 @@ pub(super) struct Relayed {
     pub(super) at: f64,
     /// Its URLBase.
     pub(super) url_base: String,
-    /// Paths its change lines named.
-    pub(super) paths: usize,
+    /// The URLs its change lines named (a path may be on several lines of a report: each
+    /// change the server saw is one).
+    pub(super) urls: Vec<String>,
 }
 
 /// The rup-servers and the relay; the servers are stopped when this is dropped.
@@ -128,15 +129,20 @@ impl RupSites {
     }
 
     /// The reports naming changes that arrived at or after `since`: (first arrival, last
-    /// arrival, reports, paths).
+    /// arrival, reports, distinct URLs named).
     pub(super) fn changes_since(&self, since: f64) -> (f64, f64, u64, u64) {
         let r = self.relayed.lock();
-        let with: Vec<&Relayed> = r.iter().filter(|m| m.at >= since && m.paths > 0).collect();
+        let with: Vec<&Relayed> = r
+            .iter()
+            .filter(|m| m.at >= since && !m.urls.is_empty())
+            .collect();
+        let urls: std::collections::HashSet<&String> =
+            with.iter().flat_map(|m| m.urls.iter()).collect();
         (
             with.iter().map(|m| m.at).fold(f64::INFINITY, f64::min),
             with.iter().map(|m| m.at).fold(0.0, f64::max),
             with.len() as u64,
-            with.iter().map(|m| m.paths as u64).sum(),
+            urls.len() as u64,
         )
     }
 }
@@ -286,7 +292,11 @@ fn relay(
         relayed.lock().push(Relayed {
             at,
             url_base: rep.url_base.clone(),
-            paths: rep.lines.iter().map(|l| l.2.len()).sum(),
+            urls: rep
+                .lines
+                .iter()
+                .flat_map(|l| l.2.iter().map(|p| rep.url(p)))
+                .collect(),
         });
     }
     let from = from.and_then(|f| f.parse().ok());

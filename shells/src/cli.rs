@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+pub use crate::admin::auth::AdminAccess;
 use clap::{Args, Parser, Subcommand};
 
 /// crawlfleet: a multinode web crawler fabric speaking the FAST crawler protocols.
@@ -504,6 +505,10 @@ pub struct AdminArgs {
     /// one), sent as `Authorization: Bearer TOKEN`.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Call over TLS (HTTPS), trusting the certificates in this PEM file (the port's
+    /// --admin-tls-cert, or its issuer's).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -537,27 +542,6 @@ pub struct AdminOpts {
     /// Who may use the administrative port.
     #[command(flatten)]
     pub access: AdminAccess,
-}
-
-/// Who may use an administrative port, and over what (README "Admin"): tokens and TLS.
-#[derive(Clone, Debug, Default, Args)]
-pub struct AdminAccess {
-    /// A file holding the token every request to the administrative port must carry, as
-    /// `Authorization: Bearer TOKEN` or as the password of HTTP basic authentication (any user
-    /// name). Required when the port is not on loopback.
-    #[arg(long, value_name = "FILE")]
-    pub admin_token_file: Option<PathBuf>,
-    /// A file holding a read-only token: the views (GET: /metrics, the dashboard) and the
-    /// XML-RPC methods that change nothing (Get..., Is..., CollectionGet..., system.*).
-    #[arg(long, value_name = "FILE")]
-    pub admin_readonly_token_file: Option<PathBuf>,
-    /// Serve the administrative port over TLS (HTTPS) with this certificate chain (PEM, the
-    /// server's certificate first); with --admin-tls-key.
-    #[arg(long, value_name = "FILE", requires = "admin_tls_key")]
-    pub admin_tls_cert: Option<PathBuf>,
-    /// The private key (PEM) of --admin-tls-cert.
-    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
-    pub admin_tls_key: Option<PathBuf>,
 }
 
 /// Arguments of `crawlfleet synthweb`.

@@ -21,10 +21,31 @@
 //! ```
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine;
+
+/// Who may use an administrative port, and over what (README "Admin"): tokens and TLS.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct AdminAccess {
+    /// A file holding the token every request to the administrative port must carry, as
+    /// `Authorization: Bearer TOKEN` or as the password of HTTP basic authentication (any user
+    /// name). Required when the port is not on loopback.
+    #[arg(long, value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// A file holding a read-only token: the views (GET: /metrics, the dashboard) and the
+    /// XML-RPC methods that change nothing (Get..., Is..., CollectionGet..., system.*).
+    #[arg(long, value_name = "FILE")]
+    pub admin_readonly_token_file: Option<PathBuf>,
+    /// Serve the administrative port over TLS (HTTPS) with this certificate chain (PEM, the
+    /// server's certificate first); with --admin-tls-key.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_key")]
+    pub admin_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --admin-tls-cert.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    pub admin_tls_key: Option<PathBuf>,
+}
 
 /// The realm the challenges name.
 pub const REALM: &str = "crawlfleet admin";

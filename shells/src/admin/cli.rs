@@ -157,8 +157,13 @@ pub fn run(args: &AdminArgs) -> Result<ExitCode, String> {
     let params = params_of(method, sig, &args.args)?;
     let server = server_of(args)?;
     let token = token_of(args)?;
-    let result =
-        client::call_with(&server, method, &params, token.as_deref()).map_err(|e| e.to_string())?;
+    let tls = args
+        .tls_ca
+        .as_deref()
+        .map(client::tls_trusting)
+        .transpose()?;
+    let result = client::call_over(&server, method, &params, token.as_deref(), tls.as_ref())
+        .map_err(|e| e.to_string())?;
     let v = match result {
         Ok(v) => v,
         Err(f) => {
