@@ -148,8 +148,6 @@ pub struct Admin {
     state_path: PathBuf,
     /// Per collection, the last core counters folded into the statistics.
     seen: BTreeMap<Vec<u8>, BTreeMap<String, f64>>,
-    /// Per collection, the refresh cycle the statistics are in.
-    cycles: BTreeMap<Vec<u8>, i64>,
 }
 
 impl Admin {
@@ -169,18 +167,12 @@ impl Admin {
         if state.log_level != 0 {
             log::set_max_level(level_of(state.log_level));
         }
-        let cycles = stats
-            .collections
-            .iter()
-            .map(|(n, c)| (n.clone(), c.table.cycle))
-            .collect();
         Ok(Admin {
             stats,
             stats_path,
             state,
             state_path,
             seen: BTreeMap::new(),
-            cycles,
         })
     }
 
