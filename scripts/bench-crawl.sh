@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Crawl throughput of a whole crawlfleet cluster against wrk (the machine's limit of fetching
-# from nginx on loopback) and Scrapy, in one run, on the same plain synthetic web served by nginx.
-# Installs nginx and wrk (Debian packages) and Scrapy (in a virtualenv under target/) when they
-# are missing. Everything the bench starts (nginx, scrapy, the cluster) ends with it; the web's
-# files are removed. Extra arguments go to `crawlfleet bench crawl` (e.g. --web 20:500 --json).
+# from nginx on loopback), Scrapy and spider_cli, in one run, on the same plain synthetic web
+# served by nginx; RUNS runs (default 5), each peer's figure and each ratio reported as the
+# median over the runs, then one run each of `crawlfleet bench route` and `crawlfleet bench
+# links` (ROUTE_LINKS=0 skips them) to watch the routing and link store rates.
+# Installs nginx and wrk (Debian packages), Scrapy (in a virtualenv under target/) and spider_cli
+# (cargo install, under target/) when they are missing. Everything the bench starts (nginx,
+# scrapy, spider, the cluster) ends with it; the web's files are removed. Extra arguments go to
+# `crawlfleet bench crawl` (e.g. --web 20:500).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 NODES=${NODES:-2}
+RUNS=${RUNS:-5}
 venv=${VENV:-target/bench-crawl-venv}
+spider_root=${SPIDER_ROOT:-target/bench-crawl-spider}
+SPIDER_VERSION=${SPIDER_VERSION:-2.53.9}
 
 if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
   had_pid=$([ -s /run/nginx.pid ] && echo yes || true)
@@ -21,7 +28,53 @@ if ! "$venv/bin/python" -c "import scrapy" 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q scrapy
 fi
+spider=$spider_root/bin/spider
+if ! [ -x "$spider" ]; then
+  spider=$(command -v spider || true)
+fi
+if [ -z "$spider" ] || ! "$spider" --version 2>/dev/null | grep -q "$SPIDER_VERSION"; then
+  cargo install --quiet --locked --root "$spider_root" --version "$SPIDER_VERSION" \
+    spider_cli --no-default-features
+  spider=$spider_root/bin/spider
+fi
 # `crawlfleet bench` runs the crawlfleet-bench executable built beside it.
 cargo build --release --quiet -p crawlfleet -p crawlfleet-bench
-RUST_LOG=${RUST_LOG:-warn} target/release/crawlfleet bench crawl \
-  --duration "$DURATION" --nodes "$NODES" --python "$venv/bin/python" "$@"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+for i in $(seq "$RUNS"); do
+  echo "== run $i of $RUNS" >&2
+  RUST_LOG=${RUST_LOG:-warn} target/release/crawlfleet bench crawl \
+    --duration "$DURATION" --nodes "$NODES" --python "$venv/bin/python" --spider "$spider" \
+    --json "$@" | tee -a "$out"
+done
+python3 - "$out" <<'EOF'
+import json, statistics, sys
+
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+def med(key):
+    vals = [r[key] for r in runs if r.get(key) is not None]
+    return round(statistics.median(vals), 2) if vals else None
+def show(label, key, unit=""):
+    vals = [r.get(key) for r in runs]
+    m = med(key)
+    print(f"{label:<34} median {m if m is not None else '-':>10}{unit}   runs: {vals}")
+print(f"\n{len(runs)} runs, {runs[0]['hosts']} hosts x {runs[0]['pages_per_host']} pages, "
+      f"{runs[0]['nodes']} nodes, {runs[0]['connections_per_site']} connections per site; "
+      f"complete in every run: {all(r['complete'] for r in runs)}")
+show("crawlfleet pages/s", "rate")
+show("wrk requests/s", "wrk_rate")
+show("scrapy pages/s", "scrapy_rate")
+show("spider (concurrent) pages/s", "spider_rate")
+show("spider (concurrent) pages fetched", "spider_pages")
+show("spider --sync pages/s", "spider_sync_rate")
+show("spider --sync pages fetched", "spider_sync_pages")
+show("crawlfleet / wrk", "ratio_wrk")
+show("crawlfleet / scrapy", "ratio_scrapy")
+show("crawlfleet / spider (concurrent)", "ratio_spider")
+show("crawlfleet / spider --sync", "ratio_spider_sync")
+EOF
+if [ "${ROUTE_LINKS:-1}" != 0 ]; then
+  echo "== routing (bench route) and link store (bench links)"
+  target/release/crawlfleet bench route --json
+  target/release/crawlfleet bench links --json
+fi

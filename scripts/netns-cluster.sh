@@ -130,7 +130,6 @@ down() {
 }
 
 net_up() {
-  ip netns list | grep -q "^$sw\b" && die "a cluster named $NAME is up already (down first)"
   if ! ip netns add "$sw" 2>/dev/null; then
     echo "netns-cluster.sh: the kernel refuses network namespaces here" >&2
     exit 78
@@ -250,6 +249,10 @@ up() {
   find_bin
   mkdir -p "$DIR"
   DIR=$(realpath "$DIR")
+  # Before the trap below: a second `up` must leave the cluster that runs alone.
+  if ip netns list | grep -q "^$sw\b"; then
+    die "a cluster named $NAME is up already (down first)"
+  fi
   # From here on, a failure (or Ctrl-C) removes what was made.
   trap 'down' EXIT
   trap 'exit 130' INT TERM

@@ -331,6 +331,24 @@ fn one_node_per_ip_across_multinode_restarts() {
     eprintln!("requests: {got}");
 }
 
+/// MS-FSCMT 2.2.3.10 / 3.1.5.9 CMD_ADM_CONF_REFRESH of a subcollection, the test playing the
+/// multinode scheduler: the subcollection's crawled pages are requested again, the rest of the
+/// collection's are not; an unknown subcollection refreshes nothing and is logged (CMD_UM_LOG).
+#[test]
+fn a_subcollection_refresh_fetches_its_pages_again() {
+    let dir = temp_dir("cf-subrefresh");
+    let mut peer = Peer::start("conformance_fscmt", "subcollection_refresh", &["127.132.0"]);
+    let port = peer.port();
+    let _node = node(
+        &dir.path().join("n"),
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        "n1",
+        &[],
+    );
+    let got = peer.finish();
+    eprintln!("requests per page: {got}");
+}
+
 /// A node scheduler registering with a spec peer playing its multinode scheduler (which
 /// announced its port first), sending CMD_UM_STAT every 0.3 s.
 fn stat_node(dir: &Path, peer: &mut Peer) -> Role {

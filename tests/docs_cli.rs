@@ -1,7 +1,10 @@
 //! `crawlfleet docs` as an operator runs it: a document log written with the core API under a
 //! node's data directory, listed as lines and as JSON, from a sequence number, the held
-//! documents of a suspended feed, and an unknown collection.
+//! documents of a suspended feed, and an unknown collection; and the documents of every node of
+//! a cluster `crawlfleet up` crawled, given the directory given to `up`.
 
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, TcpListener};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -163,4 +166,96 @@ fn docs_lists_held_documents_and_refuses_an_unknown_collection() {
         show(&args, &out)
     );
     let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn docs_of_an_up_data_dir_lists_every_node() {
+    let dir = temp_dir("docs-cli-up");
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let base = Ipv4Addr::new(127, 91, 0, 1);
+    let port = TcpListener::bind((base, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let args = [
+        "up",
+        "--synthetic-web",
+        "4:12",
+        "--web-base",
+        &base.to_string(),
+        "--web-port",
+        &port.to_string(),
+        "--nodes",
+        "2",
+        "--distributors",
+        "0",
+        "--until-idle",
+        "--timeout",
+        "120",
+        "--progress",
+        "never",
+        "--data-dir",
+        d,
+    ];
+    let out = crawlfleet(&args);
+    assert!(out.status.success(), "{}", show(&args, &out));
+
+    // Each node's own listing, with its name appended, in node order: that is the cluster's.
+    let mut want = Vec::new();
+    for node in ["node1", "node2"] {
+        let node_dir = data.join(node);
+        for line in docs_ok(&["--data-dir", node_dir.to_str().unwrap(), "synthetic"]).lines() {
+            assert_eq!(line.split('\t').count(), 6, "{line}");
+            want.push(format!("{line}\t{node}"));
+        }
+    }
+    let all = docs_ok(&["--data-dir", d, "synthetic"]);
+    assert_eq!(all.lines().collect::<Vec<_>>(), want);
+    // 4 hosts of 12 pages each, every page fed once by the node its site is routed to.
+    let uris: BTreeSet<&str> = all
+        .lines()
+        .filter(|l| l.split('\t').nth(1) == Some("add"))
+        .map(|l| l.split('\t').nth(3).unwrap())
+        .collect();
+    assert!(uris.len() >= 40, "{} URIs:\n{all}", uris.len());
+    assert_eq!(
+        uris.len(),
+        all.lines().filter(|l| l.contains("\tadd\t")).count(),
+        "each URI added once across the nodes:\n{all}"
+    );
+
+    let json_lines = docs_ok(&["--data-dir", d, "--json", "synthetic"]);
+    let objs: Vec<Value> = json_lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(objs.len(), want.len());
+    for (o, line) in objs.iter().zip(&want) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        assert_eq!(o["seq"].to_string(), cols[0]);
+        assert_eq!(o["uri"], json!(cols[3]));
+        assert_eq!(o["node"], json!(cols[6]));
+    }
+
+    // --from applies to each node's log.
+    let from = docs_ok(&["--data-dir", d, "synthetic", "--from", "3"]);
+    let want_from: Vec<&String> = want
+        .iter()
+        .filter(|l| l.split('\t').next().unwrap().parse::<u64>().unwrap() >= 3)
+        .collect();
+    assert_eq!(from.lines().collect::<Vec<_>>(), want_from);
+
+    let args = ["docs", "--data-dir", d, "nosuch"];
+    let out = crawlfleet(&args);
+    assert!(!out.status.success(), "{}", show(&args, &out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown collection \"nosuch\"")
+            && err.contains("node1, node2")
+            && err.contains("collections there: synthetic"),
+        "{}",
+        show(&args, &out)
+    );
 }

@@ -215,3 +215,63 @@ fn indexnow_submissions_are_checked_answered_and_queued() {
     );
     assert!(codes[10..].contains(&429), "{codes:?}");
 }
+
+/// `crawlfleet up`'s summary counts the IndexNow URLs its nodes dropped (their host covered by
+/// no collection): every submission answered 200 or 202 hands its URL on, once the key holds.
+#[test]
+fn up_summary_counts_the_indexnow_urls_dropped() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    let dir = temp_dir("indexnow-up");
+    let other = TestSite::start(Ipv4Addr::new(127, 94, 1, 2));
+    other.put(&format!("/{KEY}.txt"), Resource::ok("text/plain", KEY));
+    let mut up = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+        .args(["up", "--synthetic-web", "2:20", "--web-base", "127.94.1.10"])
+        .args(["--json", "--data-dir"])
+        .arg(dir.path().join("up"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("crawlfleet up runs");
+    let mut out = BufReader::new(up.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let start: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let admin = start["node_admins"][0].as_str().unwrap().to_string();
+    assert_eq!(
+        start["node_smtps"].as_array().map(Vec::len),
+        Some(1),
+        "{start}"
+    );
+    let body = submission(
+        &other.addr.ip().to_string(),
+        KEY,
+        &[other.url("/x.html").as_str()],
+    );
+    let mut handed = 0;
+    wait_until("the key check", || {
+        let code = post(&admin, &body);
+        assert!([200, 202, 429].contains(&code), "{code}");
+        handed += u64::from(code != 429);
+        if code != 200 {
+            std::thread::sleep(Duration::from_millis(1100));
+        }
+        code == 200
+    });
+    let stopped = Command::new("kill")
+        .args(["-INT", &up.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(up.wait().unwrap().success(), "{rest}");
+    let summary: serde_json::Value =
+        serde_json::from_str(rest.trim().lines().last().unwrap_or("")).unwrap();
+    assert_eq!(
+        summary["indexnow_dropped"].as_u64(),
+        Some(handed),
+        "{summary}"
+    );
+    assert!(!other.hits().iter().any(|h| h.path == "/x.html"));
+}

@@ -6,7 +6,8 @@
 //! then the duplicate server is started again and resynchronizes the replica. Afterwards every
 //! document of the web is fed exactly once (the nodes' document logs), every checksum
 //! acknowledged is in the replica with the URI fed as its owner (3.3.5.4: the server answers
-//! only after the replica), and under 10% of the fetches are fetched again.
+//! only after the replica), and under 10% of the fetches are fetched again. A second, short
+//! test goes through the script's commands as deploy/README.md shows them.
 //!
 //! Needs root (the script exits 77 otherwise, 78 where the kernel refuses network namespaces):
 //! the test then says it skipped and passes. `.ci/run` runs it as root.
@@ -339,4 +340,101 @@ fn a_crawl_across_hosts_survives_a_kill_a_failover_and_a_partition() {
         refetches * 10 < total,
         "{refetches} of {total} fetched again: 10% or more"
     );
+}
+
+/// The state `status` prints of a host's switch-side link (`c-node1`, `w-web`): UP or DOWN.
+fn link_state(status: &str, link: &str) -> Option<String> {
+    status
+        .lines()
+        .find(|l| l.starts_with(&format!("{link}@")))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(String::from)
+}
+
+/// The script's commands as deploy/README.md shows them: `up --detach`, `status`, `partition`,
+/// `heal`, a second `up` refused with the first cluster left running, and `down`.
+#[test]
+fn the_script_lays_out_partitions_heals_and_removes_a_cluster() {
+    let cluster = Cluster {
+        name: format!("cs{}", std::process::id()),
+        dir: temp_dir("netns-commands"),
+    };
+    let out = cluster.output(&["up", "--detach"]);
+    if matches!(out.status.code(), Some(77 | 78)) {
+        eprintln!(
+            "skipped: netns-cluster.sh needs root and network namespaces ({})",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "up: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = || String::from_utf8(cluster.output(&["status"]).stdout).unwrap();
+    let roles = ["web", "replica", "dup", "mn", "node1", "node2"];
+    let now = status();
+    for role in roles {
+        assert!(now.contains(&format!("{role} running (pid ")), "{now}");
+    }
+    assert_eq!(link_state(&now, "c-node1").as_deref(), Some("UP"), "{now}");
+
+    cluster.run(&["partition", "node1"]);
+    let now = status();
+    assert_eq!(
+        link_state(&now, "c-node1").as_deref(),
+        Some("DOWN"),
+        "{now}"
+    );
+    assert_eq!(link_state(&now, "w-node1").as_deref(), Some("UP"), "{now}");
+    cluster.run(&["heal", "node1"]);
+    cluster.run(&["partition", "node2", "all"]);
+    let now = status();
+    assert_eq!(link_state(&now, "c-node1").as_deref(), Some("UP"), "{now}");
+    assert_eq!(
+        link_state(&now, "c-node2").as_deref(),
+        Some("DOWN"),
+        "{now}"
+    );
+    assert_eq!(
+        link_state(&now, "w-node2").as_deref(),
+        Some("DOWN"),
+        "{now}"
+    );
+    cluster.run(&["heal", "node2", "all"]);
+
+    // A second cluster of the same name is refused, and the first one goes on crawling.
+    let again = cluster.output(&["up", "--detach"]);
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("is up already"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let now = status();
+    for role in roles {
+        assert!(now.contains(&format!("{role} running (pid ")), "{now}");
+    }
+    let log = cluster.path("access.log");
+    wait_for("the web to be crawled", 60, || {
+        !access_urls(&log).is_empty()
+    });
+
+    cluster.run(&["down"]);
+    let now = status();
+    assert!(
+        now.contains(&format!("cluster {} is down", cluster.name)),
+        "{now}"
+    );
+    for role in roles {
+        assert!(now.contains(&format!("{role} not running")), "{now}");
+    }
+    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left: Vec<String> = String::from_utf8_lossy(&netns.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&format!("{}-", cluster.name)))
+        .map(String::from)
+        .collect();
+    assert!(left.is_empty(), "namespaces left: {left:?}");
 }

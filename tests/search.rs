@@ -225,6 +225,22 @@ fn fed_documents_are_searchable_and_the_index_is_rebuilt_when_lost() {
     let r = xmlrpc_search(&url, "web", "aardvark", 0);
     assert_eq!(r["fault"], 1, "{r}");
 
+    // The same port's /metrics: the session and the documents of the content index.
+    let admin = url.trim_start_matches("http://").trim_end_matches("/RPC2");
+    let mut text = String::new();
+    crate::util::wait_until("the distributor's /metrics to count the documents", || {
+        text = crate::metrics::get(admin, "/metrics").2;
+        let s = crawlfleet_core::metrics::parse(&text);
+        let of = |n: &str| {
+            s.iter()
+                .find(|x| x.name == n && x.label("collection") == Some("web"))
+                .map_or(0.0, |x| x.value)
+        };
+        of("crawlfleet_distributor_sessions") == 1.0 && of("crawlfleet_distributor_documents") > 0.0
+    });
+    assert!(text.contains("crawlfleet_distributor_info{node_id=\"1\",election="));
+    crate::metrics::check_with_promtool("a content distributor", &text);
+
     // Acknowledged, then SIGKILLed at once (before the full-text commit, most likely): the
     // restart finds the full-text index behind the log and rebuilds it.
     feed(

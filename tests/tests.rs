@@ -1,14 +1,17 @@
 //! The one integration-test binary: each module below is one area.
 
 mod admin;
+mod admin_auth;
 mod architecture;
 mod bench_cli;
 // Conformance to MS-FSCMT and MS-FSCADM from a peer written from the specs (issue 25).
 mod conformance_fscadm;
 mod conformance_fscmt;
 mod crawl;
+mod dashboard;
 mod data_dir_lock;
 mod decode_errors;
+mod deploy;
 mod differential;
 mod disk_full;
 mod disk_full_node;
@@ -23,6 +26,8 @@ mod fleet;
 mod fuzz_corpus;
 mod inspect_cli;
 mod linkstore;
+mod log_format;
+mod metrics;
 mod nameserver;
 mod netns_fault;
 mod port_limits;
@@ -36,5 +41,6 @@ mod util;
 mod vectors;
 // Sitemaps and IndexNow (issue 24).
 mod indexnow;
+mod shutdown;
 mod sitemaps;
 mod warc;

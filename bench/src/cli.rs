@@ -48,6 +48,10 @@ pub enum BenchCommand {
     /// sessions (one session, then four spread over the distributors), optionally compared with
     /// redis-server XADD pipelined on the same payloads in the same run.
     Feed(BenchFeedArgs),
+    /// A crawl at scale, every role a process of its own: pages/s over time, peak resident
+    /// memory per role, memory per queued URI and per checksum entry, disk per page, restart
+    /// after SIGKILL.
+    Scale(BenchScaleArgs),
     /// Runs a crawlfleet role (`role multinode ...`, `role linkstore ...`: any `crawlfleet`
     /// subcommand): the benchmarks that measure a role in a child process of its own start this
     /// executable so, and need no `crawlfleet` binary beside it.
@@ -75,12 +79,13 @@ pub struct BenchRefreshArgs {
     pub changed: f64,
     /// The ways of finding what changed, each measured with a cluster of its own:
     /// `conditional` (every page, If-None-Match / If-Modified-Since), `sitemaps` (a
-    /// /sitemap.xml per host with each page's lastmod).
+    /// /sitemap.xml per host with each page's lastmod), `rup` (a rup-server per host mails
+    /// the changes to the nodes, draft-cosmo).
     #[arg(
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "conditional,sitemaps"
+        default_value = "conditional,sitemaps,rup"
     )]
     pub methods: Vec<RefreshMethod>,
     /// Give up on each crawl after this many seconds.
@@ -99,6 +104,8 @@ pub enum RefreshMethod {
     Conditional,
     /// Sitemaps with lastmod: only pages whose lastmod is newer than their last fetch.
     Sitemaps,
+    /// RUP (draft-cosmo): a rup-server per host reports the changed pages by mail.
+    Rup,
 }
 
 impl RefreshMethod {
@@ -107,6 +114,7 @@ impl RefreshMethod {
         match self {
             RefreshMethod::Conditional => "conditional",
             RefreshMethod::Sitemaps => "sitemaps",
+            RefreshMethod::Rup => "rup",
         }
     }
 }
@@ -169,11 +177,15 @@ pub struct BenchCrawlArgs {
     /// No Scrapy run.
     #[arg(long)]
     pub skip_scrapy: bool,
+    /// spider_cli's `spider` executable: run it (one process per host, robots.txt obeyed) in
+    /// its default concurrent mode and with `crawl --sync`, each for at most --duration.
+    #[arg(long)]
+    pub spider: Option<PathBuf>,
     /// No wrk run.
     #[arg(long)]
     pub skip_wrk: bool,
-    /// Print one JSON object (rate, wrk_rate, scrapy_rate, pages, ratio_scrapy, ratio_wrk,
-    /// complete, ...).
+    /// Print one JSON object (rate, wrk_rate, scrapy_rate, spider_rate, spider_sync_rate, pages,
+    /// ratio_scrapy, ratio_wrk, ratio_spider, ratio_spider_sync, complete, ...).
     #[arg(long)]
     pub json: bool,
 }
@@ -452,6 +464,48 @@ pub struct BenchDupstoreArgs {
     #[arg(long, default_value_t = 4096)]
     pub batch: u64,
     /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `crawlfleet bench scale`.
+#[derive(Debug, Args)]
+pub struct BenchScaleArgs {
+    /// Hosts of the synthetic web, one loopback address each.
+    #[arg(long, default_value_t = 10_000)]
+    pub hosts: usize,
+    /// Pages in all (each host gets pages / hosts).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub pages: usize,
+    /// Node schedulers.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Concurrent requests per site (max_pending).
+    #[arg(long, default_value_t = 2)]
+    pub connections: u32,
+    /// Seconds between requests to a site (the collection's delay).
+    #[arg(long, default_value_t = 0.0)]
+    pub delay: f64,
+    /// First address of the web's hosts.
+    #[arg(long, default_value = "127.90.0.1")]
+    pub base: std::net::Ipv4Addr,
+    /// SIGKILL every role once this fraction of the pages was fetched and start them again
+    /// from their data (0: no kill).
+    #[arg(long, default_value_t = 0.5)]
+    pub kill_at: f64,
+    /// Then crawl the same number of pages on this many hosts, for the ratio of crawl times.
+    #[arg(long)]
+    pub versus_hosts: Option<usize>,
+    /// Work directory (on disk; default: under the temporary directory); removed at the end.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Give up after this many seconds (0: never).
+    #[arg(long, default_value_t = 0.0)]
+    pub timeout: f64,
+    /// Give up when no new page was fetched for this many seconds.
+    #[arg(long, default_value_t = 120.0)]
+    pub stall: f64,
+    /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
 }

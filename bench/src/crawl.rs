@@ -5,7 +5,9 @@
 //!   most this machine fetches from that nginx, with no parsing, no queue and no politeness;
 //! - Scrapy (`scripts/bench_crawl_spider.py`, embedded): a CrawlSpider following every link on
 //!   the web's hosts with robots.txt obeyed, 64 concurrent requests, no delay, stopped after
-//!   `--duration` seconds; its rate is pages parsed over the seconds to the last one.
+//!   `--duration` seconds; its rate is pages parsed over the seconds to the last one;
+//! - with `--spider PATH`, spider_cli in its concurrent and `--sync` modes, one process per host
+//!   (`crate::spider`), each mode's rate over the pages it fetched.
 //!
 //! Our crawl is `crawlfleet up`'s cluster ([`Cluster`]) on the same web with delay 0, robots
 //! on and `--connections` per site, run until idle; the rate is pages fetched over elapsed
@@ -130,6 +132,12 @@ pub(super) fn start_nginx(
     let until = Instant::now() + Duration::from_secs(15);
     while Instant::now() < until {
         if answers(host0) {
+            // nginx logs a request after answering it: wait for the probe's line, so that a
+            // count of the log taken next does not meet it later as a repeat of `/`.
+            let log = web_dir.join("access.log");
+            while Instant::now() < until && access_log(&log, 0)?.lines == 0 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             return Ok(());
         }
         if let Some(Ok(Some(status))) = work.nginx.as_mut().map(Child::try_wait) {
@@ -194,8 +202,14 @@ pub(super) struct Served {
     pub(super) robots: u64,
     /// Sitemap requests (`/sitemap*`), not counted as pages.
     pub(super) sitemaps: u64,
+    /// RUP requests (`/rupinfo.txt` and the CGI, `/rup-cgi`), not counted as pages.
+    pub(super) rup: u64,
     /// The latest time a request was answered (nginx's `$msec`, Unix seconds).
     pub(super) last_at: f64,
+    /// The first answer, the last sitemap's and the first page's (0 when none).
+    pub(super) first_at: f64,
+    pub(super) sitemaps_last_at: f64,
+    pub(super) pages_first_at: f64,
 }
 
 pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
@@ -216,9 +230,13 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
         // address:port, URI, status, ... (SyntheticWeb::write_nginx's log_format)
         let mut cols = line.split('\t');
         let (host, uri, status) = (cols.next(), cols.next(), cols.next());
-        if let Some(t) = cols.next().and_then(|t| t.parse::<f64>().ok()) {
-            out.last_at = out.last_at.max(t);
-        }
+        let at = cols
+            .next()
+            .and_then(|t| t.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        out.last_at = out.last_at.max(at);
+        let earliest = |x: f64| if x == 0.0 { at } else { x.min(at) };
+        out.first_at = earliest(out.first_at);
         match status {
             Some("200") => {}
             Some("304") => out.not_modified += 1,
@@ -228,8 +246,12 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
             out.robots += 1;
         } else if uri.is_some_and(|u| u.starts_with("/sitemap")) {
             out.sitemaps += 1;
+            out.sitemaps_last_at = out.sitemaps_last_at.max(at);
+        } else if uri.is_some_and(|u| u == "/rupinfo.txt" || u.starts_with("/rup-cgi")) {
+            out.rup += 1;
         } else if seen.insert((host.map(str::to_string), uri.map(str::to_string))) {
             out.pages += 1;
+            out.pages_first_at = earliest(out.pages_first_at);
         } else {
             out.repeats += 1;
             if out.repeated.len() < 5 {
@@ -357,6 +379,7 @@ pub(super) fn serve_web(
     base: std::net::Ipv4Addr,
     what: &str,
     json: bool,
+    locations: &dyn Fn(SocketAddr) -> String,
 ) -> Result<(Workdir, Arc<SyntheticWeb>, SocketAddr), BenchError> {
     let name = format!("crawlfleet-bench-{what}-{}", std::process::id());
     let dir = std::env::temp_dir().join(&name);
@@ -392,6 +415,16 @@ pub(super) fn serve_web(
         ),
     );
     let conf = web.write_nginx(&web_dir).map_err(err("writing the web"))?;
+    // What the caller adds to each host's server block.
+    let mut text = fs::read_to_string(&conf).map_err(err("reading nginx.conf"))?;
+    for h in &hosts {
+        let extra = locations(*h);
+        if !extra.is_empty() {
+            let listen = format!("        listen {h};\n");
+            text = text.replacen(&listen, &format!("{listen}{extra}"), 1);
+        }
+    }
+    fs::write(&conf, text).map_err(err("writing nginx.conf"))?;
     start_nginx(&mut work, &conf, &web_dir, host0)?;
     Ok((work, web, host0))
 }
@@ -422,7 +455,8 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
              virtualenv), or --skip-scrapy",
         )?;
     }
-    let (mut work, web, host0) = serve_web(&spec, args.web.base, "crawl", args.json)?;
+    let (mut work, web, host0) =
+        serve_web(&spec, args.web.base, "crawl", args.json, &|_| String::new())?;
     let web_dir = work.web_dir.clone();
     let ip0 = match host0.ip() {
         IpAddr::V4(a) => a.to_string(),
@@ -448,6 +482,26 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
         )?)
     };
     let log_path = web_dir.join("access.log");
+    let spiders = match &args.spider {
+        None => None,
+        Some(exe) => {
+            let mut runs = Vec::new();
+            for sync in [false, true] {
+                say(
+                    args.json,
+                    format_args!(
+                        "spider{}, one process per host, at most {seconds} s...",
+                        if sync { " --sync" } else { "" }
+                    ),
+                );
+                runs.push(crate::spider::run(
+                    exe, &work.dir, &web, &log_path, sync, seconds,
+                )?);
+            }
+            let sync = runs.pop();
+            runs.pop().zip(sync)
+        }
+    };
     let before = access_log(&log_path, 0)?.lines;
     say(
         args.json,
@@ -512,6 +566,16 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
             "hosts": spec.hosts,
             "pages_per_host": spec.pages,
             "connections_per_site": args.web.connections,
+            "spider_rate": spiders.as_ref().map(|(c, _)| c.rate().round()),
+            "spider_pages": spiders.as_ref().map(|(c, _)| c.pages),
+            "spider_seconds": spiders.as_ref().map(|(c, _)| round(c.seconds)),
+            "spider_stopped": spiders.as_ref().map(|(c, _)| c.stopped),
+            "spider_sync_rate": spiders.as_ref().map(|(_, s)| s.rate().round()),
+            "spider_sync_pages": spiders.as_ref().map(|(_, s)| s.pages),
+            "spider_sync_seconds": spiders.as_ref().map(|(_, s)| round(s.seconds)),
+            "spider_sync_stopped": spiders.as_ref().map(|(_, s)| s.stopped),
+            "ratio_spider": ratio(spiders.as_ref().map(|(c, _)| c.rate())).map(round),
+            "ratio_spider_sync": ratio(spiders.as_ref().map(|(_, s)| s.rate())).map(round),
             "scrapy_pages": scrapy.as_ref().map(|s| s.pages),
             "scrapy_seconds": scrapy.as_ref().map(|s| round(s.seconds)),
         });
@@ -543,6 +607,19 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
                  at {:.0}% of it",
                 rate / w * 100.0
             );
+        }
+        if let Some((c, s)) = &spiders {
+            for (name, r) in [("spider:    ", c), ("spider sync:", s)] {
+                println!(
+                    "{name} {} pages in {:.2} s = {:.0} pages/s ({} processes stopped at the \
+                     deadline): crawlfleet {:.1}x",
+                    r.pages,
+                    r.seconds,
+                    r.rate(),
+                    r.stopped,
+                    rate / r.rate().max(1e-9)
+                );
+            }
         }
         if let (Some(s), Some(r)) = (&scrapy, scrapy_rate) {
             println!(

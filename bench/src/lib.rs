@@ -22,7 +22,10 @@ pub mod flood;
 pub mod links;
 pub mod queue;
 pub mod refresh;
+mod refresh_rup;
 pub mod route;
+pub mod scale;
+mod spider;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -115,6 +118,7 @@ pub fn run(command: cli::BenchCommand) -> ExitCode {
         BenchCommand::Crawl(args) => crawl::run(&args),
         BenchCommand::Flood(args) => flood::run(&args),
         BenchCommand::Feed(args) => feed::run(&args),
+        BenchCommand::Scale(args) => scale::run(&args),
         BenchCommand::Role(role) => return run_role(role),
     };
     match result {

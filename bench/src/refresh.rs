@@ -13,6 +13,14 @@
 //!   modification time as `<lastmod>` (rewritten after the change), and the collection reads
 //!   sitemaps: the refresh cycle fetches the sitemaps, then only the pages whose `<lastmod>`
 //!   is newer than their last fetch.
+//! - `rup`: a `crawlfleet rup-server` per host watches the files nginx serves, nginx passes
+//!   `/rupinfo.txt` and the RUP CGI to it, and the collection is a RUP robot (docs/rup.md):
+//!   during the first crawl each node registers with the sites it crawls (latency one second),
+//!   and the servers' reports go by SMTP, through a relay (`refresh_rup`), to the nodes'
+//!   `--rup-smtp` receivers. There is no CollectionRefetch: the report of the second after the
+//!   change (the changes are made within one second) names the changed pages, and the nodes
+//!   fetch them. The cycle runs from the first report naming changes to the last answer; the
+//!   time from the change to it (up to a second: the latency) is shown beside it.
 //!
 //! nginx's access log tells the requests of the cycle (pages, robots.txt, sitemaps), how many
 //! were answered 304 and 200, whether a page was requested twice, and when the last one was
@@ -31,7 +39,7 @@ use serde_json::json;
 
 use crate::cli::{BenchRefreshArgs, RefreshMethod};
 use crate::crawl::{access_log, err, paths_under, require, say, serve_web, Served, Workdir};
-use crate::BenchError;
+use crate::{refresh_rup, BenchError};
 use crawlfleet_core::synthweb::SyntheticWeb;
 use crawlfleet_shells::up::{Cluster, CollectionSource, RunSummary, WatchOptions};
 
@@ -120,7 +128,7 @@ fn totals(s: &RunSummary) -> (u64, u64, u64, u64) {
     })
 }
 
-fn unix_now() -> f64 {
+pub(super) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
@@ -139,6 +147,13 @@ struct Cycle {
     changed: u64,
     first_pages: u64,
     first_seconds: f64,
+    /// RUP: seconds from the change to the last answer (the cycle, plus the wait for the
+    /// reports), the reports naming changes and the distinct pages they named.
+    since_change: f64,
+    /// When the cycle started (Unix seconds): CollectionRefetch, or RUP's first report.
+    started: f64,
+    reports: u64,
+    report_paths: u64,
     /// Why the cycle was not exact, if it was not.
     problem: Option<String>,
 }
@@ -160,6 +175,7 @@ fn run_method(
     let log_path = work.web_dir.join("access.log");
     let hosts = web.hosts();
     let sitemaps = method == RefreshMethod::Sitemaps;
+    let rup = method == RefreshMethod::Rup;
     if sitemaps {
         write_sitemaps(&work.web_dir, &hosts)?;
     } else {
@@ -178,6 +194,25 @@ fn run_method(
             ("sitemaps", Value::Bool(sitemaps)),
         ],
     };
+    let mut source = source;
+    let mut sites = None;
+    if rup {
+        let s = |x: &str| Value::owned_bytes(x.as_bytes().to_vec());
+        source.overrides.push((
+            "rup",
+            Value::Dict(vec![
+                (s("robot_email"), s(refresh_rup::ROBOT)),
+                (s("latency"), s("1-second")),
+            ]),
+        ));
+        say(
+            args.json,
+            format_args!("rup: a rup-server for each of {} hosts...", hosts.len()),
+        );
+        let web_root = work.web_dir.clone();
+        let root_of = move |h: &std::net::SocketAddr| host_root(&web_root, h);
+        sites = Some(refresh_rup::start(&work.dir.join("rup"), &hosts, &root_of)?);
+    }
     say(
         args.json,
         format_args!(
@@ -189,16 +224,29 @@ fn run_method(
     let before = access_log(&log_path, 0)?.lines;
     let dir = work.dir.join(format!("cluster-{}", method.name()));
     let mut cluster = Cluster::start(&dir, args.web.nodes, &[source]).map_err(BenchError)?;
+    if let Some(s) = &sites {
+        s.deliver_to(&cluster.node_smtps);
+    }
     let watch = WatchOptions {
         until_idle: true,
         idle_seconds: 1.0,
         timeout: args.timeout,
     };
-    let result = cycle(args, method, &mut cluster, &watch, work, web, before);
+    let result = cycle(
+        args,
+        method,
+        &mut cluster,
+        &watch,
+        work,
+        web,
+        before,
+        sites.as_ref(),
+    );
     cluster.detach();
     result
 }
 
+#[allow(clippy::too_many_arguments)]
 fn cycle(
     args: &BenchRefreshArgs,
     method: RefreshMethod,
@@ -207,6 +255,7 @@ fn cycle(
     work: &Workdir,
     web: &SyntheticWeb,
     before: u64,
+    sites: Option<&refresh_rup::RupSites>,
 ) -> Result<Cycle, BenchError> {
     let spec = args.web.spec();
     let log_path = work.web_dir.join("access.log");
@@ -215,7 +264,7 @@ fn cycle(
         .map_err(BenchError)?;
     let expected = (spec.hosts * spec.pages) as u64;
     let t0 = totals(&first);
-    let served0 = access_log(&log_path, before)?;
+    let mut served0 = access_log(&log_path, before)?;
     if served0.pages != expected {
         return Err(BenchError(format!(
             "{}: the first crawl fetched {} of {expected} pages",
@@ -223,7 +272,28 @@ fn cycle(
             served0.pages
         )));
     }
+    if let Some(sites) = sites {
+        // Every site registered with: a report from each came through.
+        let until = Instant::now() + Duration::from_secs(60);
+        while sites.heard().len() < web.hosts().len() {
+            if Instant::now() > until {
+                return Err(BenchError(format!(
+                    "rup: reports from {} of {} sites after the first crawl",
+                    sites.heard().len(),
+                    web.hosts().len()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        served0 = access_log(&log_path, before)?;
+        // The changes all within one second, so that each site's report of the next second
+        // names them all: start just past a whole second.
+        let now = unix_now();
+        let wait = 1.05 - now.fract();
+        std::thread::sleep(Duration::from_secs_f64(wait.rem_euclid(1.0)));
+    }
     let every = (1.0 / args.changed).round().max(1.0) as usize;
+    let changed_at = unix_now();
     let changed = change_pages(&work.web_dir, &web.hosts(), every)?;
     if method == RefreshMethod::Sitemaps {
         write_sitemaps(&work.web_dir, &web.hosts())?;
@@ -237,30 +307,42 @@ fn cycle(
             first.elapsed
         ),
     );
-    // The refresh, as an operator starts it: CollectionRefetch on the multinode scheduler,
-    // relayed to every node as CMD_ADM_CONF_REFRESH.
-    let admin = cluster.multinode_admin.to_string();
-    let params = [
-        crawlfleet_core::xmlrpc::Value::String(COLLECTION.into()),
-        crawlfleet_core::xmlrpc::Value::String(String::new()),
-    ];
     let started = unix_now();
-    match crawlfleet_shells::admin::client::call(&admin, "CollectionRefetch", &params) {
-        Ok(Ok(_)) => {}
-        Ok(Err(f)) => return Err(BenchError(format!("CollectionRefetch: {}", f.message))),
-        Err(e) => return Err(BenchError(format!("CollectionRefetch: {e}"))),
+    if sites.is_none() {
+        // The refresh, as an operator starts it: CollectionRefetch on the multinode
+        // scheduler, relayed to every node as CMD_ADM_CONF_REFRESH.
+        let admin = cluster.multinode_admin.to_string();
+        let params = [
+            crawlfleet_core::xmlrpc::Value::String(COLLECTION.into()),
+            crawlfleet_core::xmlrpc::Value::String(String::new()),
+        ];
+        match crawlfleet_shells::admin::client::call(&admin, "CollectionRefetch", &params) {
+            Ok(Ok(_)) => {}
+            Ok(Err(f)) => return Err(BenchError(format!("CollectionRefetch: {}", f.message))),
+            Err(e) => return Err(BenchError(format!("CollectionRefetch: {e}"))),
+        }
     }
     cluster.restart_clock();
     // Until the nodes have the cycle's work (the watch would otherwise see the idle end of
-    // the first crawl).
-    let until = Instant::now() + Duration::from_secs(30);
+    // the first crawl); RUP: until every changed page was fetched, the reports coming at the
+    // next second.
+    let until = Instant::now() + Duration::from_secs(60);
     loop {
         let now = cluster.summary();
-        if totals(&now).0 != t0.0 || now.collections.values().any(|c| c.queued > 0) {
+        let t = totals(&now);
+        let going = match sites {
+            Some(_) => t.2 - t0.2 >= changed,
+            None => t.0 != t0.0 || now.collections.values().any(|c| c.queued > 0),
+        };
+        if going {
             break;
         }
         if Instant::now() > until {
-            return Err(BenchError("the refresh cycle did not start in 30 s".into()));
+            return Err(BenchError(format!(
+                "{}: the refresh cycle did not start in 60 s ({} of {changed} changed pages fetched)",
+                method.name(),
+                t.2 - t0.2
+            )));
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -269,9 +351,20 @@ fn cycle(
         .map_err(BenchError)?;
     let served = access_log(&log_path, served0.lines)?;
     let t1 = totals(&second);
+    let (from, reports, report_paths) = match sites {
+        Some(s) => {
+            let (first, _, n, paths) = s.changes_since(changed_at);
+            (first, n, paths)
+        }
+        None => (started, 0, 0),
+    };
     let mut c = Cycle {
         method,
-        seconds: (served.last_at - started).max(0.0),
+        seconds: (served.last_at - from).max(0.0),
+        since_change: (served.last_at - changed_at).max(0.0),
+        started: from,
+        reports,
+        report_paths,
         unchanged: t1.1 - t0.1,
         modified: t1.2 - t0.2,
         skipped: t1.3 - t0.3,
@@ -304,18 +397,30 @@ fn exactness(c: &Cycle, expected: u64, hosts: u64) -> Option<String> {
                 && s.sitemaps == hosts
                 && c.skipped == expected - changed
         }
+        // The reports named exactly the changed pages, fetched once each; nothing else asked.
+        RefreshMethod::Rup => {
+            common
+                && s.pages == changed
+                && s.requests == changed
+                && c.report_paths == changed
+                && c.unchanged == 0
+        }
     };
     (!exact).then(|| {
         format!(
             "{}: the refresh cycle was not exact: {} distinct pages of {expected} ({changed} \
-             changed), {} repeats ({:?}), {} answered 304, {} sitemap requests, {} unchanged, \
-             {} modified, {} skipped by lastmod, {} neither 200 nor 304",
+             changed), {} repeats ({:?}), {} answered 304, {} sitemap requests, {} RUP \
+             requests, {} paths in {} reports, {} unchanged, {} modified, {} skipped by \
+             lastmod, {} neither 200 nor 304",
             c.method.name(),
             s.pages,
             s.repeats,
             s.repeated,
             s.not_modified,
             s.sitemaps,
+            s.rup,
+            c.report_paths,
+            c.reports,
             c.unchanged,
             c.modified,
             c.skipped,
@@ -339,7 +444,12 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
         &["-v"],
         "install it (apt-get install nginx) or run scripts/bench-crawl.sh",
     )?;
-    let (work, web, _) = serve_web(&spec, args.web.base, "refresh", args.json)?;
+    let with_rup = args.methods.contains(&RefreshMethod::Rup);
+    let locations = |h| match with_rup {
+        true => refresh_rup::nginx_locations(h),
+        false => String::new(),
+    };
+    let (work, web, _) = serve_web(&spec, args.web.base, "refresh", args.json, &locations)?;
     let mut cycles = Vec::new();
     for m in &args.methods {
         cycles.push(run_method(args, *m, &work, &web)?);
@@ -364,6 +474,10 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
                     "ok_200": c.ok_200(),
                     "robots_requests": c.served.robots,
                     "sitemap_requests": c.served.sitemaps,
+                    "rup_requests": c.served.rup,
+                    "reports": c.reports,
+                    "report_paths": c.report_paths,
+                    "seconds_since_change": round(c.since_change),
                     "repeated_pages": c.served.repeats,
                     "seconds": round(c.seconds),
                     "speedup": speedup(c).map(|x| (x * 10.0).round() / 10.0),
@@ -397,18 +511,28 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
             args.web.connections
         );
         println!(
-            "  {:<12} {:>9} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>8}",
-            "method", "requests", "pages", "304", "200", "sitemaps", "robots", "seconds", "speedup"
+            "  {:<12} {:>9} {:>8} {:>8} {:>8} {:>9} {:>5} {:>7} {:>9} {:>8}",
+            "method",
+            "requests",
+            "pages",
+            "304",
+            "200",
+            "sitemaps",
+            "rup",
+            "robots",
+            "seconds",
+            "speedup"
         );
         for c in &cycles {
             println!(
-                "  {:<12} {:>9} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9.3} {:>8}",
+                "  {:<12} {:>9} {:>8} {:>8} {:>8} {:>9} {:>5} {:>7} {:>9.3} {:>8}",
                 c.method.name(),
                 c.served.requests,
                 c.served.pages,
                 c.served.not_modified,
                 c.ok_200(),
                 c.served.sitemaps,
+                c.served.rup,
                 c.served.robots,
                 c.seconds,
                 speedup(c).map_or("-".into(), |x| format!("{x:.1}x"))
@@ -424,6 +548,24 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
                 c.modified,
                 c.skipped
             );
+            let s = &c.served;
+            let after = |t: f64| if t > 0.0 { t - c.started } else { 0.0 };
+            println!(
+                "  {}: after the start: first answer {:.3} s, first page {:.3} s, last sitemap \
+                 {:.3} s, last answer {:.3} s",
+                c.method.name(),
+                after(s.first_at),
+                after(s.pages_first_at),
+                after(s.sitemaps_last_at),
+                after(s.last_at)
+            );
+            if c.method == RefreshMethod::Rup {
+                println!(
+                    "  rup: {} reports named {} pages; {:.3} s from the change to the last answer \
+                     (the reports leave at the second after the change: latency 1-second)",
+                    c.reports, c.report_paths, c.since_change
+                );
+            }
         }
     }
     let problems: Vec<&String> = cycles.iter().filter_map(|c| c.problem.as_ref()).collect();

@@ -1,11 +1,12 @@
-//! `crawlfleet bench refresh` on a small web: one refresh cycle with conditional GETs only and
-//! one with sitemaps (lastmod), each exact (the benchmark fails otherwise), in one run. Skipped
-//! when nginx is missing (`.ci/run` installs it).
+//! `crawlfleet bench refresh` on a small web: one refresh cycle with conditional GETs only, one
+//! with sitemaps (lastmod) and one with RUP (rup-server processes mailing their reports to the
+//! nodes' SMTP receivers), each exact (the benchmark fails otherwise), in one run. Skipped when
+//! nginx is missing (`.ci/run` installs it).
 
 use crate::util::run_json;
 
 #[test]
-fn a_short_refresh_run_measures_conditional_gets_and_sitemaps() {
+fn a_short_refresh_run_measures_conditional_gets_sitemaps_and_rup() {
     if std::process::Command::new("nginx")
         .arg("-v")
         .output()
@@ -21,7 +22,7 @@ fn a_short_refresh_run_measures_conditional_gets_and_sitemaps() {
         "--changed",
         "10%",
         "--nodes",
-        "1",
+        "2",
         "--base",
         "127.96.0.1",
         "--timeout",
@@ -39,10 +40,10 @@ fn a_short_refresh_run_measures_conditional_gets_and_sitemaps() {
             .unwrap_or_else(|| panic!("{name} in {v}"))
             .clone()
     };
-    let (cond, maps) = (by("conditional"), by("sitemaps"));
+    let (cond, maps, rup) = (by("conditional"), by("sitemaps"), by("rup"));
     let changed = cond["changed_pages"].as_u64().unwrap();
     assert_eq!(changed, 18, "{v}");
-    for m in [&cond, &maps] {
+    for m in [&cond, &maps, &rup] {
         assert_eq!(m["complete"], true, "{m}");
         assert_eq!(m["modified"].as_u64(), Some(changed), "{m}");
         assert_eq!(m["repeated_pages"].as_u64(), Some(0), "{m}");
@@ -67,4 +68,12 @@ fn a_short_refresh_run_measures_conditional_gets_and_sitemaps() {
         maps["requests"].as_u64().unwrap() <= changed + 3 + 3,
         "{maps}"
     );
+    // RUP: the reports named exactly the changed pages, each fetched once, nothing else asked
+    // (the rupinfo.txt fetches and registrations were in the first crawl).
+    assert_eq!(rup["pages"].as_u64(), Some(changed), "{rup}");
+    assert_eq!(rup["requests"].as_u64(), Some(changed), "{rup}");
+    assert_eq!(rup["report_paths"].as_u64(), Some(changed), "{rup}");
+    assert_eq!(rup["not_modified"].as_u64(), Some(0), "{rup}");
+    assert_eq!(rup["rup_requests"].as_u64(), Some(0), "{rup}");
+    assert!(rup["reports"].as_u64().unwrap() >= 1, "{rup}");
 }

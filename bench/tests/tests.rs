@@ -2,9 +2,11 @@
 //! the command line; each runs the `crawlfleet-bench` executable as a script would.
 
 mod cli;
+mod crawl;
 mod dup;
 mod flood;
 mod queue;
 mod refresh;
 mod roles;
+mod scale;
 mod util;

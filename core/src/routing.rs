@@ -343,10 +343,7 @@ fn simple_site(uri: &[u8]) -> Option<Cow<'_, str>> {
     let octet = |p: &[u8]| {
         matches!(p.len(), 1..=3)
             && (p.len() == 1 || p[0] != b'0')
-            && std::str::from_utf8(p)
-                .ok()
-                .and_then(|p| p.parse::<u8>().ok())
-                .is_some()
+            && decimal(p).is_some_and(|v| v <= 255)
     };
     let labels = || host.split(|&b| b == b'.');
     if ends_in_number && !(labels().count() == 4 && labels().all(octet)) {
@@ -363,9 +360,9 @@ fn simple_site(uri: &[u8]) -> Option<Cow<'_, str>> {
         if p.is_empty() || p == default_port {
             i
         } else {
-            let n: u16 = std::str::from_utf8(p).ok()?.parse().ok()?;
-            if n.to_string().as_bytes() != p {
-                return None; // leading zeros or a sign: let the URL parser normalise
+            // Leading zeros or a sign: let the URL parser normalise.
+            if p.len() > 5 || (p.len() > 1 && p[0] == b'0') || decimal(p)? > u32::from(u16::MAX) {
+                return None;
             }
             i + 1 + p.len()
         }
@@ -379,6 +376,16 @@ fn simple_site(uri: &[u8]) -> Option<Cow<'_, str>> {
     } else {
         Some(Cow::Borrowed(site))
     }
+}
+
+/// The value of a run of at most 9 ASCII digits (`None` for anything else).
+fn decimal(p: &[u8]) -> Option<u32> {
+    if p.is_empty() || p.len() > 9 {
+        return None;
+    }
+    p.iter().try_fold(0u32, |v, &b| {
+        b.is_ascii_digit().then(|| v * 10 + u32::from(b - b'0'))
+    })
 }
 
 /// The host of a crawl site: without its `:port`, and an IPv6 literal without its brackets.
@@ -552,6 +559,12 @@ mod tests {
             "http://a.0x1f/",
             "http://0x7f.0.0.1/",
             "http://255.255.255.255:8080/",
+            "http://a.com:0/",
+            "http://a.com:00/",
+            "http://a.com:123456/",
+            "http://a.com:99999/",
+            "http://1.2.3.4:8080/x",
+            "http://1.2.3.04/",
         ] {
             assert_eq!(crawl_site(u.as_bytes()), parsed_site(u), "{u}");
         }

@@ -59,6 +59,7 @@ impl EventLoop<FscmtFraming> {
                 linger: Duration::from_secs(5),
                 limits: PortLimits::default(),
                 answer_half_closed: false,
+                tls: None,
             },
             thread_name: "crawlfleet-net".to_owned(),
         }
@@ -119,6 +120,13 @@ impl<F: Framing> Builder<F> {
         self
     }
 
+    /// Speaks TLS on every accepted connection, with `config` (rustls; its certificate and
+    /// key): the role sees the plaintext messages. Outgoing links stay plain.
+    pub fn tls(mut self, config: Arc<rustls::ServerConfig>) -> Self {
+        self.config.tls = Some(config);
+        self
+    }
+
     /// Sets how long a graceful close may take to write what is queued and see the peer close.
     pub fn linger(mut self, linger: Duration) -> Self {
         self.config.linger = linger;
@@ -175,7 +183,7 @@ impl<F: Framing> Builder<F> {
 
     /// Binds the listeners and builds the loop, to be run on the caller's thread.
     pub fn build(self) -> Result<(EventLoop<F>, Handle, Receiver<Event>), BuildError> {
-        let reactor = Reactor::new(EVENT_CAPACITY).map_err(BuildError::Poll)?;
+        let reactor = Reactor::new(EVENT_CAPACITY, &self.thread_name).map_err(BuildError::Poll)?;
         let mut listeners = Vec::with_capacity(self.listen.len());
         for (i, on) in self.listen.into_iter().enumerate() {
             let (mut socket, wanted) = match on {

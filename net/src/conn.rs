@@ -4,7 +4,7 @@
 //! sends events, deregisters and removes connections.
 
 use std::io::{self, Read};
-use std::net::{Shutdown, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,6 +17,7 @@ use crate::ids::{ConnId, LinkId};
 use crate::io_util::{interrupted, would_block};
 use crate::limits::InRole;
 use crate::sendq::{Flushed, SendQueue};
+use crate::tls::Io;
 
 /// Read buffer size when no message needs more.
 const READ_BUF: usize = 16 << 10;
@@ -101,14 +102,18 @@ pub(crate) struct Conn<F> {
     refused: bool,
     framing: F,
     /// `buf[..filled]` holds received bytes: complete messages in `buf[..framed]`, then the
-    /// start of the next one. `buf.len()` is the room readable into without growing.
-    /// Invariant: `framed <= filled <= buf.len()` (so the slicing below cannot panic); `framed`
+    /// start of the next one. `buf.capacity()` is the room readable into without growing: reads
+    /// go to the spare capacity, which is never zeroed first (zeroing each new or grown buffer
+    /// was a tenth of a pipelined duplicate server's instructions).
+    /// Invariant: `framed <= filled == buf.len()` (so the slicing below cannot panic); `framed`
     /// only grows by a message length checked against the unframed bytes.
     buf: Vec<u8>,
     filled: usize,
     framed: usize,
     /// Messages in `buf[..framed]`, handed on by [`Conn::take_batch`].
     batch: FrameBatch,
+    /// The TLS session of a connection accepted on a TLS listener (`crate::tls`).
+    tls: Option<Box<rustls::ServerConnection>>,
 }
 
 impl<F: Framing> Conn<F> {
@@ -144,6 +149,21 @@ impl<F: Framing> Conn<F> {
             filled: 0,
             framed: 0,
             batch: FrameBatch::new(id),
+            tls: None,
+        }
+    }
+
+    /// The connection speaking TLS through `tls` (`crate::tls`), when given.
+    pub(crate) fn with_tls(mut self, tls: Option<Box<rustls::ServerConnection>>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// The socket, through the TLS session if there is one.
+    fn io(&mut self) -> Io<'_> {
+        Io {
+            stream: &mut self.stream,
+            tls: self.tls.as_deref_mut(),
         }
     }
 
@@ -180,8 +200,8 @@ impl<F: Framing> Conn<F> {
     /// buffer, when a partial message has grown it past the normal size (every connection keeps
     /// a normal-sized buffer; that is not counted).
     pub(crate) fn held_now(&self) -> usize {
-        if self.has_partial() && self.buf.len() > READ_BUF {
-            self.buf.len()
+        if self.has_partial() && self.buf.capacity() > READ_BUF {
+            self.buf.capacity()
         } else {
             0
         }
@@ -211,10 +231,18 @@ impl<F: Framing> Conn<F> {
         if self.state == State::Connecting {
             return Ok(Flushed::Blocked);
         }
-        let flushed = self.sendq.flush_to(&mut self.stream)?;
+        let mut io = Io {
+            stream: &mut self.stream,
+            tls: self.tls.as_deref_mut(),
+        };
+        let mut flushed = self.sendq.flush_to(&mut io)?;
+        // Done only once the TLS session holds no records either.
+        if flushed == Flushed::Empty && !io.flush_tls()? {
+            flushed = Flushed::Blocked;
+        }
         if flushed == Flushed::Empty && self.state == State::Closing {
             self.state = State::Draining;
-            self.stream.shutdown(Shutdown::Write)?;
+            io.shutdown_write()?;
         }
         Ok(flushed)
     }
@@ -253,6 +281,7 @@ impl<F: Framing> Conn<F> {
             if self.refused {
                 // Drop what followed the refused input, and whatever else comes.
                 self.filled = self.framed;
+                self.buf.truncate(self.framed);
                 return self.discard(CloseReason::PeerClosed);
             }
             if budget == 0 || self.framed >= MAX_BATCH {
@@ -262,9 +291,25 @@ impl<F: Framing> Conn<F> {
                 // The buffer is full of complete messages: hand them on, then read on.
                 return ReadStatus::More;
             }
-            let room = &mut self.buf[self.filled..];
-            let want = room.len().min(budget);
-            match self.stream.read(&mut room[..want]) {
+            // A plain connection reads into the spare capacity, without zeroing it first; a
+            // read may take the budget over by at most one buffer. A TLS session (the admin
+            // port's, not a hot path) decrypts into zeroed room, cut back to what it read.
+            let read = if self.tls.is_none() {
+                rustix::io::read(&self.stream, rustix::buffer::spare_capacity(&mut self.buf))
+                    .map_err(io::Error::from)
+            } else {
+                let start = self.filled;
+                let want = (self.buf.capacity() - start).min(budget.max(1));
+                self.buf.resize(start + want, 0);
+                let mut io = Io {
+                    stream: &mut self.stream,
+                    tls: self.tls.as_deref_mut(),
+                };
+                let r = io.read(&mut self.buf[start..]);
+                self.buf.truncate(start + *r.as_ref().unwrap_or(&0));
+                r
+            };
+            match read {
                 Ok(0) => {
                     if self.filled > self.framed {
                         log::debug!(
@@ -281,7 +326,9 @@ impl<F: Framing> Conn<F> {
                     return ReadStatus::Finished;
                 }
                 Ok(n) => {
+                    // `spare_capacity` extended `buf` by the bytes read.
                     self.filled += n;
+                    debug_assert_eq!(self.filled, self.buf.len());
                     budget = budget.saturating_sub(n);
                 }
                 Err(e) if would_block(&e) => return ReadStatus::Drained,
@@ -334,32 +381,30 @@ impl<F: Framing> Conn<F> {
     /// that actually arrived (at most twice them), so peers announcing 64 MiB frames and
     /// trickling bytes cannot make the loop allocate 64 MiB each on a 4-byte claim.
     fn make_room(&mut self, needed: usize) -> bool {
-        if self.filled < self.buf.len() {
+        if self.filled < self.buf.capacity() {
             return true;
         }
         if self.framed > 0 {
-            if self.buf.len() >= MAX_BATCH {
+            if self.buf.capacity() >= MAX_BATCH {
                 return false;
             }
             // The peer sends more than the buffer holds (a pipelining client): grow it, up to
             // one batch, so that what arrived together is handed on (and answered) together
             // instead of in 16 KiB slices.
-            let target = (self.buf.len() * 2).min(MAX_BATCH);
-            self.buf.reserve_exact(target - self.buf.len());
-            self.buf.resize(target, 0);
+            let target = (self.buf.capacity() * 2).min(MAX_BATCH);
+            self.buf.reserve_exact(target - self.filled);
             return true;
         }
-        // Only the start of one message is in the buffer (filled == buf.len()). `needed` has
-        // been checked against the framing's limit, so growth is bounded by it.
-        let doubled = (self.buf.len() * 2).max(READ_BUF);
+        // Only the start of one message is in the buffer (filled == buf.capacity()). `needed`
+        // has been checked against the framing's limit, so growth is bounded by it.
+        let doubled = (self.buf.capacity() * 2).max(READ_BUF);
         let target = if needed > self.filled + MIN_READ {
             doubled.min(needed).max(READ_BUF)
         } else {
             // No useful hint (or a small one): double.
             doubled
         };
-        self.buf.reserve_exact(target - self.buf.len());
-        self.buf.resize(target, 0);
+        self.buf.reserve_exact(target - self.filled);
         true
     }
 
@@ -370,19 +415,16 @@ impl<F: Framing> Conn<F> {
         }
         let mut batch = std::mem::replace(&mut self.batch, FrameBatch::new(self.id));
         let framed = self.framed;
-        if framed == self.filled && framed * 2 >= self.buf.len() {
+        if framed == self.filled && framed * 2 >= self.buf.capacity() {
             // The buffer is mostly complete messages (a large one, typically): give it away
             // instead of copying it.
-            let mut data = std::mem::take(&mut self.buf);
-            data.truncate(framed);
-            batch.set_data(data);
+            batch.set_data(std::mem::take(&mut self.buf));
         } else {
             batch.set_data(self.buf[..framed].to_vec());
-            self.buf.copy_within(framed..self.filled, 0);
-            if self.buf.len() > SHRINK_ABOVE && self.filled - framed <= READ_BUF {
+            self.buf.drain(..framed);
+            if self.buf.capacity() > SHRINK_ABOVE && self.filled - framed <= READ_BUF {
                 // A large message has left; return to the normal size.
-                self.buf.truncate(READ_BUF);
-                self.buf.shrink_to_fit();
+                self.buf.shrink_to(READ_BUF);
             }
         }
         self.filled -= framed;
@@ -397,7 +439,7 @@ impl<F: Framing> Conn<F> {
         let mut scratch = [0u8; 4096];
         let mut budget = READ_BUDGET;
         while budget > 0 {
-            match self.stream.read(&mut scratch) {
+            match self.io().read(&mut scratch) {
                 Ok(0) => return ReadStatus::Close(eof),
                 Ok(n) => budget = budget.saturating_sub(n),
                 Err(e) if would_block(&e) => return ReadStatus::Drained,

@@ -59,6 +59,8 @@ pub(crate) struct Config {
     pub(crate) limits: PortLimits,
     /// Answer what a peer sent before it finished sending (see `Builder::answer_half_closed`).
     pub(crate) answer_half_closed: bool,
+    /// TLS on accepted connections (see `Builder::tls`).
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// A listening socket.
@@ -195,6 +197,10 @@ impl<F: Framing> Turn for Loop<F> {
 
     /// Carries out the commands, flushes what they queued, fires due timers, passes on held
     /// events and resumes paused reads; stops once shut down.
+    fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
     fn after_events(&mut self) -> ControlFlow<()> {
         self.drain_commands();
         self.flush_dirty();
@@ -285,16 +291,11 @@ impl<F: Framing> Loop<F> {
             Token(key),
             Interest::READABLE | Interest::WRITABLE,
         )?;
+        let tls = crate::tls::session(self.config.tls.as_ref(), link)?;
         let in_role = InRole::new(self.config.limits.max_in_role, Arc::clone(&self.waker));
-        entry.insert(Conn::new(
-            id,
-            stream,
-            peer,
-            state,
-            link,
-            self.framing.clone(),
-            in_role,
-        ));
+        entry.insert(
+            Conn::new(id, stream, peer, state, link, self.framing.clone(), in_role).with_tls(tls),
+        );
         Ok(id)
     }
 

@@ -76,9 +76,11 @@ pub mod http;
 mod ids;
 mod io_util;
 mod limits;
+pub mod loopstats;
 mod reactor;
 mod sendq;
 mod timer;
+mod tls;
 
 pub use backoff::BackoffPolicy;
 pub use builder::{BuildError, Builder, LoopError, Spawned, DEFAULT_EVENT_CAPACITY};

@@ -16,13 +16,15 @@
 
 use std::io;
 use std::ops::ControlFlow;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mio::event::Event;
 use mio::{Events, Poll, Registry, Token, Waker};
 
 use crate::io_util::interrupted;
+use crate::loopstats::{self, LoopStats};
 
 /// The waker's token. Drivers give their sockets tokens well below it.
 pub(crate) const WAKER: Token = Token(usize::MAX);
@@ -35,6 +37,8 @@ pub(crate) trait Turn {
     fn on_event(&mut self, ev: &Event);
     /// The rest of the turn, after its events. `Break` ends [`Reactor::run`].
     fn after_events(&mut self) -> ControlFlow<()>;
+    /// Connections the driver holds now (for `/metrics`).
+    fn connections(&self) -> usize;
 }
 
 /// A poll with its event buffer.
@@ -43,17 +47,21 @@ pub(crate) struct Reactor {
     poll: Poll,
     events: Events,
     waker: Arc<Waker>,
+    /// Turn times and connections, listed for `/metrics` ([`loopstats::loops`]).
+    stats: Arc<LoopStats>,
 }
 
 impl Reactor {
-    /// A new poll taking up to `capacity` readiness events per turn, with its waker registered.
-    pub(crate) fn new(capacity: usize) -> io::Result<Reactor> {
+    /// A new poll taking up to `capacity` readiness events per turn, with its waker registered,
+    /// reporting as `name` ([`loopstats`]).
+    pub(crate) fn new(capacity: usize, name: &str) -> io::Result<Reactor> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         Ok(Reactor {
             poll,
             events: Events::with_capacity(capacity),
             waker,
+            stats: loopstats::register(name),
         })
     }
 
@@ -79,10 +87,16 @@ impl Reactor {
                 }
                 return Err(e);
             }
+            let woke = Instant::now();
             for ev in self.events.iter() {
                 driver.on_event(ev);
             }
-            if driver.after_events().is_break() {
+            let flow = driver.after_events();
+            self.stats.turns.record(woke.elapsed().as_secs_f64());
+            self.stats
+                .connections
+                .store(driver.connections() as u64, Ordering::Relaxed);
+            if flow.is_break() {
                 return Ok(());
             }
         }
@@ -109,6 +123,9 @@ mod tests {
                 self.wakes += 1;
             }
         }
+        fn connections(&self) -> usize {
+            0
+        }
         fn after_events(&mut self) -> ControlFlow<()> {
             self.turns += 1;
             if self.turns >= self.stop_after {
@@ -121,7 +138,7 @@ mod tests {
 
     #[test]
     fn turns_until_the_driver_breaks_and_delivers_the_waker() {
-        let mut reactor = Reactor::new(16).unwrap();
+        let mut reactor = Reactor::new(16, "test-reactor").unwrap();
         reactor.waker().wake().unwrap();
         let mut c = Counter {
             turns: 0,

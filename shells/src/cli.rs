@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+pub use crate::admin::auth::AdminAccess;
 use clap::{Args, Parser, Subcommand};
 
 /// crawlfleet: a multinode web crawler fabric speaking the FAST crawler protocols.
@@ -12,6 +13,20 @@ pub struct Cli {
     /// The mode to run.
     #[command(subcommand)]
     pub command: Command,
+    /// Log records on standard error as text, or as JSON for log shippers: one object per
+    /// line with timestamp (RFC 3339, UTC), level, target, message and role.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log records are written (`--log-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line each: time, level, target, message.
+    #[default]
+    Text,
+    /// One JSON object per line: timestamp, level, target, message, role.
+    Json,
 }
 
 /// The subcommands.
@@ -163,6 +178,9 @@ pub struct DistributorArgs {
     /// the collections' full-text indexes (docs/distributor.md "Search").
     #[arg(long)]
     pub admin: Option<SocketAddr>,
+    /// Who may use the administrative port.
+    #[command(flatten)]
+    pub access: AdminAccess,
     /// Largest administrative request body, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     pub admin_max_body: usize,
@@ -234,6 +252,13 @@ pub struct NameserverArgs {
     /// Directory of the bindings (created if missing; locked while the server runs).
     #[arg(long, required = true)]
     pub data_dir: Option<PathBuf>,
+    /// Serve `GET /metrics` (Prometheus text format) on this address.
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Who may read --metrics-listen: tokens and TLS as on an administrative port (a token is
+    /// required off loopback).
+    #[command(flatten)]
+    pub access: AdminAccess,
     /// A client command instead of the server.
     #[command(subcommand)]
     pub command: Option<NameserverCommand>,
@@ -345,13 +370,15 @@ pub enum NameserverCommand {
 /// Arguments of `crawlfleet docs`.
 #[derive(Debug, Args)]
 pub struct DocsArgs {
-    /// The node scheduler's data directory (the documents are under
-    /// `collections/<collection>/docs`).
+    /// A node scheduler's data directory (the documents are under
+    /// `collections/<collection>/docs`), or a cluster's: the directory given to `crawlfleet up`
+    /// (or scripts/netns-cluster.sh), whose node directories node1, node2... are listed in turn,
+    /// each line ending with the node's name.
     #[arg(long)]
     pub data_dir: PathBuf,
     /// The collection.
     pub collection: String,
-    /// Start at this sequence number.
+    /// Start at this sequence number (of each node's log, in a cluster).
     #[arg(long, default_value_t = 0)]
     pub from: u64,
     /// List the documents held while feeding is suspended (`docs-held`) instead.
@@ -420,6 +447,10 @@ pub struct UpArgs {
     /// last run on this data directory, else a free port); written to DATA/admin.addr.
     #[arg(long)]
     pub admin_listen: Option<SocketAddr>,
+    /// Who may use the administrative ports of the roles `up` starts; the admin token is also
+    /// written to DATA/admin.token for `crawlfleet admin --data-dir`.
+    #[command(flatten)]
+    pub access: AdminAccess,
     /// Progress: a bar on a terminal and a plain line every 10 s elsewhere (auto), plain
     /// lines always, or none.
     #[arg(long, value_enum, default_value = "auto")]
@@ -466,9 +497,18 @@ pub struct AdminArgs {
     /// 127.0.0.1:14101.
     #[arg(long, conflicts_with = "data_dir")]
     pub server: Option<String>,
-    /// The data directory of a `crawlfleet up` cluster: its admin.addr names the address.
+    /// The data directory of a `crawlfleet up` cluster: its admin.addr names the address (and
+    /// its admin.token, when there is one, the token).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// A file holding the administrative port's token (its --admin-token-file, or a read-only
+    /// one), sent as `Authorization: Bearer TOKEN`.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Call over TLS (HTTPS), trusting the certificates in this PEM file (the port's
+    /// --admin-tls-cert, or its issuer's).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -494,6 +534,14 @@ pub struct AdminOpts {
     /// Largest XML-RPC request body accepted, in bytes.
     #[arg(long, default_value_t = 16 << 20)]
     pub admin_max_body: usize,
+    /// Another role the dashboard shows, from its /metrics: NAME=HOST:PORT (repeatable; e.g.
+    /// dupserver=10.0.0.5:14210, the address of its --metrics-listen).
+    #[arg(long = "dashboard-peer", value_name = "NAME=HOST:PORT",
+          value_parser = crate::dashboard::peers::parse_peer)]
+    pub dashboard_peers: Vec<(String, SocketAddr)>,
+    /// Who may use the administrative port.
+    #[command(flatten)]
+    pub access: AdminAccess,
 }
 
 /// Arguments of `crawlfleet synthweb`.
@@ -547,6 +595,13 @@ pub struct LinkstoreArgs {
     /// closed.
     #[arg(long, default_value_t = 64 << 20)]
     pub max_message: usize,
+    /// Serve `GET /metrics` (Prometheus text format) on this address.
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Who may read --metrics-listen: tokens and TLS as on an administrative port (a token is
+    /// required off loopback).
+    #[command(flatten)]
+    pub access: AdminAccess,
 }
 
 /// Arguments of `crawlfleet links`.
@@ -722,6 +777,13 @@ pub struct DupArgs {
     /// Keep-Alive timer in seconds (MS-FSCMT 3.3.2; at least 1).
     #[arg(long, default_value_t = 120.0)]
     pub keepalive: f64,
+    /// Serve `GET /metrics` (Prometheus text format) on this address.
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Who may read --metrics-listen: tokens and TLS as on an administrative port (a token is
+    /// required off loopback).
+    #[command(flatten)]
+    pub access: AdminAccess,
 }
 
 /// Arguments of `crawlfleet dupserver`.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crawlfleet_core::crawl::counters::doc_skip;
+use crawlfleet_core::crawl::site_tally::SiteTally;
 use crawlfleet_core::crawl::{
     Action, CrawlCounters, CrawlEngine, EngineOptions, Failure, Fetched, Outcome, Request,
 };
@@ -16,6 +17,7 @@ use crawlfleet_core::marshal::Value;
 use crawlfleet_core::sched::multinode::SchedError;
 use crawlfleet_core::sched::node::{Fate, NodeScheduler, Verdict};
 use crawlfleet_core::sched::show;
+use crawlfleet_core::stats::sites::SiteStats;
 use crawlfleet_core::stats::Stats;
 use crawlfleet_net::fetch::{FetchError, FetchRequest, FetchResult, Fetcher, FetcherOptions};
 use crossbeam_channel::Receiver;
@@ -72,6 +74,10 @@ pub struct Crawler {
     fed: HashMap<Vec<u8>, CrawlCounters>,
     /// The WARC writers of the collections that archive (docs/warc.md).
     archiver: Option<crate::warc::Archiver>,
+    /// The time of every fetch, for `/metrics`.
+    latency: Arc<crawlfleet_core::metrics::Histogram>,
+    /// What each crawl site got, for the per-site statistics (FSCADM 2.2.4.9).
+    sites: SiteTally,
 }
 
 fn failure(e: FetchError) -> Failure {
@@ -103,6 +109,8 @@ impl Crawler {
             dicts: HashMap::new(),
             fed: HashMap::new(),
             archiver: None,
+            latency: Arc::default(),
+            sites: SiteTally::new(),
         })
     }
 
@@ -111,6 +119,11 @@ impl Crawler {
     pub fn archive_with(&mut self, archiver: crate::warc::Archiver) {
         self.archiver = Some(archiver);
         self.dicts.clear();
+    }
+
+    /// The time of every fetch (request sent to answer read, or failure), for `/metrics`.
+    pub fn latency(&self) -> Arc<crawlfleet_core::metrics::Histogram> {
+        self.latency.clone()
     }
 
     /// Fetch results, for the node's `select!`.
@@ -160,6 +173,7 @@ impl Crawler {
                     sm.site_done(&collection, &site);
                 }
             }
+            self.sites.remove_collection(&name);
         }
         if let Some(a) = &self.archiver {
             self.fetcher.keep_wire(a.any());
@@ -173,6 +187,9 @@ impl Crawler {
         // Sites the scheduler stopped (suspend, preempt, quarantine, an IP no longer granted):
         // no new request for them; what the engine held goes back to the crawl queue.
         for (name, sites) in sm.take_stopped() {
+            for site in &sites {
+                self.sites.ended(&name, site, unix_secs());
+            }
             let held = self.engine.withdraw(&name, Some(&sites));
             sm.give_back(&name, held)?;
         }
@@ -180,13 +197,16 @@ impl Crawler {
         if want > 0 {
             sm.dispatch(want, now_secs)?;
             for r in sm.take_ready(want) {
+                self.sites.started(&r.collection, &r.site, unix_secs());
                 self.engine.push(r);
             }
         }
         let (reqs, done) = self.engine.poll(self.now());
+        self.sites.requested(&self.engine, &reqs, unix_secs());
         for a in done {
             if let Action::SiteDone { collection, site } = a {
                 debug!("collection {}: site {site} done", show(&collection));
+                self.sites.ended(&collection, &site, unix_secs());
                 sm.site_done(&collection, &site);
             }
         }
@@ -204,7 +224,7 @@ impl Crawler {
                         net_written: 0,
                     };
                     let now = self.now();
-                    let actions = self.engine.complete(o, now);
+                    let actions = self.complete(o, &r.url, now);
                     self.apply(sm, actions)?;
                 }
             }
@@ -261,9 +281,24 @@ impl Crawler {
             net_read: r.net_read,
             net_written: r.net_written,
         };
+        self.latency.record(o.elapsed);
         let now = self.now();
-        let actions = self.engine.complete(o, now);
+        let actions = self.complete(o, r.url.as_str(), now);
         self.apply(sm, actions)
+    }
+
+    /// The engine reads an outcome; what it counts is the request's site's.
+    fn complete(&mut self, o: Outcome, url: &str, now: f64) -> Vec<Action> {
+        let coll = self.engine.collection_of(o.id).map(<[u8]>::to_vec);
+        if let Some(c) = &coll {
+            self.sites.before(&self.engine, c);
+        }
+        let actions = self.engine.complete(o, now);
+        if let Some(c) = &coll {
+            self.sites
+                .after_uri(&self.engine, c, url.as_bytes(), unix_secs());
+        }
+        actions
     }
 
     fn apply(&mut self, sm: &mut NodeScheduler, actions: Vec<Action>) -> Result<(), SchedError> {
@@ -284,7 +319,7 @@ impl Crawler {
                         }
                     }
                     if let Some(v) = sm.document(d)? {
-                        self.verdict(&v);
+                        self.booked_verdict(&v);
                     }
                 }
                 Action::Links {
@@ -315,7 +350,10 @@ impl Crawler {
                         }
                     }
                 }
-                Action::SiteDone { collection, site } => sm.site_done(&collection, &site),
+                Action::SiteDone { collection, site } => {
+                    self.sites.ended(&collection, &site, unix_secs());
+                    sm.site_done(&collection, &site)
+                }
                 Action::Sitemaps {
                     collection,
                     site,
@@ -338,20 +376,28 @@ impl Crawler {
                 }
                 Action::Unchanged { collection, uri } => {
                     if let Some(v) = sm.unchanged(&collection, &uri)? {
-                        self.verdict(&v);
+                        self.booked_verdict(&v);
                     }
                 }
                 Action::Gone { collection, uri } => {
                     if let Some(v) = sm.gone(&collection, &uri)? {
-                        self.verdict(&v);
+                        self.booked_verdict(&v);
                     }
                 }
             }
         }
         for v in sm.take_verdicts() {
-            self.verdict(&v);
+            self.booked_verdict(&v);
         }
         self.finish_entries(sm)
+    }
+
+    /// [`Self::verdict`], what it counts booked to the document's site.
+    fn booked_verdict(&mut self, v: &Verdict) {
+        self.sites.before(&self.engine, &v.collection);
+        self.verdict(v);
+        self.sites
+            .after_uri(&self.engine, &v.collection, &v.uri, unix_secs());
     }
 
     /// Counts what became of a document (MS-FSCADM 2.2.4.9): stored (added or modified),
@@ -396,7 +442,7 @@ impl Crawler {
     /// Counts verdicts that arrived with frames from the duplicate servers.
     pub fn collect_verdicts(&mut self, sm: &mut NodeScheduler) {
         for v in sm.take_verdicts() {
-            self.verdict(&v);
+            self.booked_verdict(&v);
         }
     }
 
@@ -464,6 +510,11 @@ impl Crawler {
         }
     }
 
+    /// Hands what each crawl site got since the last call to the per-site statistics.
+    pub fn feed_site_stats(&mut self, sm: &NodeScheduler, sites: &mut SiteStats) {
+        sites.absorb(self.sites.take(), |c| sm.refresh_cycle(c).unwrap_or(0));
+    }
+
     /// The status of every collection.
     pub fn status(&self, sm: &NodeScheduler) -> NodeStatus {
         let (held, in_flight, sites) = self.engine.load();
@@ -499,6 +550,10 @@ impl Crawler {
 
 fn unix_now() -> u64 {
     crawlfleet_core::clock::Clock::System.now_u64()
+}
+
+fn unix_secs() -> i64 {
+    i64::try_from(unix_now()).unwrap_or(i64::MAX)
 }
 
 /// Which applications receive a collection's link data: the `linkstore` section's

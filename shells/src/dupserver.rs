@@ -24,6 +24,7 @@ use log::{error, info, warn};
 use parking_lot::Mutex;
 
 use crate::cli::DupArgs;
+use crate::stop::Stop;
 
 const KEEPALIVE_TIMER: TimerId = TimerId(1);
 const SNAPSHOT_TIMER: TimerId = TimerId(2);
@@ -138,8 +139,33 @@ fn open_stores(dir: &Path) -> Result<(DirLock, DupStores), String> {
     Ok((lock, stores))
 }
 
-/// Runs a duplicate server (`replica` given: forwarding to it) or a replica until killed.
-pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<(), String> {
+/// Publishes what `sm` has done for `/metrics`.
+fn publish(sm: &DupServer, view: &crate::metrics::roles::SharedDup) {
+    let c = sm.counters();
+    let stores = sm.stores();
+    let entries = stores
+        .collection_names()
+        .map(|n| {
+            let len = stores.collection(n).map_or(0, |c| c.store.len());
+            (String::from_utf8_lossy(n).into_owned(), len as u64)
+        })
+        .collect();
+    let mut v = view.lock();
+    v.adds = c.adds;
+    v.removes = c.removes;
+    v.entries = entries;
+    v.wal_bytes = stores.wal_len();
+    v.replica = sm.replica_lag();
+}
+
+/// Runs a duplicate server (`replica` given: forwarding to it) or a replica until `stop` (or
+/// killed).
+pub fn run(
+    mode: Mode,
+    args: &DupArgs,
+    replica: Option<SocketAddr>,
+    stop: &Stop,
+) -> Result<(), String> {
     let (_lock, stores) = open_stores(&args.data_dir)?;
     let node_id = args
         .node_id
@@ -159,6 +185,17 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
     let role = match mode {
         Mode::Server => "dupserver",
         Mode::Replica => "dupreplica",
+    };
+    // `/metrics` (--metrics-listen): the view is published at every snapshot tick.
+    let view = crate::metrics::roles::SharedDup::default();
+    view.lock().role = role;
+    let _metrics = match args.metrics_listen {
+        Some(addr) => Some(crate::metrics::serve(
+            addr,
+            crate::metrics::roles::dup_route(view.clone()),
+            &args.access,
+        )?),
+        None => None,
     };
     // Scripts (and the tests) read the bound address from this line.
     crate::announce(format_args!(
@@ -201,7 +238,29 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
     };
 
     loop {
-        let Ok(first) = spawned.events.recv() else {
+        let first = crossbeam_channel::select! {
+            recv(spawned.events) -> ev => ev.ok(),
+            recv(stop.receiver()) -> _ => {
+                // Stop accepting and close every connection, let the syncer send the answers
+                // it holds, then make every record written durable (those without answers
+                // too: they would otherwise wait for a later group).
+                let _ = handle.shutdown();
+                drop(commit_tx);
+                let _ = syncer_thread.join();
+                if let Ok(e) = failed_rx.try_recv() {
+                    return Err(e);
+                }
+                let out = sm
+                    .write_log()
+                    .map_err(|e| format!("stopping: cannot write the log: {e}"))?;
+                out.sync
+                    .sync()
+                    .map_err(|e| format!("stopping: cannot commit the log: {e}"))?;
+                info!("{role} stopped: the checksum log is durable");
+                return Ok(());
+            }
+        };
+        let Some(first) = first else {
             drop(commit_tx);
             let _ = syncer_thread.join();
             return Err(stopped_by_syncer(&failed_rx));
@@ -246,6 +305,9 @@ pub fn run(mode: Mode, args: &DupArgs, replica: Option<SocketAddr>) -> Result<()
                 }
                 Event::Timer(KEEPALIVE_TIMER) => sm.keepalive_tick(),
                 Event::Timer(SNAPSHOT_TIMER) => {
+                    if _metrics.is_some() {
+                        publish(&sm, &view);
+                    }
                     let stores = sm.stores_mut();
                     if !stores.snapshot_in_progress() && stores.wal_len() > SNAPSHOT_AFTER_BYTES {
                         info!("log at {} MiB: starting a snapshot", stores.wal_len() >> 20);

@@ -10,6 +10,7 @@ pub mod bench;
 pub mod cli;
 pub mod configfile;
 pub mod crawl;
+pub mod dashboard;
 pub mod distributor;
 pub mod docs;
 pub mod dupclient;
@@ -17,6 +18,7 @@ pub mod dupserver;
 pub mod inspect;
 pub mod linkclient;
 pub mod linkstore;
+pub mod metrics;
 pub mod multinode;
 pub mod nameserver;
 pub mod node;
@@ -26,6 +28,7 @@ pub mod rup;
 pub mod search;
 pub mod sessionsink;
 pub mod starter;
+pub mod stop;
 pub mod synthweb;
 pub mod up;
 pub mod warc;
@@ -62,16 +65,20 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    use clap::Parser;
+    use clap::{CommandFactory, FromArgMatches};
     tune_allocator();
     exit_quietly_on_closed_output();
-    let cli = cli::Cli::parse_from(args);
-    // `up` draws a progress line: only warnings unless RUST_LOG asks for more.
-    init_logging_at(if matches!(cli.command, cli::Command::Up(_)) {
-        "warn"
-    } else {
-        "info"
-    });
+    let matches = cli::Cli::command().get_matches_from(args);
+    let cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The subcommand's name is the role of JSON log records.
+    let role = matches.subcommand_name().unwrap_or("crawlfleet");
+    // `up` draws a progress line: only warnings unless RUST_LOG asks for more (and, as JSON,
+    // the progress lines, which are log records then).
+    let level = match cli.command {
+        cli::Command::Up(_) => "warn,crawlfleet::progress=info,crawlfleet::up=info",
+        _ => "info",
+    };
+    init_logging_as(level, cli.log_format, role);
     run(cli)
 }
 
@@ -131,43 +138,102 @@ pub fn init_logging() {
 
 /// Sends `log` records to stderr; `RUST_LOG` overrides the default `level`.
 pub fn init_logging_at(level: &str) {
-    let env = env_logger::Env::default().default_filter_or(level);
-    let _ = env_logger::Builder::from_env(env)
-        .format_timestamp_millis()
-        .try_init();
+    init_logging_as(level, cli::LogFormat::Text, "crawlfleet");
 }
 
-/// Runs one subcommand, printing its error (if any) to stderr.
+/// The format [`init_logging_as`] set: `LogFormat::Json` as 1.
+static LOG_FORMAT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The format of the log records (`--log-format`), for output that must follow it (`up`'s
+/// progress lines).
+pub fn log_format() -> cli::LogFormat {
+    match LOG_FORMAT.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => cli::LogFormat::Json,
+        _ => cli::LogFormat::Text,
+    }
+}
+
+/// Sends `log` records to stderr in `format`; `RUST_LOG` overrides the default `level`. As
+/// JSON, every record is one line (a message's own line breaks are escaped) naming `role`.
+pub fn init_logging_as(level: &str, format: cli::LogFormat, role: &str) {
+    let env = env_logger::Env::default().default_filter_or(level);
+    let mut builder = env_logger::Builder::from_env(env);
+    match format {
+        cli::LogFormat::Text => {
+            builder.format_timestamp_millis();
+        }
+        cli::LogFormat::Json => {
+            let role = role.to_owned();
+            builder.format(move |buf, record| {
+                use std::io::Write;
+                let line = serde_json::json!({
+                    "timestamp": buf.timestamp_millis().to_string(),
+                    "level": record.level().as_str(),
+                    "target": record.target(),
+                    "message": record.args().to_string(),
+                    "role": role,
+                });
+                writeln!(buf, "{line}")
+            });
+        }
+    }
+    if builder.try_init().is_ok() {
+        let json = u8::from(format == cli::LogFormat::Json);
+        LOG_FORMAT.store(json, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Runs one subcommand, printing its error (if any) to stderr. A role stops cleanly on SIGINT
+/// or SIGTERM ([`stop`]): it flushes what it holds and returns, and the process exits 0.
 pub fn run(cli: cli::Cli) -> ExitCode {
+    let stop = stop::on_signals;
     let result = match cli.command {
         cli::Command::Inspect(args) => inspect::run(&args).map_err(|e| e.to_string()),
-        cli::Command::Dupserver(args) => dupserver::run(
-            crawlfleet_core::dupserver::Mode::Server,
-            &args.common,
-            args.replica,
-        )
-        .map(|()| ExitCode::SUCCESS),
-        cli::Command::Dupreplica(args) => {
-            dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &args, None)
-                .map(|()| ExitCode::SUCCESS)
+        cli::Command::Dupserver(args) => stop().and_then(|stop| {
+            dupserver::run(
+                crawlfleet_core::dupserver::Mode::Server,
+                &args.common,
+                args.replica,
+                &stop,
+            )
+            .map(|()| ExitCode::SUCCESS)
+        }),
+        cli::Command::Dupreplica(args) => stop().and_then(|stop| {
+            dupserver::run(
+                crawlfleet_core::dupserver::Mode::Replica,
+                &args,
+                None,
+                &stop,
+            )
+            .map(|()| ExitCode::SUCCESS)
+        }),
+        cli::Command::Multinode(args) => {
+            stop().and_then(|stop| multinode::run(&args, &stop).map(|()| ExitCode::SUCCESS))
         }
-        cli::Command::Multinode(args) => multinode::run(&args).map(|()| ExitCode::SUCCESS),
-        cli::Command::Node(args) => node::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Node(args) => {
+            stop().and_then(|stop| node::run(&args, &stop).map(|()| ExitCode::SUCCESS))
+        }
         cli::Command::Up(args) => up::run(&args),
         cli::Command::Admin(args) => admin::cli::run(&args),
         cli::Command::Bench(args) => return bench::run(&args),
         cli::Command::Synthweb(args) => synthweb::run(&args)
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| e.to_string()),
-        cli::Command::Linkstore(args) => linkstore::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Linkstore(args) => {
+            stop().and_then(|stop| linkstore::run(&args, &stop).map(|()| ExitCode::SUCCESS))
+        }
         cli::Command::Links(args) => linkstore::query::run(&args).map(|()| ExitCode::SUCCESS),
         cli::Command::Docs(args) => docs::run(&args).map_err(|e| e.to_string()),
-        cli::Command::Nameserver(args) => nameserver::main(&args),
-        cli::Command::Distributor(args) => distributor::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::Nameserver(args) => stop().and_then(|stop| nameserver::main(&args, &stop)),
+        cli::Command::Distributor(args) => {
+            stop().and_then(|stop| distributor::run(&args, &stop).map(|()| ExitCode::SUCCESS))
+        }
         cli::Command::Distributors(args) => distributor::status::run(&args),
         cli::Command::Search(args) => search::run(&args),
         cli::Command::Index(args) => distributor::index::run(&args),
-        cli::Command::RupServer(args) => rup::run(&args).map(|()| ExitCode::SUCCESS),
+        cli::Command::RupServer(args) => {
+            stop().and_then(|stop| rup::run(&args, &stop).map(|()| ExitCode::SUCCESS))
+        }
         cli::Command::Config(args) => configfile::run(&args),
         cli::Command::Init(args) => starter::init(&args),
         cli::Command::Completions(args) => starter::completions(&args),
@@ -179,7 +245,11 @@ pub fn run(cli: cli::Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("crawlfleet: {e}");
+            // A role's last word goes where its log records go, in their format.
+            match log_format() {
+                cli::LogFormat::Text => eprintln!("crawlfleet: {e}"),
+                cli::LogFormat::Json => log::error!(target: "crawlfleet", "{e}"),
+            }
             ExitCode::FAILURE
         }
     }

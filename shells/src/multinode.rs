@@ -19,6 +19,7 @@ use log::{error, info, warn};
 
 use crate::cli::MultinodeArgs;
 use crate::resolver::Resolver;
+use crate::stop::Stop;
 
 const KEEPALIVE_TIMER: TimerId = TimerId(1);
 const SYNC_TIMER: TimerId = TimerId(2);
@@ -107,16 +108,17 @@ pub fn deliver(
     Ok(())
 }
 
-/// Runs the multinode scheduler until killed.
-pub fn run(args: &MultinodeArgs) -> Result<(), String> {
-    run_with(args, None)
+/// Runs the multinode scheduler until `stop` (or killed).
+pub fn run(args: &MultinodeArgs, stop: &Stop) -> Result<(), String> {
+    run_with(args, None, stop)
 }
 
-/// Runs the multinode scheduler until killed, storing the number of URIs waiting in its crawl
+/// Runs the multinode scheduler until `stop` (or killed), storing the number of URIs waiting in its crawl
 /// and deferred queues (all collections) into `queued` at every sync (used by `crawlfleet up`).
 pub fn run_with(
     args: &MultinodeArgs,
     queued: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    stop: &Stop,
 ) -> Result<(), String> {
     let _lock = check_data_dir(&args.data_dir)?;
     let configs = read_configs(&args.config)?;
@@ -136,9 +138,10 @@ pub fn run_with(
         .spawn()
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let handle = spawned.handle;
-    let admin_opts = crate::admin::options(args.admin, &args.admin_opts);
+    let admin_opts = crate::admin::options(args.admin, &args.admin_opts)?;
     let mut admin = crate::admin::Admin::open(&args.data_dir, &admin_opts, now_secs())?;
-    let admin_server = crate::admin::start(&admin_opts);
+    let admin_server = crate::admin::start(&admin_opts)?;
+    admin.set_addr(admin_server.addr);
     crate::announce(format_args!(
         "crawlfleet multinode listening on {}",
         spawned.local_addrs[0]
@@ -156,6 +159,16 @@ pub fn run_with(
     let mut conns: HashMap<PeerId, ConnId> = HashMap::new();
     let mut more = false;
     loop {
+        if stop.is_set() {
+            // Stop accepting (every connection closes: the nodes keep what they hold and
+            // register again with the next start), then make everything durable.
+            let _ = handle.shutdown();
+            admin_server.stop();
+            sm.sync().map_err(|e| format!("stopping: {e}"))?;
+            admin.flush(&mut sm, now_secs());
+            info!("multinode scheduler stopped: crawl queues, routes and statistics written");
+            return Ok(());
+        }
         let mut first = None;
         if more {
             // Routing has work left: take what is ready, without waiting.
@@ -178,6 +191,7 @@ pub fn run_with(
                         admin.handle(&mut sm, m, now_secs());
                     }
                 }
+                recv(stop.receiver()) -> _ => continue,
             }
         }
         while let Ok(m) = admin_server.calls.try_recv() {

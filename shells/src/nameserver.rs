@@ -14,15 +14,24 @@ use crawlfleet_core::marshal::Limits;
 use crawlfleet_core::nameserver::NameServer;
 use crawlfleet_net::{Event, EventLoop, FscmtLengthFraming, Priority};
 use log::{info, warn};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cli::NameserverArgs;
+use crate::stop::Stop;
 
 /// Largest request frame body: a request is a few short strings (each at most
 /// `MAX_FIELD_LEN`), so anything near this is hostile.
 pub const MAX_REQUEST: usize = 64 << 10;
 
-/// Runs the name server until killed.
-pub fn run(listen: std::net::SocketAddr, data_dir: &std::path::Path) -> Result<(), String> {
+/// Runs the name server until `stop` (or killed), serving `/metrics` on `metrics` when given
+/// (with the tokens and TLS of `access`).
+pub fn run(
+    listen: std::net::SocketAddr,
+    data_dir: &std::path::Path,
+    metrics: Option<std::net::SocketAddr>,
+    access: &crate::cli::AdminAccess,
+    stop: &Stop,
+) -> Result<(), String> {
     let _lock = DirLock::acquire(data_dir).map_err(|e| e.to_string())?;
     let (mut ns, rec) = NameServer::open(data_dir)
         .map_err(|e| format!("data dir {} is unusable: {e}", data_dir.display()))?;
@@ -50,13 +59,44 @@ pub fn run(listen: std::net::SocketAddr, data_dir: &std::path::Path) -> Result<(
         .spawn()
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let handle = spawned.handle;
+    let bindings = std::sync::Arc::new(AtomicU64::new(ns.bindings().count() as u64));
+    let _metrics = match metrics {
+        Some(addr) => {
+            let b = bindings.clone();
+            Some(crate::metrics::serve(
+                addr,
+                crate::metrics::MetricsRoute::new(move |m| {
+                    m.gauge(
+                        "crawlfleet_nameserver_bindings",
+                        "Object references bound (docs/nameserver.md).",
+                        &[],
+                        b.load(Ordering::Relaxed) as f64,
+                    );
+                }),
+                access,
+            )?)
+        }
+        None => None,
+    };
     // Scripts (and the tests) read the bound address from this line.
     crate::announce(format_args!(
         "crawlfleet nameserver listening on {}",
         spawned.local_addrs[0]
     ));
     let stopped = |_| "the event loop stopped".to_string();
-    while let Ok(event) = spawned.events.recv() {
+    loop {
+        let event = crossbeam_channel::select! {
+            recv(spawned.events) -> ev => match ev {
+                Ok(ev) => ev,
+                Err(_) => break,
+            },
+            recv(stop.receiver()) -> _ => {
+                // Every change of the bindings was durable before it was answered.
+                let _ = handle.shutdown();
+                info!("name server stopped");
+                return Ok(());
+            }
+        };
         match event {
             Event::Accepted { conn, peer, .. } => info!("{conn} accepted from {peer}"),
             Event::Frames(batch) => {
@@ -73,6 +113,7 @@ pub fn run(listen: std::net::SocketAddr, data_dir: &std::path::Path) -> Result<(
                     }
                 }
                 handle.send(conn, Priority::Normal, out).map_err(stopped)?;
+                bindings.store(ns.bindings().count() as u64, Ordering::Relaxed);
                 if let Some(why) = close {
                     crawlfleet_core::warn_limited!(
                         "nameserver-bad-request",
@@ -89,14 +130,15 @@ pub fn run(listen: std::net::SocketAddr, data_dir: &std::path::Path) -> Result<(
 }
 
 /// `crawlfleet nameserver` with its arguments: the server, or one of the client commands.
-pub fn main(args: &NameserverArgs) -> Result<std::process::ExitCode, String> {
+pub fn main(args: &NameserverArgs, stop: &Stop) -> Result<std::process::ExitCode, String> {
     match &args.command {
         Some(cmd) => crate::nsclient::run(cmd),
         None => {
             let (Some(listen), Some(dir)) = (args.listen, args.data_dir.as_deref()) else {
                 return Err("nameserver: --listen and --data-dir are required".into());
             };
-            run(listen, dir).map(|()| std::process::ExitCode::SUCCESS)
+            run(listen, dir, args.metrics_listen, &args.access, stop)
+                .map(|()| std::process::ExitCode::SUCCESS)
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::cli::NodeArgs;
 use crate::crawl::{Crawler, StatusSlot};
 use crate::multinode::{check_data_dir, fatal, now_secs, read_configs, send_grouped};
 use crate::resolver::Resolver;
+use crate::stop::Stop;
 
 pub mod indexnow;
 
@@ -73,27 +74,28 @@ fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.001))
 }
 
-/// Runs a node scheduler until killed.
-pub fn run(args: &NodeArgs) -> Result<(), String> {
-    run_with(args, None)
+/// Runs a node scheduler until `stop` (or killed).
+pub fn run(args: &NodeArgs, stop: &Stop) -> Result<(), String> {
+    run_with(args, None, stop)
 }
 
-/// Runs a node scheduler until killed, publishing its crawl status into `status` (used by
-/// `crawlfleet up`).
-pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), String> {
+/// Runs a node scheduler until `stop` (or killed), publishing its crawl status into `status`
+/// (used by `crawlfleet up`).
+pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Result<(), String> {
     let _lock = check_data_dir(&args.data_dir)?;
     let node_id = match (&args.node_id, args.standalone) {
         (Some(id), _) => id.clone(),
         (None, true) => "standalone".to_string(),
         (None, false) => return Err("--node-id is required".into()),
     };
-    let admin_opts = crate::admin::options(args.admin, &args.admin_opts);
+    let admin_opts = crate::admin::options(args.admin, &args.admin_opts)?;
     let mut admin = crate::admin::Admin::open(&args.data_dir, &admin_opts, now_secs())?;
     // IndexNow submissions come in on the admin port (docs/indexnow.md).
     let (indexnow, indexnow_urls) =
         indexnow::IndexNow::start().map_err(|e| format!("cannot start IndexNow: {e}"))?;
     let route: std::sync::Arc<dyn crate::admin::server::Route> = indexnow;
-    let admin_server = crate::admin::start_routed(&admin_opts, Some(route));
+    let admin_server = crate::admin::start_routed(&admin_opts, Some(route))?;
+    admin.set_addr(admin_server.addr);
     let mut opts = NodeOptions::new(node_id.as_bytes());
     opts.standalone = args.standalone;
     // The bound address: --admin with port 0 reports the port picked.
@@ -173,6 +175,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
         info!("RUP SMTP receiver listening on {a}");
     }
     crawler.archive_with(crate::warc::Archiver::new(&args.data_dir, &node_id));
+    admin.set_fetch_latency(crawler.latency());
     let mut published = std::time::Instant::now();
     let mut cycles_seen = sm.cycles_begun();
     let mut mn_conn: Option<ConnId> = None;
@@ -184,6 +187,33 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
     let mut dup_state: HashMap<String, DupLink> = HashMap::new();
     let dup_silence = secs(args.dup_keepalive.max(1.0)) * DUP_MAX_MISSED;
     loop {
+        if stop.is_set() {
+            // Stop accepting and close every link (the multinode scheduler and the duplicate
+            // servers hear of it as of any node leaving), then make everything durable.
+            let _ = handle.shutdown();
+            admin_server.stop();
+            crawler.feed_stats(&mut sm, admin.stats_mut());
+            let synced = sm.sync();
+            if let Some(s) = &sink {
+                s.publish(&sm);
+            }
+            admin.flush(&mut sm, now_secs());
+            if let Some(slot) = &status {
+                let mut st = crawler.status(&sm);
+                if let Some(s) = &sink {
+                    s.fill_status(&mut st);
+                }
+                *slot.lock() = st;
+            }
+            synced.map_err(|e| format!("stopping: {e}"))?;
+            // The crawler's WARC writers close their files and its link batcher hands what it
+            // holds to the link store or its backlog as they drop; fetches under way are in
+            // the in-flight journal, taken again by the next start.
+            drop(crawler);
+            drop(sink);
+            info!("node {node_id} stopped: crawl queues, documents and statistics written");
+            return Ok(());
+        }
         // Connect to duplicate servers the collections name.
         for addr in sm.dup_servers() {
             if unresolvable.contains(&addr) || dup_links.values().any(|a| *a == addr) {
@@ -246,6 +276,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                     answer(&mut sm, &handle, dropped.map(|_| ()))?;
                 }
             }
+            recv(stop.receiver()) -> _ => continue,
             recv(admin_server.calls) -> m => {
                 if let Ok(m) = m {
                     // Rounded up: a quarantine asked now ends no earlier than asked (MS-FSCMT
@@ -386,6 +417,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>) -> Result<(), Strin
                 Event::Timer(CRAWL_TIMER) => {
                     if published.elapsed() >= Duration::from_millis(200) {
                         crawler.feed_stats(&mut sm, admin.stats_mut());
+                        crawler.feed_site_stats(&sm, admin.site_stats_mut());
                         if let Some(s) = &mut sink {
                             s.feed_stats(admin.stats_mut());
                         }

@@ -10,7 +10,7 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,18 +21,21 @@ use indicatif::ProgressBar;
 use log::info;
 use parking_lot::Mutex;
 
-use crate::cli::{AdminOpts, DupArgs, MultinodeArgs, NodeArgs, SchedTimers, UpArgs};
+use crate::cli::{AdminAccess, AdminOpts, DupArgs, MultinodeArgs, NodeArgs, SchedTimers, UpArgs};
 use crate::crawl::{NodeStatus, StatusSlot};
+use crate::stop::Stop;
 use crate::synthweb::SynthServer;
 use layout::Layout;
 use progress::{Figures, Progress};
+use roles::{spawn_role, Roles, RolesRef};
 
 mod feeding;
 pub mod layout;
 pub mod progress;
+mod roles;
 mod summary;
 pub use feeding::{Distributors, FeedingOptions};
-use summary::{print_search_example, summarize};
+use summary::{indexnow_dropped, print_search_example, summarize, wait_published};
 pub use summary::{RunSummary, Summary};
 
 /// A free port on 127.0.0.1 for a role `up` starts, which binds it a moment later.
@@ -42,7 +45,7 @@ pub use summary::{RunSummary, Summary};
 /// program's `:0` bind between this check and the role's own bind (seen with tests binding
 /// listeners in parallel), whereas nothing is handed out below it. Falls back to a `:0` port
 /// when the ephemeral range leaves no room below it.
-fn free_addr() -> Result<SocketAddr, String> {
+pub fn free_addr() -> Result<SocketAddr, String> {
     let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
@@ -61,33 +64,6 @@ fn free_addr() -> Result<SocketAddr, String> {
         .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
 }
 
-/// Set once a cluster is detached: a role that stops after that has nothing to tell.
-type Detached = Arc<AtomicBool>;
-
-fn spawn_role(
-    name: &str,
-    detached: &Detached,
-    f: impl FnOnce() -> Result<(), String> + Send + 'static,
-) -> Result<(), String> {
-    let label = name.to_string();
-    let detached = detached.clone();
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            if let Err(e) = f() {
-                if detached.load(Ordering::Acquire) {
-                    log::debug!("{label} stopped after the cluster was detached: {e}");
-                    return;
-                }
-                log::error!("{label} stopped: {e}");
-                eprintln!("crawlfleet up: {label} stopped: {e}");
-                std::process::exit(1);
-            }
-        })
-        .map(|_| ())
-        .map_err(|e| format!("cannot start {name}: {e}"))
-}
-
 /// Waits (at most five seconds) until something accepts connections at `addr`.
 fn wait_listening(addr: SocketAddr) {
     let until = Instant::now() + Duration::from_secs(5);
@@ -100,8 +76,8 @@ fn wait_listening(addr: SocketAddr) {
 }
 
 /// Gives every collection of an XML configuration the embedded duplicate servers when it names
-/// none, and writes each to `<prefix>-<n>.xml`.
-fn with_dupservers(
+/// none, sets `overrides` over each, and writes each to `<prefix>-<n>.xml`.
+pub fn with_dupservers(
     xml: &str,
     dup: SocketAddr,
     replica: SocketAddr,
@@ -196,6 +172,17 @@ pub struct WatchOptions {
     pub timeout: f64,
 }
 
+/// The `/metrics` addresses of the roles without an administrative port.
+#[derive(Clone, Copy, Debug)]
+pub struct RoleMetrics {
+    /// The duplicate server's.
+    pub dupserver: SocketAddr,
+    /// Its replica's.
+    pub dupreplica: SocketAddr,
+    /// The link store's.
+    pub linkstore: SocketAddr,
+}
+
 /// A duplicate server, its replica, a multinode scheduler and node schedulers, each on its own
 /// threads and loopback sockets in this process. The roles run until the process ends.
 pub struct Cluster {
@@ -211,13 +198,18 @@ pub struct Cluster {
     pub linkstore: SocketAddr,
     /// The node schedulers' administrative addresses.
     pub node_admins: Vec<SocketAddr>,
+    /// Where the roles without an administrative port serve `/metrics`: the duplicate
+    /// server, its replica, the link store.
+    pub metrics: RoleMetrics,
+    /// The node schedulers' SMTP receivers of RUP reports (`--rup-smtp`, docs/rup.md).
+    pub node_smtps: Vec<SocketAddr>,
     /// Node schedulers started.
     pub nodes: usize,
     /// The name server and content distributors the nodes feed, if any.
     pub distributors: Option<Distributors>,
     slots: Vec<StatusSlot>,
     mn_queued: Arc<AtomicU64>,
-    detached: Detached,
+    roles: RolesRef,
     started: Instant,
 }
 
@@ -241,18 +233,23 @@ impl Cluster {
         sources: &[CollectionSource],
         feeding: &FeedingOptions,
     ) -> Result<Cluster, String> {
-        Cluster::start_at(data_dir, nodes, sources, feeding, &mut |_| free_addr())
+        let open = AdminAccess::default();
+        Cluster::start_at(data_dir, nodes, sources, feeding, &open, &mut |_| {
+            free_addr()
+        })
     }
 
     /// [`Cluster::start_with`] in the data directory `up` holds: every role on the address
     /// it had in the last run on that directory when it is free (`layout.save()` keeps them
-    /// for the next), the multinode scheduler's administrative one on `admin` when given.
+    /// for the next), the multinode scheduler's administrative one on `admin` when given; every
+    /// administrative port checks the tokens of `access`.
     pub fn start_in(
         layout: &mut Layout,
         nodes: usize,
         sources: &[CollectionSource],
         feeding: &FeedingOptions,
         admin: Option<SocketAddr>,
+        access: &AdminAccess,
     ) -> Result<Cluster, String> {
         let dir = layout.dir.clone();
         Cluster::start_at(
@@ -260,6 +257,7 @@ impl Cluster {
             nodes,
             sources,
             feeding,
+            access,
             &mut |key| match (key, admin) {
                 ("multinode-admin", Some(a)) => {
                     layout.set(key, a);
@@ -275,6 +273,7 @@ impl Cluster {
         nodes: usize,
         sources: &[CollectionSource],
         feeding: &FeedingOptions,
+        access: &AdminAccess,
         addr: &mut dyn FnMut(&str) -> Result<SocketAddr, String>,
     ) -> Result<Cluster, String> {
         std::fs::create_dir_all(data_dir)
@@ -302,46 +301,69 @@ impl Cluster {
                 "nothing to crawl: give --config FILE.xml or --synthetic-web HOSTS:PAGES".into(),
             );
         }
-        let detached: Detached = Arc::new(AtomicBool::new(false));
+        let roles = Roles::new();
         let mut names = Vec::new();
         for src in sources {
             for (name, _) in parse_xml(&src.xml).map_err(|e| e.to_string())? {
                 names.push(name);
             }
         }
-        let distributors = feeding::start(data_dir, feeding, &names, &detached, addr)?;
+        let distributors = feeding::start(data_dir, feeding, &names, &roles, access, addr)?;
         let nameserver = distributors.as_ref().map(|d| d.nameserver);
         let timers = || SchedTimers {
             keepalive: 120.0,
             sync_ms: 100,
         };
-        let admin_opts = || AdminOpts {
+        // The tokens on every administrative port; TLS on the multinode scheduler's alone, the
+        // one `--admin-listen` may expose (the nodes' stay on loopback, where the multinode
+        // scheduler forwards SetLogLevel to them).
+        let admin_opts = |tls: bool| AdminOpts {
             stats_merge: 60.0,
             stats_cycles: 8,
             admin_max_body: 16 << 20,
+            dashboard_peers: Vec::new(),
+            access: match tls {
+                true => access.clone(),
+                false => AdminAccess {
+                    admin_tls_cert: None,
+                    admin_tls_key: None,
+                    ..access.clone()
+                },
+            },
         };
-        let dup_args = |listen, dir: &str| DupArgs {
+        let dup_metrics = addr("dupserver-metrics")?;
+        let replica_metrics = addr("dupreplica-metrics")?;
+        let dup_args = |listen, dir: &str, metrics| DupArgs {
             listen,
             data_dir: data_dir.join(dir),
             node_id: None,
             keepalive: 120.0,
+            metrics_listen: Some(metrics),
+            // On loopback, as every port `up` opens but the administrative one.
+            access: AdminAccess::default(),
         };
-        let ra = dup_args(replica, "dupreplica");
-        spawn_role("dupreplica", &detached, move || {
-            crate::dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &ra, None)
+        let ra = dup_args(replica, "dupreplica", replica_metrics);
+        spawn_role("dupreplica", &roles, move |stop| {
+            crate::dupserver::run(crawlfleet_core::dupserver::Mode::Replica, &ra, None, stop)
         })?;
-        let da = dup_args(dup, "dupserver");
-        spawn_role("dupserver", &detached, move || {
-            crate::dupserver::run(crawlfleet_core::dupserver::Mode::Server, &da, Some(replica))
+        let da = dup_args(dup, "dupserver", dup_metrics);
+        spawn_role("dupserver", &roles, move |stop| {
+            let replica = Some(replica);
+            crate::dupserver::run(crawlfleet_core::dupserver::Mode::Server, &da, replica, stop)
         })?;
         let links = addr("linkstore")?;
+        let links_metrics = addr("linkstore-metrics")?;
         let la = crate::cli::LinkstoreArgs {
             listen: Some(links),
             base_port: 13000,
             data_dir: data_dir.join("linkstore"),
             max_message: 64 << 20,
+            metrics_listen: Some(links_metrics),
+            access: AdminAccess::default(),
         };
-        spawn_role("linkstore", &detached, move || crate::linkstore::run(&la))?;
+        spawn_role("linkstore", &roles, move |stop| {
+            crate::linkstore::run(&la, stop)
+        })?;
         let mn_queued = Arc::new(AtomicU64::new(0));
         let ma = MultinodeArgs {
             listen: mn,
@@ -349,19 +371,28 @@ impl Cluster {
             data_dir: data_dir.join("multinode"),
             config: configs,
             timers: timers(),
-            admin_opts: admin_opts(),
+            admin_opts: AdminOpts {
+                dashboard_peers: vec![
+                    ("dupserver".into(), dup_metrics),
+                    ("dupreplica".into(), replica_metrics),
+                    ("linkstore".into(), links_metrics),
+                ],
+                ..admin_opts(true)
+            },
         };
         let q = mn_queued.clone();
-        spawn_role("multinode", &detached, move || {
-            crate::multinode::run_with(&ma, Some(q))
+        spawn_role("multinode", &roles, move |stop| {
+            crate::multinode::run_with(&ma, Some(q), stop)
         })?;
         // Node schedulers reconnect with backoff, but a start without warnings is nicer.
         wait_listening(mn);
         let mut slots: Vec<StatusSlot> = Vec::new();
-        let mut node_admins = Vec::new();
+        let (mut node_admins, mut node_smtps) = (Vec::new(), Vec::new());
         for i in 1..=nodes.max(1) {
             let admin = addr(&format!("node{i}-admin"))?;
             node_admins.push(admin);
+            let smtp = addr(&format!("node{i}-smtp"))?;
+            node_smtps.push(smtp);
             let slot: StatusSlot = Arc::new(Mutex::new(NodeStatus::default()));
             slots.push(slot.clone());
             let na = NodeArgs {
@@ -377,12 +408,12 @@ impl Cluster {
                 block_seconds: 1800,
                 linkstore: Some(links),
                 nameserver,
-                rup_smtp: None,
+                rup_smtp: Some(smtp),
                 timers: timers(),
-                admin_opts: admin_opts(),
+                admin_opts: admin_opts(false),
             };
-            spawn_role(&format!("node{i}"), &detached, move || {
-                crate::node::run_with(&na, Some(slot))
+            spawn_role(&format!("node{i}"), &roles, move |stop| {
+                crate::node::run_with(&na, Some(slot), stop)
             })?;
         }
         info!(
@@ -396,11 +427,17 @@ impl Cluster {
             replica,
             linkstore: links,
             node_admins,
+            metrics: RoleMetrics {
+                dupserver: dup_metrics,
+                dupreplica: replica_metrics,
+                linkstore: links_metrics,
+            },
+            node_smtps,
             nodes: nodes.max(1),
             distributors,
             slots,
             mn_queued,
-            detached,
+            roles,
             started: Instant::now(),
         })
     }
@@ -416,6 +453,7 @@ impl Cluster {
             collections: summarize(&self.slots),
             elapsed: self.started.elapsed().as_secs_f64(),
             feeding: self.distributors.is_some(),
+            indexnow_dropped: indexnow_dropped(&self.slots),
             ..RunSummary::default()
         }
     }
@@ -423,8 +461,7 @@ impl Cluster {
     /// Shows progress on `bar` every 250 ms; with `until_idle`, returns when every collection
     /// is crawled, the elapsed time without the idle seconds waited.
     pub fn watch(&self, opts: &WatchOptions, bar: &ProgressBar) -> Result<RunSummary, String> {
-        let never = AtomicBool::new(false);
-        let r = self.watch_until(opts, &never, &mut |f: &Figures| {
+        let r = self.watch_until(opts, &Stop::never(), &mut |f: &Figures| {
             bar.set_message(f.line());
             bar.tick();
         });
@@ -437,7 +474,7 @@ impl Cluster {
     pub fn watch_until(
         &self,
         opts: &WatchOptions,
-        stop: &AtomicBool,
+        stop: &Stop,
         show: &mut dyn FnMut(&Figures),
     ) -> Result<(RunSummary, bool), String> {
         let started = self.started;
@@ -448,10 +485,9 @@ impl Cluster {
         let mut last_rate_at = (Instant::now(), 0u64, 0u64);
         let mut figures = Figures::default();
         let stopped = loop {
-            if stop.load(Ordering::Acquire) {
+            if stop.wait(Duration::from_millis(250)) {
                 break true;
             }
-            std::thread::sleep(Duration::from_millis(250));
             let sum = summarize(slots);
             let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
             let stored: u64 = sum.values().map(|s| s.counters.stored).sum();
@@ -498,6 +534,7 @@ impl Cluster {
                 collections: summarize(slots),
                 elapsed: started.elapsed().as_secs_f64() - waited,
                 feeding: self.distributors.is_some(),
+                indexnow_dropped: indexnow_dropped(slots),
                 ..RunSummary::default()
             },
             stopped,
@@ -517,7 +554,20 @@ impl Cluster {
     /// From now on a role that stops (its data directory removed, say) only logs it instead of
     /// ending the process: for callers that go on after the crawl and clean up its data.
     pub fn detach(self) {
-        self.detached.store(true, Ordering::Release);
+        self.roles.detach();
+    }
+
+    /// Stops every role cleanly: each stops accepting, flushes its queues, logs, stores,
+    /// statistics and WARC files, and returns (at most [`roles::STOP_WAIT`]); the next start
+    /// on the same data directory resumes. `Err` names the roles that failed to.
+    pub fn stop(&self) -> Result<(), String> {
+        let failed = self.roles.stop();
+        // Writers of a role that did not stop in time close their files all the same.
+        crate::warc::close_all();
+        match failed.is_empty() {
+            true => Ok(()),
+            false => Err(failed.join("; ")),
+        }
     }
 }
 
@@ -552,7 +602,7 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         None => layout::default_dir(),
     };
     let mut layout = Layout::open(&data_dir, args.fresh)?;
-    let stop = signals()?;
+    let stop = crate::stop::on_signals()?;
     let mut web_server = None;
     if let Some(spec) = &args.synthetic_web {
         let spec: WebSpec = spec.parse().map_err(|e| format!("--synthetic-web: {e}"))?;
@@ -600,11 +650,14 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
             overrides,
         });
         if !args.json {
-            eprintln!(
-                "synthetic web: {} hosts x {} pages from {} (port {port})",
-                spec.hosts,
-                spec.pages,
-                web.start_uris().join(" ")
+            progress::tell(
+                log::Level::Info,
+                format_args!(
+                    "synthetic web: {} hosts x {} pages from {} (port {port})",
+                    spec.hosts,
+                    spec.pages,
+                    web.start_uris().join(" ")
+                ),
             );
         }
         web_server = Some(server);
@@ -625,9 +678,11 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         &sources,
         &feeding,
         args.admin_listen,
+        &args.access,
     )?;
     layout.save()?;
     layout.write_admin_addr(cluster.multinode_admin)?;
+    layout.write_admin_token(args.access.admin_token_file.as_deref())?;
     announce_start(args, &layout, &cluster);
     let earlier = summary::load(&data_dir);
     cluster.restart_clock();
@@ -648,7 +703,7 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
     progress.finish();
     let (mut sum, stopped) = watched?;
     if stopped && !args.json {
-        eprintln!("crawlfleet up: stopping (Ctrl-C again to force it); the next `crawlfleet up --data-dir {}` resumes", data_dir.display());
+        progress::tell(log::Level::Info, format_args!("crawlfleet up: stopping (Ctrl-C again to force it); the next `crawlfleet up --data-dir {}` resumes", data_dir.display()));
     }
     // A stop does not wait for the distributors: what they did not acknowledge is sent again
     // when the cluster resumes (docs/sessionsink.md).
@@ -656,8 +711,13 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         true => Ok(()),
         false => cluster.wait_fed(FEED_WAIT),
     };
-    crate::warc::close_all();
+    // The nodes publish their status once more, so the summary counts what they did up to now;
+    // then every role stops and flushes (queues, logs, stores, statistics, WARC files): the
+    // next `up` on the same directory resumes from there.
+    wait_published(&cluster.slots, Instant::now());
+    let clean = cluster.stop();
     sum.collections = summarize(&cluster.slots);
+    sum.indexnow_dropped = indexnow_dropped(&cluster.slots);
     sum.add_earlier(&earlier);
     if let Err(e) = summary::save(&data_dir, &sum) {
         log::warn!("{e}");
@@ -678,25 +738,8 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
     if let Some(s) = web_server {
         s.stop();
     }
-    // The roles' state is on disk at every sync (crawl queues, routes, checksums: nothing is
-    // lost when the process ends, DESIGN.md "Durable state"); one more sync interval lets
-    // the last changes reach it before the process ends them.
-    std::thread::sleep(Duration::from_millis(250));
+    clean.map_err(|e| format!("not every role stopped cleanly: {e}"))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Ctrl-C and SIGTERM set the returned flag; a second one while it is set exits at once with
-/// status 130.
-fn signals() -> Result<Arc<AtomicBool>, String> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        // The conditional exit first, so that the first signal only sets the flag.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
-            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
-            .map_err(|e| format!("cannot handle signal {sig}: {e}"))?;
-    }
-    Ok(stop)
 }
 
 /// Says where the cluster is: its data directory and administrative address on standard
@@ -711,11 +754,17 @@ fn announce_start(args: &UpArgs, layout: &Layout, cluster: &Cluster) {
             "resumed": layout.resumed,
             "admin": cluster.multinode_admin.to_string(),
             "node_admins": admins,
+            "node_smtps": cluster.node_smtps.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "multinode": cluster.multinode.to_string(),
             "dupserver": cluster.dupserver.to_string(),
             "replica": cluster.replica.to_string(),
             "linkstore": cluster.linkstore.to_string(),
             "nameserver": cluster.distributors.as_ref().map(|d| d.nameserver.to_string()),
+            "metrics": {
+                "dupserver": cluster.metrics.dupserver.to_string(),
+                "dupreplica": cluster.metrics.dupreplica.to_string(),
+                "linkstore": cluster.metrics.linkstore.to_string(),
+            },
         });
         println!("{v}");
         return;
@@ -733,24 +782,40 @@ fn announce_start(args: &UpArgs, layout: &Layout, cluster: &Cluster) {
         cluster.multinode_admin
     );
     if let Some(d) = &cluster.distributors {
-        eprintln!(
-            "content distributors: name server {}, {} distributors{}",
-            d.nameserver,
-            d.nodes,
-            if d.started.is_empty() {
-                " (existing)".to_string()
-            } else {
-                format!(" at {:?}", d.started)
-            }
+        progress::tell(
+            log::Level::Info,
+            format_args!(
+                "content distributors: name server {}, {} distributors{}",
+                d.nameserver,
+                d.nodes,
+                if d.started.is_empty() {
+                    " (existing)".to_string()
+                } else {
+                    format!(" at {:?}", d.started)
+                }
+            ),
         );
     }
-    eprintln!(
-        "roles: multinode {}, {} node schedulers (admin {}), duplicate server {} + replica {}, link store {}",
-        cluster.multinode,
-        cluster.nodes,
-        admins.join(" "),
-        cluster.dupserver,
-        cluster.replica,
-        cluster.linkstore,
+    progress::tell(
+        log::Level::Info,
+        format_args!(
+            "roles: multinode {}, {} node schedulers (admin {}), duplicate server {} + replica {}, link store {}",
+            cluster.multinode,
+            cluster.nodes,
+            admins.join(" "),
+            cluster.dupserver,
+            cluster.replica,
+            cluster.linkstore,
+        ),
+    );
+    progress::tell(
+        log::Level::Info,
+        format_args!(
+            "metrics: http://{}/metrics (every admin port), duplicate server {}, replica {}, link store {}",
+            cluster.multinode_admin,
+            cluster.metrics.dupserver,
+            cluster.metrics.dupreplica,
+            cluster.metrics.linkstore,
+        ),
     );
 }

@@ -3,16 +3,17 @@ unmodified xmlrpc.client against a real role, each scenario naming the section i
 
 Usage: conformance_fscadm.py SCENARIO ADDR ARGS...
 """
+import marshal
 import os
+import socket
 import sys
 import time
 import xmlrpc.client as xc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import marshal  # noqa: E402
-
-from fscmt_peer import check, start  # noqa: E402
+from fscmt_peer import announce, check, start, t  # noqa: E402
 from web import Web  # noqa: E402
+
 
 COLLECTION = """<?xml version="1.0"?>
 <CrawlerConfig><DomainSpecification name="%s">
@@ -94,6 +95,318 @@ def malformed_arguments(addr):
         for good in ["", "default:web", "web_dest"]:
             text = fault_of(call, *args(good))
             check("(Destination)" not in text, "%r is a contentdest: %r" % (good, text))
+
+
+def sub_config(name, sites, sub_sites):
+    """A collection (MS-FSCCFG XML) crawling `sites` ("ip:port") from their roots, without
+    delay or robots.txt, with a SubDomain "docs" (a crawl subcollection) taking in the hosts of
+    `sub_sites`."""
+    members = "".join("<member>http://%s/</member>" % s for s in sites)
+    ips = "".join("<member>%s</member>" % s.split(":")[0] for s in sites)
+    sub_ips = "".join("<member>%s</member>" % s.split(":")[0] for s in sub_sites)
+    return """<?xml version="1.0"?>
+<CrawlerConfig><DomainSpecification name="%s">
+<attrib name="start_uris" type="list-string">%s</attrib>
+<attrib name="include_domains" type="list-string">%s</attrib>
+<attrib name="delay" type="real">0</attrib>
+<attrib name="robots" type="boolean">no</attrib>
+<SubDomain name="docs"><attrib name="include_domains" type="list-string">%s</attrib></SubDomain>
+</DomainSpecification></CrawlerConfig>""" % (name, members, ips, sub_ips)
+
+
+def per_site(web):
+    """site -> path -> times requested."""
+    out = {}
+    for ip, port, path in (r[:3] for r in web.requests()):
+        d = out.setdefault("%s:%d" % (ip, port), {})
+        d[path] = d.get(path, 0) + 1
+    return out
+
+
+def wait_for(what, cond, limit=60):
+    end = time.time() + limit
+    while not cond():
+        check(time.time() < end, what)
+        time.sleep(0.05)
+
+
+def settle(web, quiet=1.0, limit=30):
+    """Waits until the web has had no request for `quiet` seconds."""
+    end = time.time() + limit
+    while True:
+        log = web.requests()
+        last = max((r[4] for r in log), default=0)
+        if log and time.time() - last >= quiet:
+            return
+        check(time.time() < end, "the crawl settles within %s s" % limit)
+        time.sleep(0.1)
+
+
+PAGES = 7  # /, /1 ... /6 per site
+
+
+def refetch_subcollection(base, tmp, addr):
+    """2.2.9.13 CollectionRefetch with a SubCollection: "the refetch process MUST only apply
+    to the specified crawl subcollection": every page of the subcollection's site is requested
+    again, no page of the other site is; a SubCollection the collection does not have is an
+    error (2.2.7: a fault, faultCode 1, naming it) and fetches nothing."""
+    web = Web(["%s.1" % base, "%s.2" % base], pages=PAGES)
+    docs, other = web.sites()
+    path = os.path.join(tmp, "refetch.xml")
+    with open(path, "w") as f:
+        f.write(sub_config("r", [docs, other], [docs]))
+    announce(config=path)
+    s = proxy(addr)
+    wait_for("both sites crawled", lambda: all(
+        len(per_site(web).get(x, {})) == PAGES for x in (docs, other)))
+    settle(web)
+    before = per_site(web)
+    check(all(n == 1 for x in before.values() for n in x.values()),
+          "each page fetched once by the first crawl: %r" % before)
+    r = s.CollectionRefetch("r", "docs")
+    check(r[0] == 1, "CollectionRefetch of the subcollection: %r" % (r,))
+    wait_for("every page of the subcollection's site requested again: %r" % per_site(web),
+             lambda: all(n == 2 for n in per_site(web)[docs].values()), 30)
+    settle(web)
+    after = per_site(web)
+    check(after[other] == before[other], "the other site is not refetched: %r" % after[other])
+    check(all(n == 2 for n in after[docs].values()), "each page once more: %r" % after[docs])
+    n = len(web.requests())
+    text = fault_of(s.CollectionRefetch, "r", "nope")
+    check("nope" in text, "the fault names the subcollection: %r" % text)
+    time.sleep(1.5)
+    check(len(web.requests()) == n, "an unknown subcollection fetches nothing: %d requests"
+          % (len(web.requests()) - n))
+    return {"docs": after[docs], "other": after[other]}
+
+
+def site_config(name, starts, ips):
+    """A collection crawling from `starts` (URIs) the hosts `ips`, without delay or robots."""
+    members = "".join("<member>%s</member>" % u for u in starts)
+    hosts = "".join("<member>%s</member>" % ip for ip in ips)
+    return """<?xml version="1.0"?>
+<CrawlerConfig><DomainSpecification name="%s">
+<attrib name="start_uris" type="list-string">%s</attrib>
+<attrib name="include_domains" type="list-string">%s</attrib>
+<attrib name="delay" type="real">0</attrib>
+<attrib name="robots" type="boolean">no</attrib>
+</DomainSpecification></CrawlerConfig>""" % (name, members, hosts)
+
+
+def site_stats(s, coll, site):
+    """CollectionGetSiteStatistics: the pyfastmarshal structure (2.2.10.4), read with
+    CPython's marshal, byte strings as text."""
+    return t(marshal.loads(s.CollectionGetSiteStatistics(coll, site).data))
+
+
+def attrs(schema):
+    """A 2.2.4.7 schema instance's attributes: name -> (aggregation type, value)."""
+    out = {}
+    for kind in ("continuous", "discrete", "histogram", "multidimension", "multidiscrete"):
+        for name, value in schema.get(kind, []):
+            out[name] = (kind, value)
+    return out
+
+
+SITE_SCHEMA = {  # 2.2.4.9: attribute -> aggregation type
+    "Processed": "continuous", "Downloaded": "continuous", "Stored": "continuous",
+    "Modified": "continuous", "Deleted": "continuous", "Unchanged": "continuous",
+    "DBUpdates": "continuous", "ReadNet": "continuous", "WriteNet": "continuous",
+    "HasLastMod": "continuous", "HasETag": "continuous", "DLTime": "continuous",
+    "DocSize": "continuous", "Retries": "continuous", "HasSitemap": "continuous",
+    "NodeSchedulerFwd": "continuous", "LocalFwd": "continuous", "Local": "continuous",
+    "LastUri": "discrete", "QueueLength": "discrete", "CrawlStarted": "discrete",
+    "CrawlEnded": "discrete", "Epoch": "discrete", "LastRefresh": "discrete",
+    "HTTPResponse": "histogram", "URISkip": "histogram", "DocSkip": "histogram",
+    "MimeType": "histogram",
+}
+
+
+def site_schema(d, coll, site):
+    """Checks the structure of 2.2.4 for a site (2.2.4.1 with the crawl site in place of the
+    collection, no "global"; 2.2.4.3 the tuple (delta, cycles); 2.2.4.5 cycles keyed by int
+    from 0 and "cOmPIEtE"; 2.2.4.7 / 2.2.4.9 each a "siteschema" named after the site whose
+    attributes are the site schema's, each of the length-4 form of its aggregation type).
+    Returns the complete cycle's attributes."""
+    check("global" not in d, "no \"global\" key for a site (2.2.4): %r" % list(d))
+    check(site in d, "the site's key %r: %r" % (site, list(d)))
+    check(coll in d.get("dspec", {}), "dspec names the collection: %r" % d.get("dspec"))
+    tup = d[site]
+    check(isinstance(tup, tuple) and len(tup) == 2, "(delta, cycles) (2.2.4.3): %r" % (tup,))
+    delta, cycles = tup
+    ints = [k for k in cycles if isinstance(k, int)]
+    check(ints and min(ints) >= 0, "numbered cycles from 0 (2.2.4.5): %r" % list(cycles))
+    check("cOmPIEtE" in cycles, "the complete cycle (2.2.4.5): %r" % list(cycles))
+    for sch in [delta] + list(cycles.values()):
+        check(sch.get("__schemaname__") == "siteschema", "siteschema: %r" % sch)
+        check(sch.get("name") == site, "named after the site: %r" % sch.get("name"))
+        for name, (kind, value) in attrs(sch).items():
+            check(SITE_SCHEMA.get(name) == kind, "%s is a %s attribute of 2.2.4.9, not %s"
+                  % (name, SITE_SCHEMA.get(name), kind))
+            check(isinstance(value, list) and len(value) == 4, "%s: 4 elements (2.2.4.6): %r"
+                  % (name, value))
+            if kind == "histogram":
+                check(value[1] == "None" and value[2] == "None", "histogram form: %r" % value)
+    return attrs(cycles["cOmPIEtE"])
+
+
+def val(a, name, default=0):
+    return a[name][1][0] if name in a else default
+
+
+def dead_port(ip):
+    """A port on `ip` nobody listens on (connections are refused)."""
+    x = socket.socket()
+    x.bind((ip, 0))
+    port = x.getsockname()[1]
+    x.close()
+    return port
+
+
+def served(web, site):
+    """(requests, 200 responses' body bytes, status histogram) the web saw for a site."""
+    rs = [r for r in web.requests() if "%s:%d" % r[:2] == site]
+    hist = {}
+    for r in rs:
+        hist[str(r[6])] = hist.get(str(r[6]), 0) + 1
+    return len(rs), sum(r[7] for r in rs if r[6] == 200), hist
+
+
+def site_statistics(base, tmp, addr, data):
+    """2.2.10.4 CollectionGetSiteStatistics on a standalone node scheduler: per crawl site,
+    the structure of 2.2.4 / 2.2.4.9, whose Processed, Downloaded, DocSize, HTTPResponse,
+    DocSkip (connection refused: "co"), LastUri, CrawlStarted / CrawlEnded and Epoch agree
+    with what the web served; the sites' Processed add up to the collection's; an unknown site
+    is a fault; and the statistics survive a restart (3.3.1 "MUST also be persisted")."""
+    web = Web(["%s.1" % base, "%s.2" % base], pages=PAGES, missing=("/6",))
+    a, b = web.sites()
+    dead = "%s.3:%d" % (base, dead_port("%s.3" % base))
+    path = os.path.join(tmp, "sites.xml")
+    ips = [x.split(":")[0] for x in (a, b, dead)]
+    with open(path, "w") as f:
+        f.write(site_config("st", ["http://%s/" % x for x in (a, b, dead)], ips))
+    announce(config=path)
+    s = proxy(addr)
+    wait_for("both sites crawled", lambda: all(
+        len(per_site(web).get(x, {})) == PAGES for x in (a, b)))
+    settle(web)
+
+    def agreed():
+        for site in (a, b):
+            try:
+                st = site_schema(site_stats(s, "st", site), "st", site)
+            except xc.Fault:
+                return False
+            if val(st, "Processed") != served(web, site)[0] or val(st, "CrawlEnded") == 0:
+                return False
+        return True
+
+    wait_for("site statistics catch up with the web", agreed, 30)
+    got = {}
+    for site in (a, b):
+        st = site_schema(site_stats(s, "st", site), "st", site)
+        n, size, hist = served(web, site)
+        check(val(st, "Downloaded") == n, "Downloaded %r, the web answered %d"
+              % (st.get("Downloaded"), n))
+        check(val(st, "DocSize") == size, "DocSize %r, the web served %d bytes"
+              % (st.get("DocSize"), size))
+        check(val(st, "ReadNet") >= size, "ReadNet %r >= %d" % (st.get("ReadNet"), size))
+        check(val(st, "HTTPResponse", {}) == hist, "HTTPResponse %r, the web answered %r"
+              % (st.get("HTTPResponse"), hist))
+        check(val(st, "LastUri", "").startswith("http://%s/" % site), "LastUri %r"
+              % (st.get("LastUri"),))
+        check(val(st, "Epoch") >= 1, "a crawl of the site began (Epoch): %r" % (st.get("Epoch"),))
+        check(val(st, "CrawlEnded") >= val(st, "CrawlStarted") > 0,
+              "the crawl began and ended: %r %r" % (st.get("CrawlStarted"), st.get("CrawlEnded")))
+        got[site] = {k: v[1][0] for k, v in st.items()}
+    check(got[a]["HTTPResponse"].get("404") == 1, "the missing page: %r" % got[a])
+    wait_for("the refused connection counted", lambda: val(site_schema(
+        site_stats(s, "st", dead), "st", dead), "DocSkip", {}).get("co", 0) >= 1, 30)
+    dst = site_schema(site_stats(s, "st", dead), "st", dead)
+    check(val(dst, "Processed") >= 1 and "HTTPResponse" not in dst,
+          "requested, never answered: %r" % dst)
+
+    def summed():
+        total = sum(val(site_schema(site_stats(s, "st", x), "st", x), "Processed")
+                    for x in (a, b, dead))
+        return total == s.CollectionGetStatistics2("st")[1]["complete"]["Processed"]
+
+    wait_for("the sites' Processed add up to the collection's", summed, 30)
+    for bad in ("127.0.0.9:1", "nosite.example"):
+        text = fault_of(s.CollectionGetSiteStatistics, "st", bad)
+        check("no statistics" in text, "an unknown site: %r" % text)
+    # Persisted: the Rust side restarts the node once the file holds the ended crawls.
+    file = os.path.join(data, "site-statistics")
+
+    def saved():
+        try:
+            with open(file, "rb") as f:
+                d = t(marshal.load(f))
+        except (OSError, ValueError, EOFError):
+            return False
+        recs = d["collections"].get("st", {})
+        return all(x in recs and recs[x][6] > 0 for x in (a, b))
+
+    wait_for("the site statistics file written", saved, 30)
+    before = len(web.requests())
+    announce(restart=1)
+    check(sys.stdin.readline().strip() == "restarted", "the Rust side restarted the node")
+    s = proxy(addr)
+    for site in (a, b):
+        st = site_schema(site_stats(s, "st", site), "st", site)
+        again = [r for r in web.requests()[before:] if "%s:%d" % r[:2] == site]
+        check(val(st, "Processed") == got[site]["Processed"] + len(again),
+              "Processed after the restart: %r, before %r (+%d)"
+              % (st.get("Processed"), got[site]["Processed"], len(again)))
+        check(val(st, "HTTPResponse", {}).get("200", 0) >= got[site]["HTTPResponse"]["200"],
+              "HTTPResponse kept: %r" % (st.get("HTTPResponse"),))
+    return {x: {"Processed": got[x]["Processed"], "DocSize": got[x]["DocSize"]} for x in got}
+
+
+def site_statistics_multinode(base, tmp, addr):
+    """2.2.10.4 CollectionGetSiteStatistics on a multinode scheduler: each site's statistics
+    come from the node scheduler that crawls it (2.2.9.10 names it) and agree with what the
+    web served; the node's own answer is the same; an unknown site is a fault."""
+    web = Web(["%s.%d" % (base, i) for i in range(1, 5)], pages=5)
+    sites = web.sites()
+    path = os.path.join(tmp, "mnsites.xml")
+    with open(path, "w") as f:
+        f.write(site_config("ms", ["http://%s/" % x for x in sites],
+                            [x.split(":")[0] for x in sites]))
+    announce(config=path)
+    s = proxy(addr)
+    wait_for("every site crawled", lambda: all(
+        len(per_site(web).get(x, {})) == 5 for x in sites), 90)
+    settle(web)
+
+    def agreed(site):
+        def f():
+            try:
+                st = site_schema(site_stats(s, "ms", site), "ms", site)
+            except xc.Fault:
+                return False
+            return val(st, "Processed") == served(web, site)[0] and val(st, "CrawlEnded") > 0
+        return f
+
+    nodes = {}
+    for site in sites:
+        wait_for("the statistics of %s through the multinode scheduler" % site, agreed(site), 30)
+        cycles = site_stats(s, "ms", site)[site][1]
+        st = attrs(cycles["cOmPIEtE"])
+        n, size, hist = served(web, site)
+        check(val(st, "DocSize") == size and val(st, "HTTPResponse", {}) == hist,
+              "%s: DocSize %r HTTPResponse %r, the web %d %r"
+              % (site, st.get("DocSize"), st.get("HTTPResponse"), size, hist))
+        ok, where = s.CollectionGetSiteRoutingAddress("ms", site)
+        check(ok == 1, "the site is routed: %r" % (where,))
+        node = xc.ServerProxy("http://%s:%d/RPC2" % tuple(where))
+        own = site_stats(node, "ms", site)[site][1]
+        check(own == cycles, "the node's own answer is the multinode scheduler's: %r / %r"
+              % (own, cycles))
+        nodes.setdefault("%s:%d" % tuple(where), []).append(site)
+    text = fault_of(s.CollectionGetSiteStatistics, "ms", "127.0.0.9:1")
+    check("no statistics" in text, "an unknown site: %r" % text)
+    return {"sites_per_node": {k: len(v) for k, v in nodes.items()}}
 
 
 def stats2(s, name):
@@ -185,8 +498,11 @@ def statistics_after_deletes(addr, base):
 SCENARIOS = {
     "statistics_by_cycle": statistics_by_cycle,
     "statistics_after_deletes": statistics_after_deletes,
+    "site_statistics": site_statistics,
+    "site_statistics_multinode": site_statistics_multinode,
     "set_log_level": set_log_level,
     "malformed_arguments": malformed_arguments,
+    "refetch_subcollection": refetch_subcollection,
 }
 
 if __name__ == "__main__":

@@ -629,7 +629,74 @@ def mn_aggregates_per_cycle(mn_addr, admin_addr):
     return {"cur": cur["Downloaded"], "prev": prev["Downloaded"]}
 
 
+def subcollection_refresh(base):
+    """MS-FSCMT 2.2.3.10 / 3.1.5.9 on a node scheduler, the test playing its multinode
+    scheduler: CMD_ADM_CONF_REFRESH with PKT_DATA = (subcollection, 0x4) "MUST initiate a
+    refresh of the specified ... subcrawl collection": the pages of the subcollection
+    (2.2.2.3.1 "subdomains") that the node crawled are requested again, those of the rest of
+    the collection are not. A subcollection the collection does not have refreshes nothing
+    (the node writes why to the schedule log, CMD_UM_LOG "sc", 2.2.4.8)."""
+    web = Web(["%s.1" % base, "%s.2" % base], leaf=True)
+    docs, other = web.sites()
+    mn = Listener()
+    announce(port=mn.port)
+    c = mn.accept()
+    check(c.recv()["cm"] == "CMD_UM_INIT", "CMD_UM_INIT first")
+    ips = [x.split(":")[0] for x in (docs, other)]
+    conf = {"start_uris": [], "delay": 0.0, "include_domains": ips, "robots": 0,
+            "subdomains": {"docs": {"include_domains": [ips[0]]}}}
+    c.send("CMD_ADM_CONF_ADD", dn="p", ds={"p": conf})
+    pages = ["/%d" % i for i in range(1, 6)]
+    for site in (docs, other):
+        for p in pages:
+            c.send("CMD_UM_URI", dn="p", pd=queue_entry("http://%s%s" % (site, p)))
+    logs = []
+
+    def serve(cond, what, limit=30):
+        """Answers the node (START_CRAWL_IP granted, keep-alives) until `cond()`."""
+        end = time.time() + limit
+        while not cond():
+            check(time.time() < end, what)
+            m = c.poll(0.05)
+            if m is None:
+                continue
+            if m["cm"] == "CMD_UM_START_CRAWL_IP":
+                pd = m["pd"]
+                c.send("CMD_UM_START_CRAWL_IP", dn="p", pd=(pd[0], pd[1], pd[2], 1))
+            elif m["cm"] == "CMD_UM_KEEPALIVE":
+                c.send("CMD_UM_KEEPALIVE_ACK")
+            elif m["cm"] == "CMD_UM_LOG":
+                logs.append(m)
+
+    def counts(site):
+        return [sum(1 for r in web.requests() if "%s:%d" % r[:2] == site and r[2] == p)
+                for p in pages]
+
+    def quiet(secs):
+        return lambda: time.time() - max((r[4] for r in web.requests()), default=0) >= secs
+
+    serve(lambda: counts(docs) == [1] * 5 and counts(other) == [1] * 5, "the first crawl")
+    serve(quiet(1.0), "the first crawl settles")
+    c.send("CMD_ADM_CONF_REFRESH", dn="p", pd=("docs", 0x4))
+    serve(lambda: counts(docs) == [2] * 5,
+          "every page of the subcollection requested again: %r" % counts(docs))
+    serve(quiet(1.0), "the refresh settles")
+    check(counts(other) == [1] * 5, "the rest of the collection is not refreshed: %r"
+          % counts(other))
+    check(counts(docs) == [2] * 5, "each page of the subcollection once more: %r"
+          % counts(docs))
+    n = len(web.requests())
+    c.send("CMD_ADM_CONF_REFRESH", dn="p", pd=("nope", 0x4))
+    serve(lambda: any(m["pd"][0] == "sc" and "nope" in m["pd"][1] for m in logs),
+          "CMD_UM_LOG to the schedule log naming the unknown subcollection: %r" % logs, 10)
+    serve(quiet(1.0), "nothing more", 10)
+    check(len(web.requests()) == n, "an unknown subcollection refreshes nothing: %d requests"
+          % (len(web.requests()) - n))
+    return {"docs": counts(docs), "other": counts(other)}
+
+
 SCENARIOS = {
+    "subcollection_refresh": subcollection_refresh,
     "node_stat_keys": node_stat_keys,
     "node_stat_deletes": node_stat_deletes,
     "node_stat_cycles": node_stat_cycles,

@@ -1,8 +1,9 @@
 """A small web for the conformance scenarios: HTTP servers on loopback addresses that record
 every request (address, port, path, start, end, and which process made it), and serve pages
 whose links go on without end (/N links to /2N+1 and /2N+2), or leaf pages with `leaf=True`,
-or with `sized=True` a page of exactly N bytes at /N; `bytes_in` and `bytes_out` count every
-byte of the requests read and the responses written.
+or with `sized=True` a page of exactly N bytes at /N (`bytes_in` and `bytes_out` count every
+byte of the requests read and the responses written), or with `pages=P` a finite site whose
+links stop below /P. `missing` paths answer 404.
 """
 import http.server
 import os
@@ -68,8 +69,8 @@ class Counting:
 
 
 class Web:
-    def __init__(self, addrs, delay=0.0, leaf=False, sized=False):
-        self.log = []  # (ip, port, path, start, end, pid)
+    def __init__(self, addrs, delay=0.0, leaf=False, sized=False, pages=None, missing=()):
+        self.log = []  # (ip, port, path, start, end, pid, status, body bytes)
         self.bytes_in = 0
         self.bytes_out = 0
         self.lock = threading.Lock()
@@ -105,6 +106,7 @@ class Web:
                 self.rfile.n = 0
                 self.wfile.write(head + body)
                 self.wfile.flush()
+                return (200 if n else 404), len(body)
 
             def do_GET(self):
                 t0 = time.time()
@@ -119,11 +121,11 @@ class Web:
                 if delay:
                     time.sleep(delay)
                 if sized:
-                    self.sized()
+                    status, size = self.sized()
                     with web.lock:
-                        web.log.append((ip, port, self.path, t0, time.time(), pid))
+                        web.log.append((ip, port, self.path, t0, time.time(), pid, status, size))
                     return
-                if self.path == "/robots.txt":
+                if self.path == "/robots.txt" or self.path in missing:
                     body, status = b"", 404
                 else:
                     status = 200
@@ -131,8 +133,10 @@ class Web:
                         n = int(self.path.strip("/").split("?")[0] or "0")
                     except ValueError:
                         n = 0
-                    links = "" if leaf else '<a href="/%d">a</a> <a href="/%d">b</a>' % (
-                        2 * n + 1, 2 * n + 2)
+                    kids = [] if leaf else [2 * n + 1, 2 * n + 2]
+                    if pages is not None:
+                        kids = [k for k in kids if k < pages]
+                    links = " ".join('<a href="/%d">l</a>' % k for k in kids)
                     body = ("<html><body>page %d %s</body></html>" % (n, links)).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "text/html")
@@ -140,7 +144,8 @@ class Web:
                 self.end_headers()
                 self.wfile.write(body)
                 with web.lock:
-                    web.log.append((ip, port, self.path, t0, time.time(), pid))
+                    web.log.append((ip, port, self.path, t0, time.time(), pid, status,
+                                    len(body)))
 
         for a in addrs:
             s = http.server.ThreadingHTTPServer((a, 0), Handler)

@@ -26,7 +26,7 @@ pub use super::types::*;
 use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
 use crate::msg::{Checksum, CrawlQueueEntry, Redirect, UriStructure};
-use crate::routing::crawl_site;
+use crate::routing::crawl_site_ref;
 use crate::sched::node::Ready;
 use crate::sched::parse_record;
 
@@ -653,18 +653,19 @@ impl CrawlEngine {
                     counters.skip_uri(uri_skip::NOFOLLOW);
                     continue;
                 }
+                // The link's crawl site, once for the link graph and the depth.
+                let same_site =
+                    crawl_site_ref(l.url.as_bytes()).as_deref() == Some(f.key.1.as_str());
                 // The link graph holds every link a page gives, crawled or not.
                 page_links.push(PageLink {
                     url: l.url.clone(),
                     anchor: l.text.clone(),
-                    intra: crawl_site(l.url.as_bytes()).as_deref() == Some(f.key.1.as_str()),
+                    intra: same_site,
                 });
                 if let Some(code) = rule_skip(cfg, &l.url, 0) {
                     counters.skip_uri(code);
                     continue;
                 }
-                let target_site = crawl_site(l.url.as_bytes());
-                let same_site = target_site.as_deref() == Some(f.key.1.as_str());
                 let child_depth = if cfg.reset_level && !same_site {
                     0
                 } else {

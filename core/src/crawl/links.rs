@@ -68,9 +68,44 @@ const MAX_ANCHOR: usize = 256;
 /// Most links kept from one document.
 pub const MAX_LINKS: usize = 10_000;
 
+/// The tags whose attributes [`State::close_tag`] reads; the attributes of every other tag
+/// are not collected (most of a page's tags and attributes are of no interest, and copying
+/// each one cost an allocation or two).
+fn tag_wanted(tag: &[u8]) -> bool {
+    matches!(
+        tag,
+        b"a" | b"base"
+            | b"form"
+            | b"area"
+            | b"frame"
+            | b"iframe"
+            | b"go"
+            | b"img"
+            | b"layer"
+            | b"link"
+            | b"script"
+            | b"object"
+            | b"applet"
+            | b"embed"
+            | b"meta"
+    )
+}
+
+/// The attributes [`State::close_tag`] reads (of the tags [`tag_wanted`] names).
+fn attr_wanted(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"href" | b"src" | b"action" | b"data" | b"code" | b"name" | b"http-equiv" | b"content"
+    )
+}
+
 #[derive(Default)]
 struct State {
     tag: Vec<u8>,
+    /// The open start tag is one of [`tag_wanted`]'s.
+    want_tag: bool,
+    /// The attribute being read is one of [`attr_wanted`]'s, pushed on `attrs`.
+    want_attr: bool,
     attr: Vec<u8>,
     attrs: Vec<(Vec<u8>, Vec<u8>)>,
     /// Index into `out.links` of the open `<a>` collecting text.
@@ -215,22 +250,35 @@ pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
                     CallbackEvent::OpenStartTag { name } => {
                         st.tag.clear();
                         st.tag.extend(name.iter().map(u8::to_ascii_lowercase));
+                        st.want_tag = tag_wanted(&st.tag);
+                        st.want_attr = false;
                         st.attrs.clear();
                     }
-                    CallbackEvent::AttributeName { name } => {
+                    CallbackEvent::AttributeName { name } if st.want_tag => {
                         st.attr.clear();
                         st.attr.extend(name.iter().map(u8::to_ascii_lowercase));
-                        st.attrs.push((st.attr.clone(), Vec::new()));
+                        st.want_attr = attr_wanted(&st.attr);
+                        if st.want_attr {
+                            st.attrs.push((st.attr.clone(), Vec::new()));
+                        }
                     }
-                    CallbackEvent::AttributeValue { value } => {
+                    CallbackEvent::AttributeValue { value } if st.want_attr => {
                         if let Some(last) = st.attrs.last_mut() {
                             last.1 = value.to_vec();
                         }
                     }
-                    CallbackEvent::CloseStartTag { .. } => st.close_tag(mask),
+                    CallbackEvent::AttributeName { .. } | CallbackEvent::AttributeValue { .. } => {}
+                    CallbackEvent::CloseStartTag { .. } => {
+                        if st.want_tag {
+                            st.close_tag(mask);
+                        }
+                        st.want_tag = false;
+                        st.want_attr = false;
+                    }
                     CallbackEvent::EndTag { name } => {
-                        let lower: Vec<u8> = name.iter().map(u8::to_ascii_lowercase).collect();
-                        st.end_tag(&lower);
+                        if name.eq_ignore_ascii_case(b"a") {
+                            st.end_tag(b"a");
+                        }
                     }
                     CallbackEvent::String { value } => {
                         if st.open_anchor.is_some() && st.anchor_text.len() < MAX_ANCHOR * 2 {
@@ -271,7 +319,10 @@ pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
             *slot = t;
         }
     }
-    let mut seen = std::collections::HashMap::new();
+    // Indexes into out.links by the hash of the URL: each URI once, without a second copy of
+    // it as a map key.
+    let mut seen: hashbrown::HashTable<usize> = hashbrown::HashTable::with_capacity(st.raw.len());
+    let hash = |s: &str| xxhash_rust::xxh3::xxh3_64(s.as_bytes());
     for ((tag, raw), text) in st.raw.into_iter().zip(texts) {
         if out.links.len() >= MAX_LINKS {
             break;
@@ -280,17 +331,19 @@ pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
             continue;
         };
         let s = String::from(u);
-        match seen.get(&s) {
+        let h = hash(&s);
+        let links = &mut out.links;
+        match seen.find(h, |&i| links[i].url == s) {
             // Linked again: keep the first, with the first anchor text there is.
             Some(&i) => {
-                let first: &mut Link = &mut out.links[i];
+                let first: &mut Link = &mut links[i];
                 if first.text.is_empty() {
                     first.text = text;
                 }
             }
             None => {
-                seen.insert(s.clone(), out.links.len());
-                out.links.push(Link { url: s, text, tag });
+                seen.insert_unique(h, links.len(), |&i| hash(&links[i].url));
+                links.push(Link { url: s, text, tag });
             }
         }
     }

@@ -6,6 +6,7 @@ pub mod counters;
 pub mod engine;
 pub mod links;
 pub mod robots;
+pub mod site_tally;
 pub mod sitemaps;
 mod types;
 

@@ -64,6 +64,11 @@ impl InFlight {
         }
     }
 
+    /// Forwards not yet answered.
+    pub(super) fn len(&self) -> usize {
+        self.order.len()
+    }
+
     /// The name of collection index `i`.
     pub(super) fn collection_name(&self, i: u32) -> &[u8] {
         self.collections.get(i as usize).map_or(&[], |c| &c[..])

@@ -38,7 +38,10 @@ use crate::msg::{
     PpdupConfigAck, PpdupError, PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
 };
 
+mod counters;
 mod inflight;
+
+pub use counters::DupCounters;
 
 use inflight::{InFlight, Released};
 
@@ -100,6 +103,7 @@ pub struct DupServer {
     dbname_of: Option<(Vec<u8>, Vec<u8>)>,
     /// A replica that has answered a node scheduler's checksum message itself (module docs).
     served_nodes: bool,
+    counters: DupCounters,
 }
 
 /// What [`DupServer::write_log`] hands over: frames to send now, and frames to send only once
@@ -147,6 +151,8 @@ fn push_frame(q: &mut Vec<(PeerId, Vec<u8>)>, to: PeerId, m: &Message<'_>) {
 #[derive(Default)]
 struct Peer {
     collections: HashSet<Vec<u8>>,
+    /// The collection of the peer's last message, in `collections` (spares a lookup per add).
+    last: Option<Vec<u8>>,
     keepalive_pending: bool,
 }
 
@@ -169,12 +175,25 @@ impl DupServer {
             direct: Vec::new(),
             dbname_of: None,
             served_nodes: false,
+            counters: DupCounters::default(),
         }
     }
 
     /// The stores.
     pub fn stores(&self) -> &DupStores {
         &self.stores
+    }
+
+    /// The messages counted so far.
+    pub fn counters(&self) -> DupCounters {
+        self.counters
+    }
+
+    /// A server's link to its replica: `None` without one, else whether it is connected and
+    /// how many forwarded checksum messages it has not acknowledged yet (the replica's lag).
+    pub fn replica_lag(&self) -> Option<(bool, usize)> {
+        let r = self.replica.as_ref()?;
+        Some((r.peer.is_some(), self.flight.len()))
     }
 
     /// The stores, for snapshot steps.
@@ -309,8 +328,9 @@ impl DupServer {
 
     fn note_collection(&mut self, peer: PeerId, collection: &[u8]) {
         if let Some(p) = self.peers.get_mut(&peer) {
-            if !p.collections.contains(collection) {
+            if p.last.as_deref() != Some(collection) {
                 p.collections.insert(collection.to_vec());
+                p.last = Some(collection.to_vec());
             }
         }
     }
@@ -491,7 +511,7 @@ impl DupServer {
 
     /// Whether a message for `collection` is to be dropped (3.3.5.2), or refused as unknown.
     fn check_collection(&mut self, peer: PeerId, collection: &[u8]) -> bool {
-        if self.removing.contains(collection) {
+        if !self.removing.is_empty() && self.removing.contains(collection) {
             debug!("discarding a message for collection being removed");
             return false;
         }
@@ -512,6 +532,7 @@ impl DupServer {
         if !self.check_collection(peer, &add.collection) {
             return;
         }
+        self.counters.adds += 1;
         if self.mode == Mode::Replica && forwarded {
             // 3.4.5.3: overwrite, then answer with the same pairs.
             if let Err(e) = self
@@ -578,6 +599,7 @@ impl DupServer {
         if !self.check_collection(peer, &rm.collection) {
             return;
         }
+        self.counters.removes += 1;
         fn reply_to<'m>(rm: &PpdupChecksum<'m>, pi: bool) -> Message<'m> {
             Message::PpdupRemoveOk(PpdupRemoveOk {
                 collection: rm.collection.clone(),

@@ -135,8 +135,16 @@ impl NodeScheduler {
         subcollection: Option<&[u8]>,
         options: i64,
     ) -> Result<(), SchedError> {
-        let Some(c) = self.collections.get_mut(name) else {
+        if !self.collections.contains_key(name) {
             warn!("refresh of unknown collection {}", show(name));
+            return Ok(());
+        }
+        // PKT_DATA[0] names a subcollection: only its URIs, within the current cycle (the
+        // entire collection is None, 2.2.3.10).
+        if let Some(sub) = subcollection.filter(|s| !s.is_empty()) {
+            return self.refetch_subcollection(name, sub);
+        }
+        let Some(c) = self.collections.get_mut(name) else {
             return Ok(());
         };
         let scratch = c.refresh.policy.mode == crate::config::RefreshMode::Scratch;
@@ -156,27 +164,14 @@ impl NodeScheduler {
         self.cycles_begun += 1;
         c.seen.clear()?;
         let cycle = c.refresh.cycle;
-        let mut uris = start_uris(&c.dict);
-        if let (Some(sub), true) = (
-            subcollection,
-            options & refresh_options::REFRESH_SUBCOLLECTION != 0,
-        ) {
-            // A subcollection's own start URIs (its dict under "subdomains").
-            uris = c
-                .dict
-                .get(b"subdomains")
-                .and_then(|s| s.get(sub))
-                .map(start_uris)
-                .unwrap_or_default();
-        }
+        let uris = start_uris(&c.dict);
         info!(
             "collection {}: refresh cycle {cycle} (options {options:#x}, {} start URIs)",
             show(name),
             uris.len()
         );
-        // START_URIS_ONLY, and a subcollection's refresh, queue the start URIs alone.
-        let everything = options & refresh_options::START_URIS_ONLY == 0
-            && options & refresh_options::REFRESH_SUBCOLLECTION == 0;
+        // START_URIS_ONLY queues the start URIs alone.
+        let everything = options & refresh_options::START_URIS_ONLY == 0;
         self.start_cycle(name, cycle, uris, everything, self.opts.clock.now())?;
         self.save(name)
     }

@@ -2,10 +2,12 @@
 //! each `refresh_mode` does with the crawl queue, and the deletion of documents that were not
 //! seen for `dbswitch` cycles (docs/collection-config.md describes the modes).
 
-use log::info;
+use log::{info, warn};
 
-use super::{start_uri_entry, NodeScheduler};
+use super::{queue_local, start_uri_entry, NodeScheduler};
 use crate::config::{CollectionConfig, RefreshMode};
+use crate::msg::types::uri_flags;
+use crate::routing::{crawl_site, routing_attribute};
 use crate::sched::multinode::SchedError;
 use crate::sched::show;
 use crate::store::UriState;
@@ -223,6 +225,81 @@ impl NodeScheduler {
         for (_, u) in stored {
             let mut e = start_uri_entry(&u);
             e.refresh_cycle = cycle;
+            self.add_uri(name, &e, false)?;
+        }
+        Ok(())
+    }
+
+    /// A refresh of one subcollection (CMD_ADM_CONF_REFRESH with PKT_DATA[0] naming it,
+    /// MS-FSCMT 2.2.3.10 / 3.1.5.9; MS-FSCADM 2.2.9.13 CollectionRefetch): every URI of the
+    /// crawl store its rules take in (all but the deleted) and its start URIs are fetched
+    /// again, whole (URIF_FORCE: queued again within the cycle, no conditional request). The
+    /// rest of the collection is left alone and no new refresh cycle begins. A name the
+    /// configuration does not have refreshes nothing: a warning, and a line to the multinode
+    /// scheduler's schedule log (CMD_UM_LOG "sc", 2.2.4.8).
+    pub(super) fn refetch_subcollection(
+        &mut self,
+        name: &[u8],
+        sub: &[u8],
+    ) -> Result<(), SchedError> {
+        let Some(c) = self.collections.get(name) else {
+            return Ok(());
+        };
+        let wanted = String::from_utf8_lossy(sub);
+        let Some(sd) = c.settings.subdomains.iter().find(|s| s.name == wanted) else {
+            let line = format!(
+                "refresh of subcollection {wanted:?} ignored: collection {} has no such subcollection",
+                show(name)
+            );
+            warn!("{line}");
+            self.log(name, b"sc", line.as_bytes());
+            return Ok(());
+        };
+        let cycle = c.refresh.cycle;
+        let stored: Vec<Vec<u8>> = c
+            .store
+            .iter()
+            .filter(|(u, r)| {
+                r.state != UriState::Deleted && std::str::from_utf8(u).is_ok_and(|u| sd.contains(u))
+            })
+            .map(|(u, _)| u.to_vec())
+            .collect();
+        let start: Vec<Vec<u8>> = sd
+            .start_uris
+            .iter()
+            .map(|u| u.as_bytes().to_vec())
+            .filter(|u| !stored.contains(u))
+            .collect();
+        info!(
+            "collection {}: subcollection {wanted:?} fetched again ({} stored URIs, {} start URIs)",
+            show(name),
+            stored.len(),
+            start.len()
+        );
+        let entry = |u: &[u8]| {
+            let mut e = start_uri_entry(u);
+            e.refresh_cycle = cycle;
+            e.uri_flags |= uri_flags::URIF_FORCE;
+            e
+        };
+        // The crawl store holds this node's URIs: queued here whatever the routes say.
+        let c = self.collections.get_mut(name).expect("looked up above");
+        for u in &stored {
+            queue_local(c, &entry(u), false)?;
+        }
+        // A start URI is fetched again where its site is routed: here, forced; another node's
+        // goes to the multinode scheduler unforced, for every node forwards it (fetched there
+        // if it was not in this cycle).
+        for u in &start {
+            let mut e = entry(u);
+            let here = self.opts.standalone
+                || crawl_site(u).is_some_and(|site| {
+                    self.routing.get(name, routing_attribute(&site).as_bytes())
+                        == Some(&self.opts.node_id[..])
+                });
+            if !here {
+                e.uri_flags &= !uri_flags::URIF_FORCE;
+            }
             self.add_uri(name, &e, false)?;
         }
         Ok(())

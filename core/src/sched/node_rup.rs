@@ -75,6 +75,21 @@ impl NodeScheduler {
         }
     }
 
+    /// The URI a report's path stands for in the crawl: a file `.../index.html` is its
+    /// directory's URL (`.../`) when the crawl store holds that and not the file's (a server
+    /// answers a directory with its index.html, and a report names files).
+    fn stored_form(&self, name: &[u8], uri: &[u8]) -> Vec<u8> {
+        let dir = uri
+            .strip_suffix(b"index.html")
+            .filter(|d| d.ends_with(b"/") && !d.ends_with(b"//"));
+        match (self.collections.get(name), dir) {
+            (Some(c), Some(d)) if c.store.get(uri).is_none() && c.store.get(d).is_some() => {
+                d.to_vec()
+            }
+            _ => uri.to_vec(),
+        }
+    }
+
     /// The sites started since the last call that the robot should look at.
     pub fn rup_take_started(&mut self) -> Vec<(Vec<u8>, String)> {
         std::mem::take(&mut self.rup.started)
@@ -86,6 +101,7 @@ impl NodeScheduler {
     pub fn rup_fetch(&mut self, name: &[u8], uris: &[Vec<u8>]) -> Result<u64, SchedError> {
         let mut n = 0;
         for u in uris {
+            let u = &self.stored_form(name, u);
             let local = self.opts.standalone
                 || crawl_site(u).is_some_and(|site| {
                     self.routing.get(name, routing_attribute(&site).as_bytes())
@@ -117,6 +133,7 @@ impl NodeScheduler {
     pub fn rup_delete(&mut self, name: &[u8], uris: &[Vec<u8>]) -> Result<u64, SchedError> {
         let mut n = 0;
         for u in uris {
+            let u = &self.stored_form(name, u);
             let Some(c) = self.collections.get_mut(name) else {
                 return Ok(n);
             };

@@ -29,6 +29,7 @@
 mod flat;
 mod report;
 mod schema;
+pub mod sites;
 #[cfg(test)]
 mod tests;
 

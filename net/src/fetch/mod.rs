@@ -270,7 +270,7 @@ impl Fetcher {
     /// certificate is not a usable CA certificate.
     pub fn spawn(opts: FetcherOptions) -> io::Result<Fetcher> {
         let tls = tls::client_config(&opts.extra_roots)?;
-        let mut reactor = Reactor::new(pool::EVENT_CAPACITY)?;
+        let mut reactor = Reactor::new(pool::EVENT_CAPACITY, "fetch")?;
         let waker = reactor.waker();
         let registry = reactor.registry().try_clone()?;
         let (submit, submitted) = crossbeam_channel::unbounded();

@@ -75,6 +75,10 @@ pub(super) struct Driver {
 }
 
 impl Turn for Driver {
+    fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
     /// Sleeps until the earliest request deadline or idle expiry.
     fn poll_timeout(&mut self) -> Option<Duration> {
         self.next_wakeup()

@@ -12,4 +12,5 @@ mod many;
 mod priority;
 mod reconnect;
 mod timers;
+mod tls;
 mod util;

@@ -54,6 +54,29 @@ fn server_of(args: &AdminArgs) -> Result<String, String> {
     }
 }
 
+/// The token `crawlfleet admin` sends: --token-file, else the admin.token beside the
+/// admin.addr of --data-dir (or of `up`'s default data directory when --server is not given),
+/// else none.
+fn token_of(args: &AdminArgs) -> Result<Option<String>, String> {
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).map(|t| t.trim().to_string());
+    if let Some(f) = &args.token_file {
+        return read(f)
+            .map(Some)
+            .map_err(|e| format!("--token-file {}: {e}", f.display()));
+    }
+    let dir = match (&args.data_dir, &args.server) {
+        (Some(d), _) => d.clone(),
+        (None, None) => crate::up::layout::default_dir(),
+        (None, Some(_)) => return Ok(None),
+    };
+    let path = dir.join(crate::up::layout::ADMIN_TOKEN);
+    match read(&path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
 /// The parameters for `sig` from command-line words.
 pub fn params_of(method: &str, sig: &[Ty], args: &[String]) -> Result<Vec<Value>, String> {
     let mut out = Vec::new();
@@ -133,7 +156,14 @@ pub fn run(args: &AdminArgs) -> Result<ExitCode, String> {
     };
     let params = params_of(method, sig, &args.args)?;
     let server = server_of(args)?;
-    let result = client::call(&server, method, &params).map_err(|e| e.to_string())?;
+    let token = token_of(args)?;
+    let tls = args
+        .tls_ca
+        .as_deref()
+        .map(client::tls_trusting)
+        .transpose()?;
+    let result = client::call_over(&server, method, &params, token.as_deref(), tls.as_ref())
+        .map_err(|e| e.to_string())?;
     let v = match result {
         Ok(v) => v,
         Err(f) => {

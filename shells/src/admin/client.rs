@@ -4,6 +4,7 @@
 use std::fmt;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crawlfleet_core::xmlrpc::{self, Fault, Limits, Value, XmlRpcError};
@@ -46,19 +47,85 @@ pub fn call(
     method: &str,
     params: &[Value],
 ) -> Result<Result<Value, Fault>, ClientError> {
+    call_with(server, method, params, None)
+}
+
+/// [`call`] carrying `token` as `Authorization: Bearer` (an administrative port that wants
+/// one: [`super::auth`]).
+pub fn call_with(
+    server: &str,
+    method: &str,
+    params: &[Value],
+    token: Option<&str>,
+) -> Result<Result<Value, Fault>, ClientError> {
+    call_over(server, method, params, token, None)
+}
+
+/// The client configuration of an administrative port served over TLS whose certificate (or
+/// its issuer) is in the PEM file `ca`.
+pub fn tls_trusting(ca: &std::path::Path) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(ca)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("--tls-ca {}: {e}", ca.display()))?;
+    for c in certs {
+        roots
+            .add(c)
+            .map_err(|e| format!("--tls-ca {}: {e}", ca.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("--tls-ca {}: no certificate in it", ca.display()));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS configuration: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// A socket, or a TLS session over one.
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
+
+/// [`call_with`], over TLS when `tls` is given (the server's name is the host of `server`).
+pub fn call_over(
+    server: &str,
+    method: &str,
+    params: &[Value],
+    token: Option<&str>,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> Result<Result<Value, Fault>, ClientError> {
     let addr = server
         .to_socket_addrs()
         .map_err(|e| ClientError::Connect(format!("{server}: {e}")))?
         .next()
         .ok_or_else(|| ClientError::Connect(format!("{server} does not resolve")))?;
-    let mut s = TcpStream::connect_timeout(&addr, TIMEOUT)
+    let s = TcpStream::connect_timeout(&addr, TIMEOUT)
         .map_err(|e| ClientError::Connect(format!("{server}: {e}")))?;
     s.set_read_timeout(Some(TIMEOUT)).map_err(ClientError::Io)?;
     s.set_write_timeout(Some(TIMEOUT))
         .map_err(ClientError::Io)?;
+    let mut s: Box<dyn Stream> = match tls {
+        None => Box::new(s),
+        Some(config) => {
+            let host = server.rsplit_once(':').map_or(server, |(h, _)| h);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                .map_err(|e| ClientError::Connect(format!("{server}: {e}")))?;
+            let conn = rustls::ClientConnection::new(Arc::clone(config), name)
+                .map_err(|e| ClientError::Connect(format!("{server}: {e}")))?;
+            Box::new(rustls::StreamOwned::new(conn, s))
+        }
+    };
     let body = xmlrpc::encode_call(method, params);
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     let head = format!(
-        "POST /RPC2 HTTP/1.1\r\nHost: {server}\r\nUser-Agent: crawlfleet-admin\r\nContent-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST /RPC2 HTTP/1.1\r\nHost: {server}\r\nUser-Agent: crawlfleet-admin\r\n{auth}Content-Type: text/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).map_err(ClientError::Io)?;

@@ -64,15 +64,22 @@ pub fn set_log_level(admin: &mut Admin, role: &dyn Role, level: i64) -> Outcome 
 }
 
 /// Forwards SetLogLevel to every node on a thread of its own, then answers (2.2.8.6: before
-/// the method returns). A node that cannot be reached makes the answer a fault naming it.
-pub fn forward_log_level(nodes: Vec<(String, i64)>, level: i64, reply: Responder) {
+/// the method returns). A node that cannot be reached makes the answer a fault naming it. The
+/// calls carry `token`, the scheduler's own admin token (the nodes of a cluster share it).
+pub fn forward_log_level(
+    nodes: Vec<(String, i64)>,
+    level: i64,
+    reply: Responder,
+    token: Option<String>,
+) {
     let spawned = std::thread::Builder::new()
         .name("admin-forward".into())
         .spawn(move || {
             let mut failed = Vec::new();
             for (host, port) in nodes {
                 let addr = format!("{host}:{port}");
-                let r = super::client::call(&addr, "SetLogLevel", &[Value::Int(level)]);
+                let level = [Value::Int(level)];
+                let r = super::client::call_with(&addr, "SetLogLevel", &level, token.as_deref());
                 match r {
                     Ok(Ok(Value::Int(1))) => {}
                     Ok(Ok(v)) => failed.push(format!("{addr} answered {v:?}")),
@@ -92,5 +99,33 @@ pub fn forward_log_level(nodes: Vec<(String, i64)>, level: i64, reply: Responder
         });
     if let Err(e) = spawned {
         warn!("cannot start a thread to forward SetLogLevel: {e}");
+    }
+}
+
+/// Sends one call to a node scheduler on a thread of its own and answers with what the node
+/// answered: its value, or its fault's text; a node that cannot be reached makes the answer a
+/// fault naming it.
+pub fn relay(
+    node: String,
+    method: &'static str,
+    params: Vec<Value>,
+    reply: Responder,
+    token: Option<String>,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("admin-relay".into())
+        .spawn(move || {
+            let r = match super::client::call_with(&node, method, &params, token.as_deref()) {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(f)) => Err(f.message),
+                Err(e) => {
+                    warn!("{method} not relayed to node scheduler {node}: {e}");
+                    Err(format!("node scheduler {node} did not answer: {e}"))
+                }
+            };
+            reply.send(r);
+        });
+    if let Err(e) = spawned {
+        warn!("cannot start a thread to relay {method}: {e}");
     }
 }

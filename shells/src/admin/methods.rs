@@ -32,6 +32,16 @@ pub enum Outcome {
         /// The level mask.
         level: i64,
     },
+    /// A call the node scheduler that crawls the site answers (CollectionGetSiteStatistics on
+    /// a multinode scheduler): sent to it, its answer or fault relayed.
+    Relay {
+        /// The node's XML-RPC address, "host:port".
+        node: String,
+        /// The method.
+        method: &'static str,
+        /// Its arguments.
+        params: Vec<Value>,
+    },
 }
 
 pub(super) type R = Result<Value, String>;
@@ -185,7 +195,7 @@ pub fn call(admin: &mut Admin, role: &mut dyn Role, call: AdminCall, now: i64) -
         }
         CollectionGetStatus { collection } => status::collection_get_status(role, &collection),
         CollectionGetSiteStatistics { collection, site } => {
-            status::collection_get_site_statistics(admin, role, &collection, &site)
+            return status::collection_get_site_statistics(admin, role, &collection, &site, now)
         }
         CollectionGetStatistics { collection } => {
             status::collection_get_statistics(admin, role, &collection)

@@ -8,6 +8,7 @@
 //! to [`Admin::handle`] together with its scheduler core. The crawl engine feeds statistics
 //! through [`Admin::stats_mut`] (see [`crawlfleet_core::stats::Stats::add`]).
 
+pub mod auth;
 pub mod call;
 pub mod cli;
 pub mod client;
@@ -17,6 +18,7 @@ pub mod methods;
 pub mod roles;
 pub mod server;
 pub mod status;
+pub mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -25,6 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crawlfleet_core::marshal::{self, Value as M};
+use crawlfleet_core::metrics::Histogram;
+use crawlfleet_core::stats::sites::SiteStats;
 use crawlfleet_core::stats::Stats;
 use crawlfleet_core::xmlrpc::Limits;
 use log::{info, warn};
@@ -43,6 +47,10 @@ pub struct AdminOptions {
     pub retain_cycles: usize,
     /// Request bodies and nesting.
     pub limits: Limits,
+    /// The other roles the dashboard shows: name and `/metrics` address.
+    pub dashboard_peers: Vec<(String, SocketAddr)>,
+    /// The tokens every request is checked against.
+    pub auth: auth::AdminAuth,
 }
 
 /// The log levels of FSCADM 2.2.3.5.
@@ -148,6 +156,20 @@ pub struct Admin {
     state_path: PathBuf,
     /// Per collection, the last core counters folded into the statistics.
     seen: BTreeMap<Vec<u8>, BTreeMap<String, f64>>,
+    /// The crawl engine's fetch times (a node's), for `/metrics`.
+    fetch_latency: Option<Arc<Histogram>>,
+    /// Where the server listens (shown by the dashboard).
+    addr: SocketAddr,
+    /// The dashboard's samples of the last hour.
+    history: crate::dashboard::History,
+    /// The other roles the dashboard shows.
+    peers: Option<crate::dashboard::peers::Peers>,
+    /// The port's admin token, which forwarded calls carry.
+    token: Option<String>,
+    /// Per crawl site (FSCADM 2.2.4.9), fed by a node's crawl engine; persisted beside the
+    /// statistics.
+    sites: SiteStats,
+    sites_path: PathBuf,
 }
 
 impl Admin {
@@ -156,6 +178,8 @@ impl Admin {
         let stats_path = data_dir.join("statistics");
         let state_path = data_dir.join("admin.state");
         let stats = Stats::load(&stats_path, opts.retain_cycles, now)?;
+        let sites_path = data_dir.join("site-statistics");
+        let sites = SiteStats::load(&sites_path)?;
         let state = match std::fs::read(&state_path) {
             Ok(b) => marshal::from_bytes(&b, &marshal::Limits::default())
                 .ok()
@@ -173,6 +197,18 @@ impl Admin {
             state,
             state_path,
             seen: BTreeMap::new(),
+            fetch_latency: None,
+            addr: opts.addr,
+            history: Default::default(),
+            peers: match opts.dashboard_peers.is_empty() {
+                true => None,
+                false => Some(crate::dashboard::peers::Peers::start(
+                    opts.dashboard_peers.clone(),
+                )?),
+            },
+            token: opts.auth.token().map(str::to_owned),
+            sites,
+            sites_path,
         })
     }
 
@@ -182,9 +218,40 @@ impl Admin {
         &mut self.stats
     }
 
+    /// The per-site statistics, for a node's crawl engine to feed
+    /// ([`SiteStats::absorb`]).
+    pub fn site_stats_mut(&mut self) -> &mut SiteStats {
+        &mut self.sites
+    }
+
     /// The statistics.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// Shows the crawl engine's fetch times in `/metrics`.
+    pub fn set_fetch_latency(&mut self, h: Arc<Histogram>) {
+        self.fetch_latency = Some(h);
+    }
+
+    /// Says where the server listens (the address bound, for a port 0).
+    pub fn set_addr(&mut self, addr: SocketAddr) {
+        self.addr = addr;
+    }
+
+    /// Where the server listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The other roles the dashboard shows, when given.
+    pub fn peers(&self) -> Option<&crate::dashboard::peers::Peers> {
+        self.peers.as_ref()
+    }
+
+    /// The crawl engine's fetch times, when the role fetches.
+    pub fn fetch_latency(&self) -> Option<&Histogram> {
+        self.fetch_latency.as_deref()
     }
 
     /// The persisted state (refresh-only collections, ...).
@@ -204,19 +271,34 @@ impl Admin {
         write().map_err(|e| format!("cannot save {}: {e}", self.state_path.display()))
     }
 
-    fn save_stats(&self) {
+    fn save_stats(&mut self) {
         if let Err(e) = self.stats.save(&self.stats_path) {
             warn!("cannot save statistics {}: {e}", self.stats_path.display());
         }
+        if let Err(e) = self.sites.save(&self.sites_path) {
+            warn!(
+                "cannot save site statistics {}: {e}",
+                self.sites_path.display()
+            );
+        }
+    }
+
+    /// Folds the role's latest counters into the statistics, merges them and writes the
+    /// statistics file (the tick of FSCADM 2.2.4.4, and a clean stop: what was counted since the
+    /// last tick is kept).
+    pub fn flush(&mut self, role: &mut dyn roles::Role, now: i64) {
+        self.absorb(role, now);
+        self.stats.merge(now);
+        self.save_stats();
     }
 
     /// One message from the server: a call answered through its responder, or the timer.
     pub fn handle(&mut self, role: &mut dyn roles::Role, msg: AdminMsg, now: i64) {
         match msg {
             AdminMsg::Tick => {
-                self.absorb(role, now);
-                self.stats.merge(now);
-                self.save_stats();
+                let names: Vec<Vec<u8>> = role.collections().into_iter().map(|(n, _)| n).collect();
+                self.sites.retain_collections(&names);
+                self.flush(role, now);
             }
             AdminMsg::Call { call, reply } => {
                 self.absorb(role, now);
@@ -229,9 +311,37 @@ impl Admin {
                         reply.send(r);
                     }
                     methods::Outcome::Forward { nodes, level } => {
-                        management::forward_log_level(nodes, level, reply)
+                        let token = self.token.clone();
+                        management::forward_log_level(nodes, level, reply, token)
                     }
+                    methods::Outcome::Relay {
+                        node,
+                        method,
+                        params,
+                    } => management::relay(node, method, params, reply, self.token.clone()),
                 }
+            }
+            AdminMsg::View {
+                view: server::View::Metrics,
+                reply,
+            } => {
+                self.absorb(role, now);
+                let text = crate::metrics::sched::render(self, role);
+                reply.send_page(crawlfleet_core::metrics::CONTENT_TYPE, text.into_bytes());
+            }
+            AdminMsg::View {
+                view: server::View::Dashboard,
+                reply,
+            } => {
+                self.absorb(role, now);
+                let text = crate::dashboard::render(self, role, &self.history, now);
+                reply.send_page("application/json", text.into_bytes());
+            }
+            AdminMsg::Sample => {
+                self.absorb(role, now);
+                let mut history = std::mem::take(&mut self.history);
+                history.sample(self, role, now);
+                self.history = history;
             }
         }
     }
@@ -239,33 +349,42 @@ impl Admin {
 
 /// Starts the administrative server of a role. When the address cannot be bound the role runs
 /// on without its administrative interface (logged as an error): crawling must not stop because
-/// of a port taken by another process.
-pub fn start(opts: &AdminOptions) -> Server {
+/// of a port taken by another process. A port off loopback without a token is refused.
+pub fn start(opts: &AdminOptions) -> Result<Server, String> {
     start_routed(opts, None)
 }
 
 /// [`start`], `route` answering the requests it takes (the node's IndexNow endpoint).
-pub fn start_routed(opts: &AdminOptions, route: Option<Arc<dyn server::Route>>) -> Server {
+pub fn start_routed(
+    opts: &AdminOptions,
+    route: Option<Arc<dyn server::Route>>,
+) -> Result<Server, String> {
+    opts.auth.check_listen(opts.addr)?;
     let parse: server::Parse<AdminCall> =
         |method, params| AdminCall::parse(method, params).map_err(|e| e.to_string());
-    match server::spawn_routed(opts.addr, opts.merge_every, opts.limits, parse, route) {
-        Ok(s) => s,
+    let auth = opts.auth.clone();
+    match server::spawn_routed(opts.addr, opts.merge_every, opts.limits, parse, route, auth) {
+        Ok(s) => Ok(s),
         Err(e) => {
             log::error!(
                 "cannot listen on {} for the administrative interface ({e}); running without it",
                 opts.addr
             );
-            Server {
+            Ok(Server {
                 calls: crossbeam_channel::never(),
                 addr: opts.addr,
-            }
+                handle: None,
+            })
         }
     }
 }
 
-/// The options of a role's `--admin` address and [`crate::cli::AdminOpts`].
-pub fn options(addr: SocketAddr, o: &crate::cli::AdminOpts) -> AdminOptions {
-    AdminOptions {
+/// The options of a role's `--admin` address and [`crate::cli::AdminOpts`]; `Err` when a token
+/// file cannot be read, or the address is off loopback without a token.
+pub fn options(addr: SocketAddr, o: &crate::cli::AdminOpts) -> Result<AdminOptions, String> {
+    let auth = access(&o.access)?;
+    auth.check_listen(addr)?;
+    Ok(AdminOptions {
         addr,
         merge_every: Duration::from_secs_f64(o.stats_merge.max(1.0)),
         retain_cycles: o.stats_cycles.max(1),
@@ -273,5 +392,20 @@ pub fn options(addr: SocketAddr, o: &crate::cli::AdminOpts) -> AdminOptions {
             max_body: o.admin_max_body,
             ..Limits::default()
         },
+        dashboard_peers: o.dashboard_peers.clone(),
+        auth,
+    })
+}
+
+/// The tokens and TLS of [`crate::cli::AdminAccess`].
+pub fn access(a: &crate::cli::AdminAccess) -> Result<auth::AdminAuth, String> {
+    let auth = auth::AdminAuth::from_files(
+        a.admin_token_file.as_deref(),
+        a.admin_readonly_token_file.as_deref(),
+    )?;
+    match (&a.admin_tls_cert, &a.admin_tls_key) {
+        (Some(cert), Some(key)) => Ok(auth.with_tls(tls::server_config(cert, key)?)),
+        (None, None) => Ok(auth),
+        _ => Err("--admin-tls-cert and --admin-tls-key go together".into()),
     }
 }

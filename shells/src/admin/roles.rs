@@ -55,6 +55,24 @@ pub trait Role {
     fn node_sums(&self, name: &[u8]) -> Vec<(&'static str, f64)>;
     /// Histogram buckets to fold into the statistics: (attribute, bucket, running total).
     fn histograms(&self, name: &[u8]) -> Vec<(String, String, f64)>;
+    /// The registered nodes (multinode only; a node has none): id, XML-RPC address, and from
+    /// their CMD_UM_STAT over every collection, pages fetched and sites being crawled.
+    fn node_rows(&self) -> Vec<NodeRow> {
+        Vec::new()
+    }
+}
+
+/// A node scheduler as the multinode scheduler knows it (the dashboard's node table).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeRow {
+    /// Its node id.
+    pub id: String,
+    /// Its XML-RPC address, when it reported one.
+    pub admin: Option<String>,
+    /// Pages fetched (Downloaded), every collection.
+    pub pages: f64,
+    /// Sites being crawled (ActiveSites), every collection.
+    pub sites: f64,
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -334,6 +352,31 @@ impl Role for Multinode {
     fn histograms(&self, _name: &[u8]) -> Vec<(String, String, f64)> {
         // As `counters`: with the CMD_UM_STAT structures.
         Vec::new()
+    }
+
+    fn node_rows(&self) -> Vec<NodeRow> {
+        let names: Vec<Vec<u8>> = self.collections().into_iter().map(|(n, _)| n).collect();
+        self.nodes()
+            .into_iter()
+            .map(|(id, addr)| {
+                let (mut pages, mut sites) = (0.0, 0.0);
+                for name in &names {
+                    for (k, v) in numbers(self.node_statistics(name, &id)) {
+                        match k.as_str() {
+                            "Downloaded" => pages += v,
+                            "ActiveSites" => sites += v,
+                            _ => {}
+                        }
+                    }
+                }
+                NodeRow {
+                    id: String::from_utf8_lossy(&id).into_owned(),
+                    admin: addr.map(|(h, p)| format!("{}:{p}", String::from_utf8_lossy(&h))),
+                    pages,
+                    sites,
+                }
+            })
+            .collect()
     }
 }
 

@@ -7,7 +7,7 @@ use crawlfleet_core::marshal::{self, Value as M};
 use crawlfleet_core::stats::{flatten_collection, flatten_global, flatten_report, Live, Schema};
 use crawlfleet_core::xmlrpc::{from_marshal, Value};
 
-use super::methods::{cresult, live_collection, state_of, R};
+use super::methods::{cresult, live_collection, state_of, Outcome, R};
 use super::roles::{status_string, status_word, Role};
 use super::Admin;
 
@@ -53,15 +53,44 @@ pub fn collection_get_status(role: &dyn Role, coll: &str) -> R {
     Ok(Value::String(status_string(state_of(role, coll)?).into()))
 }
 
-/// CollectionGetSiteStatistics (MS-FSCADM 2.2.10.4): a site's statistics, serialized in the
-/// pyfastmarshal format.
-pub fn collection_get_site_statistics(admin: &Admin, role: &dyn Role, coll: &str, site: &str) -> R {
-    state_of(role, coll)?;
-    let d = admin
-        .stats
-        .site_dict(coll.as_bytes(), site)
-        .ok_or_else(|| format!("no statistics for site {site:?} in {coll:?}"))?;
-    Ok(Value::Base64(marshal::to_bytes(&d)))
+/// CollectionGetSiteStatistics (MS-FSCADM 2.2.10.4): a site's statistics (the site schema of
+/// 2.2.4.9 in the structure of 2.2.4, without "global"), serialized in the pyfastmarshal
+/// format. A node scheduler answers from its own records; a multinode scheduler asks the node
+/// scheduler the site is routed to, the one that crawls it, and relays its answer.
+pub fn collection_get_site_statistics(
+    admin: &Admin,
+    role: &dyn Role,
+    coll: &str,
+    site: &str,
+    now: i64,
+) -> Outcome {
+    let answer = || -> R {
+        state_of(role, coll)?;
+        if role.is_multinode() {
+            return Err(match role.route(coll.as_bytes(), site) {
+                None => format!("no statistics for site {site:?} in {coll:?}: it has no route"),
+                Some((node, _)) => format!(
+                    "no statistics for site {site:?} in {coll:?}: node scheduler {} has no known XML-RPC address",
+                    String::from_utf8_lossy(&node)
+                ),
+            });
+        }
+        let d = admin
+            .sites
+            .site_dict(coll.as_bytes(), site, dspec_of(role, coll.as_bytes()), now)
+            .ok_or_else(|| format!("no statistics for site {site:?} in {coll:?}"))?;
+        Ok(Value::Base64(marshal::to_bytes(&d)))
+    };
+    if role.is_multinode() && state_of(role, coll).is_ok() {
+        if let Some((_, Some((host, port)))) = role.route(coll.as_bytes(), site) {
+            return Outcome::Relay {
+                node: format!("{host}:{port}"),
+                method: "CollectionGetSiteStatistics",
+                params: vec![coll.into(), site.into()],
+            };
+        }
+    }
+    Outcome::Done(answer())
 }
 
 /// CollectionGetStatistics (MS-FSCADM 2.2.10.5): the statistics of one collection or ("")

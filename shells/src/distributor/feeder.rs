@@ -135,7 +135,7 @@ pub(crate) fn open_all(
     Ok(out)
 }
 
-/// Starts the index thread.
+/// Starts the index thread; it ends when `jobs` closes, after answering the groups taken.
 pub(crate) fn spawn(
     queue: Queue,
     data_dir: PathBuf,
@@ -144,7 +144,7 @@ pub(crate) fn spawn(
     handle: Handle,
     jobs: Receiver<Job>,
     search: Search,
-) -> Result<(), String> {
+) -> Result<std::thread::JoinHandle<()>, String> {
     let mut f = Feeder {
         data_dir,
         indexes,
@@ -167,7 +167,6 @@ pub(crate) fn spawn(
                 }
             }
         })
-        .map(drop)
         .map_err(|e| format!("cannot start the index thread: {e}"))
 }
 

@@ -58,8 +58,8 @@ pub(crate) struct Shared {
     pub role: &'static str,
 }
 
-/// Runs a distributor until killed.
-pub fn run(args: &DistributorArgs) -> Result<(), String> {
+/// Runs a distributor until `stop` (or killed).
+pub fn run(args: &DistributorArgs, stop: &crate::stop::Stop) -> Result<(), String> {
     if let Some(cmd) = &args.command {
         return admin::run(cmd);
     }
@@ -132,7 +132,7 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
     let (work_tx, work_rx) = bounded(1024);
     let (feed_tx, feed_rx) = bounded::<feeder::Job>(FEED_QUEUE);
     let queue = feeder::Queue::default();
-    feeder::spawn(
+    let index_thread = feeder::spawn(
         queue.clone(),
         data_dir.to_path_buf(),
         indexes,
@@ -170,13 +170,33 @@ pub fn run(args: &DistributorArgs) -> Result<(), String> {
     if let Some(addr) = args.admin {
         let shared = Arc::clone(&shared);
         let dir = data_dir.to_path_buf();
-        let at = xmlrpc::start(addr, args.admin_max_body, shared, search.readers, dir)?;
+        let auth = crate::admin::access(&args.access)?;
+        let readers = search.readers.clone();
+        let at = xmlrpc::start(addr, args.admin_max_body, shared, readers, dir, auth)?;
         crate::announce(format_args!(
             "crawlfleet distributor {node_id} admin on http://{at}/RPC2"
         ));
     }
     let stopped = |_| "the event loop stopped".to_string();
-    while let Ok(event) = spawned.events.recv() {
+    loop {
+        let event = crossbeam_channel::select! {
+            recv(spawned.events) -> ev => match ev {
+                Ok(ev) => ev,
+                Err(_) => break,
+            },
+            recv(stop.receiver()) -> _ => {
+                // Stop accepting and close the sessions; the index thread ends after the
+                // groups it took (each committed before its answer), then the full-text
+                // indexes commit what they were sent. What a client got no answer for, it
+                // feeds again.
+                let _ = handle.shutdown();
+                drop(feed_tx);
+                let _ = index_thread.join();
+                search.flush(Duration::from_secs(3));
+                info!("distributor {node_id} stopped: content indexes committed");
+                return Ok(());
+            }
+        };
         match event {
             Event::Accepted { conn, peer, .. } => log::debug!("{conn} accepted from {peer}"),
             Event::Frames(batch) => {

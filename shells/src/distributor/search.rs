@@ -38,6 +38,8 @@ enum Msg {
     Applied(Arc<str>, Op, u64),
     /// The collection's content index was compacted to this length.
     Compacted(Arc<str>, u64),
+    /// Commit every index now and answer (a clean stop).
+    Flush(Sender<()>),
 }
 
 /// The distributor's full-text indexes: what the hooks, the searches and the search thread
@@ -113,6 +115,15 @@ fn run(rx: &Receiver<Msg>) {
                     }
                 }
             }
+            Ok(Msg::Flush(done)) => {
+                for (c, ft) in &mut indexes {
+                    if let Err(e) = ft.commit() {
+                        error!("full-text index of {c:?}: {e}");
+                    }
+                }
+                let _ = done.send(());
+                continue;
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
@@ -126,6 +137,15 @@ fn run(rx: &Receiver<Msg>) {
 }
 
 impl Search {
+    /// Commits every full-text index (after the ops sent so far), waiting at most `timeout`:
+    /// a clean stop leaves nothing for the next start to index again.
+    pub fn flush(&self, timeout: Duration) {
+        let (done, wait) = bounded(1);
+        if self.tx.send(Msg::Flush(done)).is_ok() && wait.recv_timeout(timeout).is_err() {
+            log::warn!("the full-text indexes were not committed within {timeout:?}");
+        }
+    }
+
     /// The full-text indexes of the data directory `data_dir`, and their thread.
     pub fn start(data_dir: &Path) -> Result<Search, String> {
         let (tx, rx) = bounded(QUEUE);

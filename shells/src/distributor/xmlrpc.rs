@@ -126,6 +126,7 @@ pub(crate) fn start(
     shared: Arc<Mutex<Shared>>,
     readers: Readers,
     data_dir: PathBuf,
+    auth: crate::admin::auth::AdminAuth,
 ) -> Result<SocketAddr, String> {
     let limits = Limits {
         max_body,
@@ -133,7 +134,16 @@ pub(crate) fn start(
     };
     // No statistics to merge: the tick is only the server's.
     let tick = Duration::from_secs(3600);
-    let srv = server::spawn_with(addr, tick, limits, parse)
+    let metrics = {
+        let shared = Arc::clone(&shared);
+        crate::metrics::MetricsRoute::new(move |m| {
+            if let Ok(s) = shared.lock() {
+                crate::metrics::roles::distributor(&s.node, s.role, m);
+            }
+        })
+    };
+    auth.check_listen(addr)?;
+    let srv = server::spawn_with_route(addr, tick, limits, parse, Arc::new(metrics), auth)
         .map_err(|e| format!("cannot listen on {addr} for the administrative interface: {e}"))?;
     let ctx = Ctx {
         shared,

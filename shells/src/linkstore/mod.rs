@@ -29,6 +29,8 @@ use crossbeam_channel::Receiver;
 use log::{debug, error, info};
 
 use crate::cli::LinkstoreArgs;
+use crate::metrics::roles::SharedLinks;
+use crate::stop::Stop;
 use framing::{is_refusal, WasdrFraming};
 
 /// The link store's port is the base port plus this (MS-FSWASDR 1.5, 2.1).
@@ -54,16 +56,33 @@ struct Store {
     dir: PathBuf,
     logs: Vec<LinkLog>,
     by_key: HashMap<(Application, Vec<u8>), usize>,
+    /// Per log, its (application, collection) as `/metrics` labels them.
+    keys: Vec<(String, String)>,
 }
 
 /// What a message of the current group will be answered.
 enum Answer {
-    /// Appended to log number `.0`: `ack\n` if its commit succeeds.
-    Stored(usize),
+    /// Appended to log number `log`: `ack\n` if its commit succeeds.
+    Stored {
+        /// The log.
+        log: usize,
+        /// Lines in the message's batch fields.
+        lines: u64,
+        /// The message's bytes.
+        bytes: u64,
+    },
     /// `failed\n`.
     Failed,
     /// `failed\n`, then close the connection.
     Refuse,
+}
+
+/// A log's (application, collection) labels.
+fn label(app: Application, coll: &[u8]) -> (String, String) {
+    (
+        app.name().to_string(),
+        String::from_utf8_lossy(coll).into_owned(),
+    )
 }
 
 impl Store {
@@ -74,6 +93,7 @@ impl Store {
             dir: dir.to_owned(),
             logs: Vec::new(),
             by_key: HashMap::new(),
+            keys: Vec::new(),
         };
         let existing = stored_logs(dir).map_err(|e| e.to_string())?;
         for (app, coll, path) in existing {
@@ -84,6 +104,7 @@ impl Store {
                 rec.messages,
                 rec.intact_len
             );
+            store.keys.push(label(app, &coll));
             store.by_key.insert((app, coll), store.logs.len());
             store.logs.push(log);
         }
@@ -109,6 +130,7 @@ impl Store {
         }
         let (log, _) = LinkLog::open(&path)?;
         info!("{}: new log", path.display());
+        self.keys.push(label(app, coll));
         self.by_key.insert((app, coll.to_vec()), self.logs.len());
         self.logs.push(log);
         Ok(self.logs.len() - 1)
@@ -133,7 +155,11 @@ impl Store {
         match self.log_for(msg.application, &msg.collection) {
             Ok(i) => {
                 self.logs[i].append(body);
-                Answer::Stored(i)
+                Answer::Stored {
+                    log: i,
+                    lines: msg.lines() as u64,
+                    bytes: body.len() as u64,
+                }
             }
             Err(e) => {
                 error!("{conn}: cannot store a message: {e}");
@@ -169,8 +195,18 @@ pub struct Running {
     pub join: JoinHandle<Result<(), String>>,
 }
 
-/// Opens the store under `opts.data_dir` and serves it on `listen`.
-pub fn start(listen: SocketAddr, opts: &StoreOptions) -> Result<Running, String> {
+/// Opens the store under `opts.data_dir` and serves it on `listen` until `stop`.
+pub fn start(listen: SocketAddr, opts: &StoreOptions, stop: Stop) -> Result<Running, String> {
+    start_with(listen, opts, SharedLinks::default(), stop)
+}
+
+/// [`start`], counting what is stored into `view` (for `/metrics`).
+pub fn start_with(
+    listen: SocketAddr,
+    opts: &StoreOptions,
+    view: SharedLinks,
+    stop: Stop,
+) -> Result<Running, String> {
     let lock = DirLock::acquire(&opts.data_dir).map_err(|e| e.to_string())?;
     let store = Store::open(&opts.data_dir)?;
     let spawned = EventLoop::builder()
@@ -188,7 +224,7 @@ pub fn start(listen: SocketAddr, opts: &StoreOptions) -> Result<Running, String>
         .spawn(move || {
             // The data directory stays locked as long as the store is served.
             let _lock = lock;
-            serve(events, loop_handle, store)
+            serve(events, loop_handle, store, view, stop)
         })
         .map_err(|e| format!("cannot start the store thread: {e}"))?;
     Ok(Running {
@@ -199,12 +235,28 @@ pub fn start(listen: SocketAddr, opts: &StoreOptions) -> Result<Running, String>
 }
 
 /// The store thread: takes what arrived, commits it as one group, answers.
-fn serve(events: Receiver<Event>, handle: Handle, mut store: Store) -> Result<(), String> {
+fn serve(
+    events: Receiver<Event>,
+    handle: Handle,
+    mut store: Store,
+    view: SharedLinks,
+    stop: Stop,
+) -> Result<(), String> {
     let mut refused: HashSet<ConnId> = HashSet::new();
     let mut answers: Vec<(ConnId, Answer)> = Vec::new();
     let stopped = |_| "the event loop stopped".to_string();
     loop {
-        let Ok(first) = events.recv() else {
+        let first = crossbeam_channel::select! {
+            recv(events) -> ev => ev,
+            recv(stop.receiver()) -> _ => {
+                // Every group taken so far is committed and answered: stop accepting and close
+                // the connections (a client sends again what it got no answer for).
+                let _ = handle.shutdown();
+                info!("link store stopped: every message answered is on disk");
+                return Ok(());
+            }
+        };
+        let Ok(first) = first else {
             return Err("the event loop stopped".into());
         };
         let mut next = Some(first);
@@ -243,8 +295,18 @@ fn serve(events: Receiver<Event>, handle: Handle, mut store: Store) -> Result<()
         }
         // MS-FSWASDR 3.2.5: answer only after the data is on disk.
         let failed = store.commit();
+        let mut counted = view.lock();
         for (conn, answer) in answers.drain(..) {
-            let ok = matches!(answer, Answer::Stored(i) if !failed.contains(&i));
+            let ok = matches!(answer, Answer::Stored { log, .. } if !failed.contains(&log));
+            match answer {
+                Answer::Stored { log, lines, bytes } if ok => {
+                    let c = counted.stored.entry(store.keys[log].clone()).or_default();
+                    c.batches += 1;
+                    c.lines += lines;
+                    c.bytes += bytes;
+                }
+                _ => counted.failed += 1,
+            }
             let reply = if ok { ACK } else { FAILED };
             handle
                 .send(conn, Priority::Normal, reply.to_vec())
@@ -253,6 +315,7 @@ fn serve(events: Receiver<Event>, handle: Handle, mut store: Store) -> Result<()
                 handle.close(conn).map_err(stopped)?;
             }
         }
+        drop(counted);
     }
 }
 
@@ -269,8 +332,8 @@ pub fn listen_addr(args: &LinkstoreArgs) -> Result<SocketAddr, String> {
     }
 }
 
-/// Runs the link store until killed.
-pub fn run(args: &LinkstoreArgs) -> Result<(), String> {
+/// Runs the link store until `stop` (or killed).
+pub fn run(args: &LinkstoreArgs, stop: &Stop) -> Result<(), String> {
     // A file size limit (RLIMIT_FSIZE) must make a write fail (EFBIG, answered `failed\n`),
     // not kill the store with SIGXFSZ. A caught signal does that as an ignored one does: the
     // handler (signal-hook's, which only sets a flag nobody reads) replaces the default action,
@@ -281,12 +344,23 @@ pub fn run(args: &LinkstoreArgs) -> Result<(), String> {
     )
     .map_err(|e| format!("cannot catch SIGXFSZ: {e}"))?;
     let listen = listen_addr(args)?;
-    let running = start(
+    let view = SharedLinks::default();
+    let _metrics = match args.metrics_listen {
+        Some(addr) => Some(crate::metrics::serve(
+            addr,
+            crate::metrics::roles::link_route(view.clone()),
+            &args.access,
+        )?),
+        None => None,
+    };
+    let running = start_with(
         listen,
         &StoreOptions {
             data_dir: args.data_dir.clone(),
             max_message: args.max_message,
         },
+        view,
+        stop.clone(),
     )?;
     // Scripts (and the tests) read the bound address from this line.
     crate::announce(format_args!(

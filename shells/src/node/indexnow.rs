@@ -137,12 +137,24 @@ impl IndexNow {
     }
 }
 
+/// Whether `req` is for the IndexNow endpoint.
+fn is_indexnow(req: &Request<'_>) -> bool {
+    let path = req.path.split_once('?').map_or(req.path, |(p, _)| p);
+    path == "/indexnow" || path == "/IndexNow"
+}
+
 impl Route for IndexNow {
+    /// A submission proves itself with the key file on its host (docs/indexnow.md): sites
+    /// submit without the admin token.
+    fn public(&self, req: &Request<'_>) -> bool {
+        is_indexnow(req)
+    }
+
     fn answer(&self, req: &Request<'_>, keep_alive: bool) -> Option<Vec<u8>> {
-        let (path, query) = req.path.split_once('?').unwrap_or((req.path, ""));
-        if path != "/indexnow" && path != "/IndexNow" {
+        if !is_indexnow(req) {
             return None;
         }
+        let query = req.path.split_once('?').map_or("", |(_, q)| q);
         let (status, text) = match req.method {
             "POST" => self.submit(Submission::from_json(req.body)),
             "GET" => self.submit(Submission::from_query(query)),

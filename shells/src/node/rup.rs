@@ -71,11 +71,13 @@ impl RobotLink {
     /// One turn of the node's loop: the sites started go to the robot, and the collections'
     /// `rup` sections when they changed; what the robot asks is done.
     pub fn pump(&mut self, sm: &mut NodeScheduler) -> Result<(), SchedError> {
+        // The sections first, compared again when a site of a collection not in them started:
+        // the robot registers with a site only once it knows its collection's section.
         let started = sm.rup_take_started();
-        if !started.is_empty() {
-            let _ = self.tx.send(RobotIn::Sites(started));
-        }
-        if self.configs.is_none() || self.configs_at.elapsed() >= CONFIGS_EVERY {
+        let unknown = started
+            .iter()
+            .any(|(c, _)| !self.configs.as_ref().is_some_and(|k| k.contains_key(c)));
+        if unknown || self.configs.is_none() || self.configs_at.elapsed() >= CONFIGS_EVERY {
             self.configs_at = Instant::now();
             let now: BTreeMap<Vec<u8>, Option<RupRobot>> = sm
                 .collections()
@@ -89,6 +91,9 @@ impl RobotLink {
                 self.configs = Some(now.clone());
                 let _ = self.tx.send(RobotIn::Configs(now));
             }
+        }
+        if !started.is_empty() {
+            let _ = self.tx.send(RobotIn::Sites(started));
         }
         while let Ok(m) = self.rx.try_recv() {
             match m {
@@ -423,9 +428,11 @@ impl Robot {
     fn report(&mut self, rep: &Report) {
         let regs = self.book.for_url_base(&rep.url_base);
         if regs.is_empty() {
-            warn_limited!(
-                "rup-robot",
-                "a RUP report for {}, which no collection registered with: dropped",
+            // A collection crawled by several nodes has one robot address, which a mail
+            // server may deliver to every node: each applies the reports of the sites it
+            // registered with (docs/rup.md).
+            log::debug!(
+                "a RUP report for {}, which no collection of this node registered with: dropped",
                 rep.url_base
             );
         }

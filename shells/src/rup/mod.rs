@@ -93,6 +93,20 @@ pub struct RupServerArgs {
 const TICK: TimerId = TimerId(1);
 const TICK_EVERY: Duration = Duration::from_millis(250);
 
+/// When the next tick is due: a quarter second from now, or just past the next whole second
+/// when that comes first, so a report due at a second goes out then and not up to a tick later
+/// (reports are due at whole Unix seconds; with a latency of seconds, every robot's report
+/// leaves within milliseconds of the same second).
+fn next_tick() -> Duration {
+    let sub = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(Duration::ZERO, |d| {
+            Duration::from_nanos(u64::from(d.subsec_nanos()))
+        });
+    let to_second = Duration::from_secs(1).saturating_sub(sub) + Duration::from_millis(2);
+    to_second.min(TICK_EVERY)
+}
+
 /// The reports' line end (mail: CRLF).
 const NL: &str = "\r\n";
 
@@ -161,8 +175,8 @@ fn new_key() -> Result<String, String> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-/// Runs the server until killed.
-pub fn run(args: &RupServerArgs) -> Result<(), String> {
+/// Runs the server until `stop` (or killed).
+pub fn run(args: &RupServerArgs, stop: &crate::stop::Stop) -> Result<(), String> {
     let root = args
         .root
         .canonicalize()
@@ -215,7 +229,7 @@ pub fn run(args: &RupServerArgs) -> Result<(), String> {
     let (watch_tx, watch_rx) = crossbeam_channel::unbounded();
     let _watcher = scan::watch(&root, watch_tx);
     lp.handle
-        .set_timer(TICK, TICK_EVERY, Some(TICK_EVERY))
+        .set_timer(TICK, next_tick(), None)
         .map_err(|e| e.to_string())?;
 
     let mut s = Server {
@@ -254,8 +268,12 @@ pub fn run(args: &RupServerArgs) -> Result<(), String> {
         s.modlog.head()
     );
     crate::announce(format_args!("crawlfleet rup-server listening on {addr}"));
-    s.run(&lp.events, &watch_rx, &sent_rx);
+    s.run(&lp.events, &watch_rx, &sent_rx, stop);
     let _ = lp.handle.shutdown();
+    // Every registration and change was committed as it came; what the watcher saw last is
+    // committed now.
+    s.commit_modlog();
+    info!("RUP server stopped");
     Ok(())
 }
 
@@ -265,9 +283,11 @@ impl Server {
         events: &Receiver<Event>,
         watch: &Receiver<Vec<PathBuf>>,
         sent: &Receiver<mail::Sent>,
+        stop: &crate::stop::Stop,
     ) {
         loop {
             select! {
+                recv(stop.receiver()) -> _ => return,
                 recv(events) -> ev => match ev {
                     Ok(ev) => self.event(ev),
                     Err(_) => return,
@@ -341,6 +361,7 @@ impl Server {
     }
 
     fn tick(&mut self) {
+        let _ = self.handle.set_timer(TICK, next_tick(), None);
         if self.last_rescan.elapsed() >= self.rescan_every {
             self.rescan();
             self.expire();

@@ -12,7 +12,8 @@ use crawlfleet_core::distributor::{DISPATCHER_NODE, PORT_OFFSET, SESSION_FACTORY
 use crawlfleet_core::marshal::Value;
 use log::info;
 
-use super::{spawn_role, wait_listening, Detached};
+use super::roles::{spawn_role, RolesRef};
+use super::wait_listening;
 use crate::cli::DistributorArgs;
 use crate::nsclient::NsClient;
 
@@ -55,7 +56,8 @@ pub(super) fn start(
     data_dir: &Path,
     opts: &FeedingOptions,
     collections: &[String],
-    detached: &Detached,
+    roles: &RolesRef,
+    access: &crate::cli::AdminAccess,
     addr: &mut dyn FnMut(&str) -> Result<SocketAddr, String>,
 ) -> Result<Option<Distributors>, String> {
     if let Some(ns) = opts.nameserver {
@@ -73,8 +75,8 @@ pub(super) fn start(
     }
     let ns = addr("nameserver")?;
     let ns_dir = data_dir.join("nameserver");
-    spawn_role("nameserver", detached, move || {
-        crate::nameserver::run(ns, &ns_dir)
+    spawn_role("nameserver", roles, move |stop| {
+        crate::nameserver::run(ns, &ns_dir, None, &crate::cli::AdminAccess::default(), stop)
     })?;
     wait_listening(ns);
     let mut started = Vec::new();
@@ -95,14 +97,20 @@ pub(super) fn start(
             host: None,
             data_dir: Some(data_dir.join(format!("distributor{i}"))),
             admin: Some(admin),
+            // Tokens only: the distributors' ports are on loopback.
+            access: crate::cli::AdminAccess {
+                admin_tls_cert: None,
+                admin_tls_key: None,
+                ..access.clone()
+            },
             admin_max_body: 1 << 20,
             node_id: Some(i as i64),
             collections: collections.to_vec(),
             check_interval_ms: CHECK_INTERVAL_MS,
             call_timeout_ms: 1000,
         };
-        spawn_role(&format!("distributor{i}"), detached, move || {
-            crate::distributor::run(&args)
+        spawn_role(&format!("distributor{i}"), roles, move |stop| {
+            crate::distributor::run(&args, stop)
         })?;
         started.push(objects);
     }

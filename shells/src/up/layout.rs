@@ -23,6 +23,9 @@ use crawlfleet_core::datadir::DirLock;
 const PORTS: &str = "up.ports";
 /// The file of the administrative address.
 pub const ADMIN_ADDR: &str = "admin.addr";
+/// The administrative token (a copy of `--admin-token-file`'s, readable by its owner only),
+/// beside [`ADMIN_ADDR`], for `crawlfleet admin --data-dir`.
+pub const ADMIN_TOKEN: &str = "admin.token";
 
 /// `up`'s hold on its data directory.
 pub struct Layout {
@@ -132,6 +135,37 @@ impl Layout {
     pub fn write_admin_addr(&self, addr: SocketAddr) -> Result<(), String> {
         write_synced(&self.dir.join(ADMIN_ADDR), format!("{addr}\n").as_bytes())
     }
+
+    /// Writes the administrative token beside the address (mode 0600), or removes an earlier
+    /// run's when the ports have none now.
+    pub fn write_admin_token(&self, token_file: Option<&Path>) -> Result<(), String> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.dir.join(ADMIN_TOKEN);
+        let Some(from) = token_file else {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(format!("cannot remove {}: {e}", path.display()))
+                }
+                _ => Ok(()),
+            };
+        };
+        let token = std::fs::read_to_string(from)
+            .map_err(|e| format!("--admin-token-file {}: {e}", from.display()))?;
+        let tmp = path.with_extension("tmp");
+        let _ = std::fs::remove_file(&tmp);
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(format!("{}\n", token.trim()).as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        };
+        write().map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
 }
 
 /// Writes `path` through a temporary file renamed over it.
@@ -161,6 +195,7 @@ fn ours(name: &str) -> bool {
             | "nameserver"
             | PORTS
             | ADMIN_ADDR
+            | ADMIN_TOKEN
             | "summary.json"
     ) || numbered("node")
         || numbered("distributor")

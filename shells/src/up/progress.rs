@@ -1,7 +1,8 @@
 //! `up`'s progress: an indicatif bar on a terminal, or one plain line every 10 s elsewhere (a
 //! log file, CI), each with pages fetched, entries queued (the multinode scheduler's crawl
 //! queue, the nodes' queues and the entries their engines hold for a site), pages/s, bytes/s
-//! and errors (`--progress never|auto|always`).
+//! and errors (`--progress never|auto|always`). With `--log-format json` the plain lines, and
+//! every other line `up` writes to standard error ([`tell`]), are log records instead.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -61,6 +62,22 @@ fn human_bytes(b: f64) -> String {
     }
 }
 
+/// The target of the progress lines when log records are JSON (`up` lets them through at info
+/// while it shows only warnings of the rest).
+const PROGRESS_TARGET: &str = "crawlfleet::progress";
+
+/// The target of `up`'s other lines when log records are JSON (let through at info too).
+const TELL_TARGET: &str = "crawlfleet::up";
+
+/// Writes a line for the operator to standard error: as it is with text logs, or as a log
+/// record of `level` when log records are JSON, so that standard error stays one object a line.
+pub fn tell(level: log::Level, line: std::fmt::Arguments<'_>) {
+    match crate::log_format() {
+        crate::cli::LogFormat::Text => eprintln!("{line}"),
+        crate::cli::LogFormat::Json => log::log!(target: TELL_TARGET, level, "{line}"),
+    }
+}
+
 /// Shows progress as the mode says.
 pub struct Progress {
     bar: Option<ProgressBar>,
@@ -73,7 +90,9 @@ impl Progress {
     /// Progress for `mode`; nothing with `quiet` (`--json`). `every` is the plain lines'
     /// interval.
     pub fn new(mode: ProgressMode, quiet: bool, every: Duration) -> Progress {
-        let terminal = std::io::stderr().is_terminal();
+        // Log records as JSON leave no room for a bar: plain lines, which are records then.
+        let terminal =
+            std::io::stderr().is_terminal() && crate::log_format() == crate::cli::LogFormat::Text;
         let (bar, lines) = match (mode, quiet, terminal) {
             (ProgressMode::Never, _, _) | (_, true, _) => (false, false),
             (ProgressMode::Auto, false, true) => (true, false),
@@ -105,11 +124,15 @@ impl Progress {
         if let Some(every) = self.lines_every {
             if self.last_line.elapsed() >= every {
                 self.last_line = Instant::now();
-                eprintln!(
+                let line = format!(
                     "progress {:.0} s: {}",
                     self.started.elapsed().as_secs_f64(),
                     f.line()
                 );
+                match crate::log_format() {
+                    crate::cli::LogFormat::Text => eprintln!("{line}"),
+                    crate::cli::LogFormat::Json => log::info!(target: PROGRESS_TARGET, "{line}"),
+                }
             }
         }
     }

@@ -35,6 +35,9 @@ pub struct RunSummary {
     /// Pages fetched by earlier runs on the same data directory (counted in `collections`,
     /// not in the rate).
     pub earlier_fetched: u64,
+    /// IndexNow URLs the nodes dropped in this run: no collection covers their host
+    /// (docs/indexnow.md).
+    pub indexnow_dropped: u64,
 }
 
 impl RunSummary {
@@ -59,6 +62,22 @@ impl RunSummary {
     pub fn print(&self, json: bool) {
         print_summary(self, json);
     }
+}
+
+/// Waits (at most two seconds) until every node published its status after `since`, so that
+/// a summary taken then counts what the nodes did up to that moment.
+pub(super) fn wait_published(slots: &[StatusSlot], since: std::time::Instant) {
+    let until = since + std::time::Duration::from_secs(2);
+    while std::time::Instant::now() < until
+        && !slots.iter().all(|s| s.lock().at.is_some_and(|t| t > since))
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// IndexNow URLs dropped, over the nodes.
+pub(super) fn indexnow_dropped(slots: &[StatusSlot]) -> u64 {
+    slots.iter().map(|s| s.lock().indexnow_dropped).sum()
 }
 
 pub(super) fn summarize(slots: &[StatusSlot]) -> BTreeMap<String, Summary> {
@@ -169,6 +188,7 @@ fn print_summary(run: &RunSummary, json: bool) {
             "errors": total(|r| r.4),
             "elapsed_seconds": (elapsed * 1000.0).round() / 1000.0,
             "pages_per_second": rate.round(),
+            "indexnow_dropped": run.indexnow_dropped,
             "collections": cols,
         });
         if run.earlier_fetched > 0 {
@@ -227,6 +247,12 @@ fn print_summary(run: &RunSummary, json: bool) {
         println!("  HTTP {}  skip codes {}", http.join(" "), codes.join(" "));
     }
     explain_errors(sum);
+    if run.indexnow_dropped > 0 {
+        println!(
+            "IndexNow: {} submitted URLs dropped (no collection covers their host)",
+            run.indexnow_dropped
+        );
+    }
     let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
     println!(
         "{} pages in {elapsed:.1} s ({rate:.0} pages/s){}",
@@ -394,9 +420,12 @@ fn explain_errors(sum: &BTreeMap<String, Summary>) {
                 (n > 0).then(|| format!("{n} {code}: {meaning}"))
             })
             .collect();
-        eprintln!(
-            "crawlfleet up: collection {name}: {errors} fetch error(s); {}",
-            why.join("; ")
+        super::progress::tell(
+            log::Level::Warn,
+            format_args!(
+                "crawlfleet up: collection {name}: {errors} fetch error(s); {}",
+                why.join("; ")
+            ),
         );
     }
 }

@@ -1,0 +1,124 @@
+//! The spider column of `crawlfleet bench crawl`: spider_cli (`cargo install spider_cli
+//! --no-default-features`, "the fastest web crawler CLI in Rust") crawling the same web from
+//! the same nginx, robots.txt obeyed (`--respect-robots-txt`), in two modes:
+//!
+//! - its default concurrent mode (`spider --url URL --respect-robots-txt crawl`);
+//! - one page after another (`crawl --sync`).
+//!
+//! spider crawls one site per process, so it runs one process per host of the web at once (how
+//! a spider user crawls many sites), each started at its host's `/`, and every process is
+//! stopped after `--duration` seconds. What it fetched is read from nginx's access log, as for
+//! our crawl: the distinct pages (robots.txt apart) and the seconds from the start to the last
+//! request answered. A mode that stops early (the concurrent one was seen to end, with exit 0,
+//! after a few hundred pages) is reported with the pages it reached and its rate over them.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crawlfleet_core::synthweb::SyntheticWeb;
+
+use crate::crawl::{access_log, err};
+use crate::BenchError;
+
+/// What one mode of spider did.
+#[derive(Debug)]
+pub(super) struct SpiderRun {
+    /// Distinct pages fetched, robots.txt apart.
+    pub(super) pages: u64,
+    /// Seconds from the start to the last request answered.
+    pub(super) seconds: f64,
+    /// Processes that were still running at the deadline (stopped then).
+    pub(super) stopped: usize,
+}
+
+impl SpiderRun {
+    /// Pages per second over the pages fetched.
+    pub(super) fn rate(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.pages as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Runs spider (`exe`) on every host of `web`, in the `--sync` mode or not, for at most
+/// `seconds`; reads what it fetched from the access log at `log`.
+pub(super) fn run(
+    exe: &Path,
+    dir: &Path,
+    web: &SyntheticWeb,
+    log: &Path,
+    sync: bool,
+    seconds: u64,
+) -> Result<SpiderRun, BenchError> {
+    let before = access_log(log, 0)?.lines;
+    let mode = if sync { "sync" } else { "concurrent" };
+    let started_at = unix_now();
+    let started = Instant::now();
+    let mut children: Vec<Child> = Vec::new();
+    for (i, host) in web.hosts().iter().enumerate() {
+        let out = fs::File::create(dir.join(format!("spider-{mode}-{i}.log")))
+            .map_err(err("spider's log"))?;
+        let mut cmd = Command::new(exe);
+        cmd.args(["--url", &format!("http://{host}/"), "--respect-robots-txt"])
+            .arg("crawl");
+        if sync {
+            cmd.arg("--sync");
+        }
+        let spawned = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(out)
+            .spawn();
+        match spawned {
+            Ok(c) => children.push(c),
+            Err(e) => {
+                for mut c in children {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                return Err(BenchError(format!("cannot run {}: {e}", exe.display())));
+            }
+        }
+    }
+    let deadline = started + Duration::from_secs(seconds);
+    loop {
+        let running = children
+            .iter_mut()
+            .map(|c| matches!(c.try_wait(), Ok(None)))
+            .filter(|&r| r)
+            .count();
+        if running == 0 || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stopped = 0;
+    for mut c in children {
+        if matches!(c.try_wait(), Ok(None)) {
+            stopped += 1;
+            let _ = c.kill();
+        }
+        let _ = c.wait();
+    }
+    let served = access_log(log, before)?;
+    let seconds = if served.last_at > started_at {
+        served.last_at - started_at
+    } else {
+        started.elapsed().as_secs_f64()
+    };
+    Ok(SpiderRun {
+        pages: served.pages,
+        seconds,
+        stopped,
+    })
+}

@@ -1,0 +1,175 @@
+//! Criterion benches of the functions every fetched page goes through on a node and at the
+//! duplicate server (docs/performance.md lists where each stands in the profiles):
+//!
+//! - `links/extract`: link extraction from a page of the plain synthetic web (about 30 links:
+//!   tokenizing, resolution against the page's URL, normalization), in bytes per second;
+//! - `links/resolve`: resolving hrefs of every form against a page URL, per href;
+//! - `site/crawl_site`: the crawl site of a link (the routing key and the same-site test);
+//! - `robots/allowed`: a robots.txt match (RFC 9309) on a parsed file of a dozen rules;
+//! - `checksum/add`: PPDUP_ADD's insert into the sharded checksum table, new checksums, and
+//!   the same through the durable store (table and write-ahead log, written but not synced).
+//!
+//! `cargo bench --bench crawl_path`.
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use crawlfleet_core::checksum::durable::DupStores;
+use crawlfleet_core::checksum::ChecksumStore;
+use crawlfleet_core::crawl::links;
+use crawlfleet_core::crawl::robots::Rules;
+use crawlfleet_core::msg::Checksum;
+use crawlfleet_core::routing::crawl_site;
+use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use url::Url;
+
+fn page() -> (Url, Vec<u8>) {
+    let spec: WebSpec = "4:2000".parse().expect("spec");
+    let spec = WebSpec {
+        plain: true,
+        ..spec
+    };
+    let web = SyntheticWeb::generate(&spec, Ipv4Addr::new(127, 77, 0, 1), 8080);
+    let host = web.hosts()[1];
+    let path = "/s5/p117.html";
+    let reply = web.respond(host, path);
+    assert_eq!(reply.status, 200);
+    let url = Url::parse(&format!("http://{host}{path}")).expect("url");
+    (url, reply.body)
+}
+
+fn bench_links(c: &mut Criterion) {
+    let (url, body) = page();
+    let n = links::extract(&body, &url, links::tags::A | links::tags::LINK)
+        .links
+        .len();
+    assert!(n > 5, "the page has links ({n})");
+    let mut g = c.benchmark_group("links");
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("extract", |b| {
+        b.iter(|| links::extract(black_box(&body), &url, links::tags::A | links::tags::LINK))
+    });
+    let hrefs = [
+        "http://127.77.0.3:8080/s2/p41.html",
+        "/s7/p140.html#part",
+        "p118.html",
+        "../s1/p30.html",
+        "../",
+        "HTTP://127.77.0.2:8080/./s0/../s0/p3.html",
+    ];
+    g.throughput(Throughput::Elements(hrefs.len() as u64));
+    g.bench_function("resolve", |b| {
+        b.iter(|| {
+            for h in &hrefs {
+                black_box(links::resolve(&url, black_box(h)));
+            }
+        })
+    });
+    g.finish();
+    let mut g = c.benchmark_group("site");
+    let uris: Vec<String> = hrefs
+        .iter()
+        .filter_map(|h| links::resolve(&url, h))
+        .map(String::from)
+        .collect();
+    g.throughput(Throughput::Elements(uris.len() as u64));
+    g.bench_function("crawl_site", |b| {
+        b.iter(|| {
+            for u in &uris {
+                black_box(crawl_site(black_box(u.as_bytes())));
+            }
+        })
+    });
+    g.finish();
+}
+
+fn bench_robots(c: &mut Criterion) {
+    let text = b"User-agent: *\nDisallow: /private/\nDisallow: /cgi-bin/\nDisallow: /*.pdf$\n\
+Allow: /private/public/\nDisallow: /tmp\nDisallow: /search?\n\nUser-agent: crawlfleet\n\
+Disallow: /no-crawlfleet/\nAllow: /no-crawlfleet/yes/\nDisallow: /*?session=\nCrawl-delay: 0\n\
+Sitemap: http://127.77.0.1:8080/sitemap.xml\n";
+    let rules = Rules::from_fetch("crawlfleet", Some(200), text);
+    let uris = [
+        "http://127.77.0.1:8080/s5/p117.html",
+        "http://127.77.0.1:8080/no-crawlfleet/x.html",
+        "http://127.77.0.1:8080/no-crawlfleet/yes/x.html",
+        "http://127.77.0.1:8080/a/b/c/d.pdf",
+        "http://127.77.0.1:8080/page?session=12",
+    ];
+    assert!(rules.allowed(uris[0]) && !rules.allowed(uris[1]) && rules.allowed(uris[2]));
+    let mut g = c.benchmark_group("robots");
+    g.throughput(Throughput::Elements(uris.len() as u64));
+    g.bench_function("allowed", |b| {
+        b.iter(|| {
+            for u in &uris {
+                black_box(rules.allowed(black_box(u)));
+            }
+        })
+    });
+    g.finish();
+}
+
+fn checksums(n: usize, salt: u64) -> Vec<Checksum> {
+    (0..n as u64)
+        .map(|i| {
+            let mut c = [0u8; 16];
+            c[..8].copy_from_slice(&(i ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes());
+            c[8..].copy_from_slice(&i.to_le_bytes());
+            Checksum(c)
+        })
+        .collect()
+}
+
+fn bench_checksum(c: &mut Criterion) {
+    const N: usize = 10_000;
+    let uri = b"http://127.77.0.1:8080/s5/p117.html";
+    let mut g = c.benchmark_group("checksum");
+    g.throughput(Throughput::Elements(N as u64));
+    let fresh = checksums(N, 1);
+    g.bench_function("add", |b| {
+        b.iter_batched(
+            || ChecksumStore::new(64),
+            |mut store| {
+                for cs in &fresh {
+                    black_box(store.add(*cs, uri, b"node1").is_ok());
+                }
+                store
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    let dir = std::env::temp_dir().join(format!("crawl-path-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut stores, _) = DupStores::open(&dir, 64).expect("open the store");
+    stores.set_collection(b"bench", Vec::new());
+    let mut round = 0u64;
+    g.bench_function("add_durable", |b| {
+        b.iter_batched(
+            || {
+                round += 1;
+                checksums(N, round << 32)
+            },
+            |batch| {
+                for cs in batch {
+                    black_box(stores.add(b"bench", cs, uri, b"node1").is_ok());
+                }
+                stores.write_log().expect("write the log");
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+    drop(stores);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    targets = bench_links, bench_robots, bench_checksum
+}
+criterion_main!(benches);

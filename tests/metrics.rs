@@ -1,0 +1,370 @@
+//! `GET /metrics` of every role of a `crawlfleet up` cluster crawling the synthetic web: the
+//! text passes `promtool check metrics` (Debian's prometheus package; that check says it
+//! skipped without it), and the counters are the crawl's own statistics as XML-RPC reports
+//! them (CollectionGetStatistics2, "complete").
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crawlfleet_core::metrics::{parse, Sample};
+use crawlfleet_core::xmlrpc::Value;
+use crawlfleet_shells::admin::client;
+
+use crate::util::temp_dir;
+
+/// `up`, killed when dropped.
+pub struct Up {
+    child: Child,
+    /// The start record (`up --json`'s first line).
+    pub start: serde_json::Value,
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Up {
+    /// Starts `up --synthetic-web HOSTS:PAGES --json` in `data` with `extra` arguments.
+    pub fn start(web: &str, data: &std::path::Path, extra: &[&str]) -> Up {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args(["up", "--synthetic-web", web, "--json", "--data-dir"])
+            .arg(data)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("crawlfleet up runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let start = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        Up { child, start }
+    }
+
+    /// An address of the start record (`/`-separated path: `metrics/dupserver`).
+    pub fn addr(&self, path: &str) -> String {
+        let mut v = &self.start;
+        for k in path.split('/') {
+            v = &v[k];
+        }
+        v.as_str()
+            .unwrap_or_else(|| panic!("{path} in {}", self.start))
+            .to_string()
+    }
+}
+
+/// `GET path` on `addr`: (status, content type, body).
+pub fn get(addr: &str, path: &str) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let ty = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .unwrap_or("")
+        .to_string();
+    (status, ty, body.to_string())
+}
+
+fn promtool() -> bool {
+    Command::new("promtool")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Checks `text` with `promtool check metrics`; says it skipped when promtool is missing.
+pub fn check_with_promtool(what: &str, text: &str) {
+    if !promtool() {
+        eprintln!("skipped promtool check of {what}: promtool is not installed");
+        return;
+    }
+    let mut p = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    p.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = p.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics refused the metrics of {what}:\n{}{}\n--- text\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn member<'v>(v: &'v Value, k: &str) -> Option<&'v Value> {
+    match v {
+        Value::Struct(m) => m.iter().find(|(n, _)| n == k).map(|(_, v)| v),
+        _ => None,
+    }
+}
+
+fn number(v: &Value) -> f64 {
+    match v {
+        Value::Int(i) => *i as f64,
+        Value::Double(d) => *d,
+        other => panic!("not a number: {other:?}"),
+    }
+}
+
+/// The figures compared: name -> value, from XML-RPC's "complete" statistics.
+fn from_statistics(admin: &str, coll: &str) -> BTreeMap<String, f64> {
+    let r = client::call(admin, "CollectionGetStatistics2", &[coll.into()])
+        .unwrap()
+        .unwrap();
+    let Value::Array(a) = r else { panic!("{r:?}") };
+    let complete = member(&a[1], "complete").expect("complete statistics");
+    let mut out = BTreeMap::new();
+    for (metric, key) in [
+        ("crawlfleet_pages_fetched_total", "Downloaded"),
+        ("crawlfleet_uris_processed_total", "Processed"),
+        ("crawlfleet_documents_stored_total", "Stored"),
+        ("crawlfleet_received_bytes_total", "ReadNet"),
+        ("crawlfleet_document_bytes_total", "DocSize"),
+        ("crawlfleet_documents_fed_total", "PPFed"),
+        ("crawlfleet_documents_indexed_total", "PPSucceeded"),
+    ] {
+        out.insert(metric.to_string(), number(member(complete, key).unwrap()));
+    }
+    for (metric, key) in [
+        ("crawlfleet_http_responses_total", "HTTPResponse"),
+        ("crawlfleet_uri_skips_total", "URISkip"),
+        ("crawlfleet_document_skips_total", "DocSkip"),
+    ] {
+        if let Some(Value::Struct(buckets)) = member(complete, key) {
+            for (b, n) in buckets {
+                out.insert(format!("{metric}/{b}"), number(n));
+            }
+        }
+    }
+    out
+}
+
+/// The same figures from `/metrics`.
+fn from_metrics(samples: &[Sample], coll: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for s in samples
+        .iter()
+        .filter(|s| s.label("collection") == Some(coll))
+    {
+        let bucket = s.label("code").or(s.label("reason"));
+        match (s.name.as_str(), bucket) {
+            (
+                "crawlfleet_http_responses_total"
+                | "crawlfleet_uri_skips_total"
+                | "crawlfleet_document_skips_total",
+                Some(b),
+            ) => {
+                out.insert(format!("{}/{b}", s.name), s.value);
+            }
+            (
+                "crawlfleet_pages_fetched_total"
+                | "crawlfleet_uris_processed_total"
+                | "crawlfleet_documents_stored_total"
+                | "crawlfleet_received_bytes_total"
+                | "crawlfleet_document_bytes_total"
+                | "crawlfleet_documents_fed_total"
+                | "crawlfleet_documents_indexed_total",
+                None,
+            ) => {
+                out.insert(s.name.clone(), s.value);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|s| s.name == name && labels.iter().all(|(k, v)| s.label(k) == Some(v)))
+        .map(|s| s.value)
+}
+
+#[test]
+fn every_role_serves_metrics_that_promtool_accepts_and_match_the_statistics() {
+    let dir = temp_dir("metrics");
+    let up = Up::start("3:30", &dir.path().join("data"), &["--distributors", "1"]);
+    let admin = up.addr("admin");
+    // Wait until the crawl's statistics hold fetched pages and documents indexed by the
+    // distributor, then compare with /metrics read between two identical XML-RPC readings
+    // (the figures move while the crawl runs).
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut last = String::new();
+    let samples = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the metrics never matched the statistics: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let before = from_statistics(&admin, "synthetic");
+        let indexed = before["crawlfleet_documents_indexed_total"];
+        if before["crawlfleet_pages_fetched_total"] == 0.0 || indexed == 0.0 {
+            last = format!("not crawled and indexed yet: {before:?}");
+            continue;
+        }
+        let (status, ty, text) = get(&admin, "/metrics");
+        assert_eq!(status, 200);
+        assert!(ty.starts_with("text/plain; version=0.0.4"), "{ty}");
+        let after = from_statistics(&admin, "synthetic");
+        if before != after {
+            last = "the statistics moved during the reading".into();
+            continue;
+        }
+        let samples = parse(&text);
+        let got = from_metrics(&samples, "synthetic");
+        if got == before {
+            break samples;
+        }
+        last = format!("\n/metrics:   {got:?}\nstatistics: {before:?}");
+    };
+    let page = |s: &[Sample], code: &str| {
+        value(
+            s,
+            "crawlfleet_http_responses_total",
+            &[("collection", "synthetic"), ("code", code)],
+        )
+    };
+    assert!(page(&samples, "200").unwrap_or(0.0) > 0.0);
+    assert_eq!(
+        value(&samples, "crawlfleet_nodes_registered", &[]),
+        Some(2.0)
+    );
+    assert!(value(&samples, "crawlfleet_process_resident_memory_bytes", &[]).unwrap() > 0.0);
+    assert!(samples
+        .iter()
+        .any(|s| s.name == "crawlfleet_open_connections"
+            && s.label("loop") == Some("multinode-loop")
+            && s.value >= 2.0));
+    assert!(samples
+        .iter()
+        .any(|s| s.name == "crawlfleet_event_loop_turn_seconds_count" && s.value > 0.0));
+
+    // Every node: its own pages, and its fetch times (one per fetch it counted).
+    for node in up.start["node_admins"].as_array().unwrap() {
+        let (_, _, text) = get(node.as_str().unwrap(), "/metrics");
+        let s = parse(&text);
+        let fetched = value(&s, "crawlfleet_pages_fetched_total", &[]).unwrap();
+        let fetches = value(&s, "crawlfleet_fetch_duration_seconds_count", &[]).unwrap();
+        assert!(fetched > 0.0 && fetches >= fetched, "{fetched} {fetches}");
+    }
+
+    // The duplicate server and its replica hold the same checksums; every add was counted.
+    let dup = parse(&get(&up.addr("metrics/dupserver"), "/metrics").2);
+    let replica = parse(&get(&up.addr("metrics/dupreplica"), "/metrics").2);
+    let entries = |s: &[Sample]| {
+        value(
+            s,
+            "crawlfleet_dupserver_entries",
+            &[("collection", "synthetic")],
+        )
+        .unwrap_or(0.0)
+    };
+    assert!(entries(&dup) > 0.0);
+    let adds = value(&dup, "crawlfleet_dupserver_adds_total", &[]).unwrap();
+    assert!(
+        adds >= entries(&dup),
+        "{adds} adds, {} entries",
+        entries(&dup)
+    );
+    assert_eq!(
+        value(&dup, "crawlfleet_dupserver_replica_connected", &[]),
+        Some(1.0)
+    );
+    assert!(value(&replica, "crawlfleet_dupserver_adds_total", &[]).unwrap() > 0.0);
+    // The link store stored batches with lines in them.
+    let links = parse(&get(&up.addr("metrics/linkstore"), "/metrics").2);
+    let batches = value(
+        &links,
+        "crawlfleet_linkstore_batches_total",
+        &[("application", "webanalyzer"), ("collection", "synthetic")],
+    );
+    assert!(batches.unwrap_or(0.0) > 0.0, "{links:?}");
+
+    if !promtool() {
+        eprintln!("skipped: promtool is not installed (Debian package prometheus)");
+        return;
+    }
+    let mut endpoints = vec![
+        ("the multinode scheduler".to_string(), admin.clone()),
+        ("the duplicate server".into(), up.addr("metrics/dupserver")),
+        ("the replica".into(), up.addr("metrics/dupreplica")),
+        ("the link store".into(), up.addr("metrics/linkstore")),
+    ];
+    for node in up.start["node_admins"].as_array().unwrap() {
+        endpoints.push(("a node scheduler".into(), node.as_str().unwrap().into()));
+    }
+    for (what, addr) in endpoints {
+        check_with_promtool(&what, &get(&addr, "/metrics").2);
+    }
+}
+
+#[test]
+fn metrics_ports_serve_metrics_and_refuse_the_rest() {
+    let dir = temp_dir("metrics-port");
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let a = addr.to_string();
+    let _role = crate::util::Role::start(&[
+        "dupreplica",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--metrics-listen",
+        &a,
+    ]);
+    let (status, _, text) = get(&a, "/metrics");
+    assert_eq!(status, 200);
+    assert!(text.contains("crawlfleet_dupserver_adds_total{role=\"dupreplica\"} 0\n"));
+    assert_eq!(get(&a, "/").0, 405);
+    assert_eq!(get(&a, "/RPC2").0, 405);
+    check_with_promtool("a replica", &text);
+
+    // The name server's.
+    let ns_dir = temp_dir("metrics-ns");
+    let ns_metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let _ns = crate::util::Role::start(&[
+        "nameserver",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        ns_dir.path().to_str().unwrap(),
+        "--metrics-listen",
+        &ns_metrics,
+    ]);
+    let (status, _, text) = get(&ns_metrics, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        text.contains("\ncrawlfleet_nameserver_bindings 0\n"),
+        "{text}"
+    );
+    check_with_promtool("the name server", &text);
+}
