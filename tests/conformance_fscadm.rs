@@ -113,6 +113,36 @@ fn site_statistics_through_the_multinode_scheduler_come_from_the_crawling_node()
     eprintln!("{got}");
 }
 
+/// MS-FSCADM 2.2.10.6 CollectionGetStatistics2 ("cur" the current refresh cycle, "prev" the
+/// previous one, each with its 2.2.4.9 Epoch) and 2.2.10.5 across a CollectionRefetch; 2.2.5
+/// DocSizeAvg / DocSizeMax per document and ReadNet / WriteNet with heads and requests.
+#[test]
+fn statistics_keep_each_refresh_cycle_in_its_slot() {
+    let dir = temp_dir("cf-stat-cycle");
+    let (_node, admin) = standalone(&dir.path().join("n"));
+    let got = Peer::start(
+        "conformance_fscadm",
+        "statistics_by_cycle",
+        &[&admin, "127.133.0"],
+    )
+    .finish();
+    eprintln!("downloads: {got}");
+}
+
+/// MS-FSCADM 2.2.9.5 CollectionDeleteSite and 2.2.9.6 CollectionDeleteURIs: 2.2.5 Deleted
+/// and DocumentStore follow the deletes.
+#[test]
+fn statistics_count_admin_deletes() {
+    let dir = temp_dir("cf-stat-del");
+    let (_node, admin) = standalone(&dir.path().join("n"));
+    Peer::start(
+        "conformance_fscadm",
+        "statistics_after_deletes",
+        &[&admin, "127.134.0"],
+    )
+    .finish();
+}
+
 /// docs/conformance.md names only tests that exist: every `module::test` (or
 /// `module::submodule::test`) it cites is a `fn` of tests/module.rs (or
 /// tests/module/submodule.rs).

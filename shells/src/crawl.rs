@@ -220,6 +220,8 @@ impl Crawler {
                         id: r.id,
                         result: Err(Failure::Network(format!("bad address {}", r.ip))),
                         elapsed: 0.0,
+                        net_read: 0,
+                        net_written: 0,
                     };
                     let now = self.now();
                     let actions = self.complete(o, &r.url, now);
@@ -276,6 +278,8 @@ impl Crawler {
             id: r.id,
             result,
             elapsed: r.elapsed.as_secs_f64(),
+            net_read: r.net_read,
+            net_written: r.net_written,
         };
         self.latency.record(o.elapsed);
         let now = self.now();
@@ -443,29 +447,54 @@ impl Crawler {
     }
 
     /// Adds what the engine counted since the last call to the FSCADM statistics (2.2.4.9
-    /// attribute names), and sets the discrete values (ActiveSites, QueueLength, LastUri is
-    /// not tracked).
+    /// attribute names; DocSize and DLTime one sample per document and download, 2.2.5), and
+    /// sets the discrete values (ActiveSites, QueueLength, PPChecksums; LastUri is not
+    /// tracked). The node's CMD_UM_STAT is made from the same statistics.
     pub fn feed_stats(&mut self, sm: &mut NodeScheduler, stats: &mut Stats) {
         let (_, _, sites) = self.engine.load();
-        for (name, cur) in self.engine.all_counters() {
+        let names: Vec<Vec<u8>> = self.engine.all_counters().map(|(n, _)| n.clone()).collect();
+        for name in &names {
             if stats.collection(name).is_none() {
                 stats.add_collection(name, crate::multinode::now_secs());
             }
+            let cur = self.engine.counters_mut(name);
+            let extremes = cur.take_extremes();
+            let cur = cur.clone();
             let old = self.fed.entry(name.clone()).or_default();
             let delta = cur.since(old);
             for (key, v) in delta.continuous() {
-                if v != 0.0 {
+                if v != 0.0 && key != "DocSize" && key != "DLTime" {
                     stats.add(name, key, v);
                 }
+            }
+            if let Some((lo, hi)) = extremes.doc_size {
+                let n = delta.docs;
+                stats.add_samples(
+                    name,
+                    "DocSize",
+                    delta.doc_size as f64,
+                    n,
+                    lo as f64,
+                    hi as f64,
+                );
+            }
+            if let Some((lo, hi)) = extremes.dl_time {
+                stats.add_samples(name, "DLTime", delta.dl_time, delta.downloads, lo, hi);
+            }
+            // MS-FSCADM 2.2.4.10: documents new (unseen, unique checksum) and modified.
+            let added = delta.stored.saturating_sub(delta.modified);
+            if added > 0 {
+                stats.add(name, "PPAdded", added as f64);
+            }
+            if delta.modified > 0 {
+                stats.add(name, "PPModified", delta.modified as f64);
             }
             for (key, buckets) in delta.histograms() {
                 for (bucket, n) in buckets {
                     stats.hist(name, key, &bucket, n as f64);
                 }
             }
-            // The same delta goes to the multinode scheduler with the next CMD_UM_STAT.
-            sm.add_crawl_stats(name, &delta.to_value());
-            *old = cur.clone();
+            *old = cur;
             stats.set(name, "ActiveSites", sites as f64);
             // Beyond FSCADM 2.2.4.9: the WARC records and compressed bytes written.
             if let Some(w) = self.archiver.as_ref().and_then(|a| a.counts(name)) {
@@ -474,6 +503,9 @@ impl Crawler {
             }
             if let Some((q, _)) = sm.queued(name) {
                 stats.set(name, "QueueLength", q as f64);
+            }
+            if let Some(n) = sm.checksums(name) {
+                stats.set(name, "PPChecksums", n as f64);
             }
         }
     }

@@ -247,6 +247,8 @@ pub fn run_with(
                 event = spawned.events.try_recv().ok();
             }
         }
+        // The nodes' statistics, each in the refresh cycle it names (MS-FSCMT 3.2.5.6).
+        admin.apply_reports(sm.take_stat_reports(), now);
         let taken = sm.pump(now).map_err(|e| fatal(&handle, e))?;
         more = taken > 0;
         let out = sm.take_output();

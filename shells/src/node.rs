@@ -177,6 +177,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
     crawler.archive_with(crate::warc::Archiver::new(&args.data_dir, &node_id));
     admin.set_fetch_latency(crawler.latency());
     let mut published = std::time::Instant::now();
+    let mut cycles_seen = sm.cycles_begun();
     let mut mn_conn: Option<ConnId> = None;
     let mut held: VecDeque<(Priority, Vec<u8>)> = VecDeque::new();
     let mut dup_links: HashMap<LinkId, String> = HashMap::new();
@@ -394,6 +395,14 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
                     sm.quarantine_tick(now).and_then(|()| sm.refresh_tick(now))
                 }
                 Event::Timer(STATS_TIMER) => {
+                    // CMD_UM_STAT: the statistics gathered since the last one (3.1.6).
+                    crawler.feed_stats(&mut sm, admin.stats_mut());
+                    if let Some(s) = &mut sink {
+                        s.feed_stats(admin.stats_mut());
+                    }
+                    for (name, r) in admin.stat_reports(&sm, now_secs()) {
+                        sm.add_stat_report(&name, r);
+                    }
                     sm.stats_tick();
                     Ok(())
                 }
@@ -410,7 +419,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
                         crawler.feed_stats(&mut sm, admin.stats_mut());
                         crawler.feed_site_stats(&sm, admin.site_stats_mut());
                         if let Some(s) = &mut sink {
-                            s.feed_stats(&mut sm, admin.stats_mut());
+                            s.feed_stats(admin.stats_mut());
                         }
                         if let Some(slot) = &status {
                             let mut st = crawler.status(&sm);
@@ -430,6 +439,17 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
             if handled < MAX_BATCH_EVENTS {
                 event = spawned.events.try_recv().ok();
             }
+        }
+        if sm.cycles_begun() != cycles_seen {
+            // A refresh cycle began (the refresh timer, CMD_ADM_CONF_REFRESH, CollectionRefetch):
+            // what was counted until now stays with the cycle that ended (FSCADM 2.2.10.6
+            // "prev"), what comes next is the new cycle's.
+            cycles_seen = sm.cycles_begun();
+            crawler.feed_stats(&mut sm, admin.stats_mut());
+            if let Some(s) = &mut sink {
+                s.feed_stats(admin.stats_mut());
+            }
+            admin.follow_cycles(&sm, now_secs());
         }
         let pumped = robot.pump(&mut sm);
         answer(&mut sm, &handle, pumped)?;

@@ -35,7 +35,6 @@ use crawlfleet_core::feed::session::{
     destinations, parse_result, Destination, FeedCursor, OpBatch,
 };
 use crawlfleet_core::feed::{DocLogReader, FeedDoc, FeedError, DOCS_DIR};
-use crawlfleet_core::marshal::Value;
 use crawlfleet_core::nameserver::{Aor, Exception};
 use crawlfleet_core::sched::node::{collection_dir, NodeScheduler};
 use crawlfleet_core::stats::Stats;
@@ -153,7 +152,7 @@ impl SessionSink {
 
     /// Adds what was fed since the last call to the statistics (MS-FSCADM 2.2.4.9 PPFed,
     /// PPSucceeded, PPFailed) and to the next CMD_UM_STAT to the multinode scheduler.
-    pub fn feed_stats(&mut self, sm: &mut NodeScheduler, stats: &mut Stats) {
+    pub fn feed_stats(&mut self, stats: &mut Stats) {
         let now = self.counters();
         for (name, c) in &now {
             let old = self.reported.get(name).copied().unwrap_or_default();
@@ -168,17 +167,12 @@ impl SessionSink {
             if stats.collection(name.as_bytes()).is_none() {
                 stats.add_collection(name.as_bytes(), crate::multinode::now_secs());
             }
-            let mut pairs = Vec::new();
+            // The node's CMD_UM_STAT is made from the same statistics.
             for (key, v) in delta {
                 if v > 0 {
                     stats.add(name.as_bytes(), key, v as f64);
-                    pairs.push((
-                        Value::owned_bytes(key.as_bytes().to_vec()),
-                        Value::Float(v as f64),
-                    ));
                 }
             }
-            sm.add_crawl_stats(name.as_bytes(), &Value::Dict(pairs));
         }
         self.reported = now;
     }

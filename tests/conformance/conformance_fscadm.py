@@ -15,6 +15,15 @@ from fscmt_peer import announce, check, start, t  # noqa: E402
 from web import Web  # noqa: E402
 
 
+COLLECTION = """<?xml version="1.0"?>
+<CrawlerConfig><DomainSpecification name="%s">
+<attrib name="start_uris" type="list-string"></attrib>
+<attrib name="include_domains" type="list-string"><member>%s</member></attrib>
+<attrib name="delay" type="real">0</attrib>
+<attrib name="robots" type="boolean">no</attrib>
+</DomainSpecification></CrawlerConfig>"""
+
+
 def proxy(addr):
     s = xc.ServerProxy("http://%s/RPC2" % addr)
     end = time.time() + 30
@@ -400,7 +409,95 @@ def site_statistics_multinode(base, tmp, addr):
     return {"sites_per_node": {k: len(v) for k, v in nodes.items()}}
 
 
+def stats2(s, name):
+    ok, d = s.CollectionGetStatistics2(name)
+    check(ok == 1, "CollectionGetStatistics2: %r" % (d,))
+    return d
+
+
+def wait_stats(s, name, cond, what, limit=60):
+    """CollectionGetStatistics2 until `cond(answer)`."""
+    end = time.time() + limit
+    while True:
+        d = stats2(s, name)
+        if cond(d):
+            return d
+        check(time.time() < end, "%s within %s s: %r" % (what, limit, d.get("cur")))
+        time.sleep(0.2)
+
+
+def sized_collection(s, base, name):
+    """A collection crawling a web of one site whose /N is N bytes. Returns (web, site)."""
+    web = Web(["%s.1" % base], sized=True)
+    site = web.sites()[0]
+    r = s.CollectionAdd(COLLECTION % (name, site.split(":")[0]), 0)
+    check(r[0] == 1, "CollectionAdd: %r" % (r,))
+    return web, site
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+
+def statistics_by_cycle(addr, base):
+    """2.2.10.6 CollectionGetStatistics2: "cur" MUST contain the statistics of the current
+    refresh cycle, "prev" those of the previous one; 2.2.4.9 Epoch is the cycle's number;
+    2.2.5 DocSizeAvg / DocSizeMax per document; ReadNet / WriteNet every byte on the HTTP
+    connections; 2.2.10.5 and 2.2.4.5: the cycles by number. A CollectionRefetch (2.2.9.13)
+    starts cycle 1 between two crawls."""
+    s = proxy(addr)
+    web, site = sized_collection(s, base, "cyc")
+    r = s.AddURIs("cyc", 0, ["http://%s/1000" % site, "http://%s/2000" % site])
+    check(r[0] == 1, "AddURIs: %r" % (r,))
+    d = wait_stats(s, "cyc", lambda d: d["cur"]["Stored"] >= 2, "cycle 0 crawled")
+    check(d["cur"]["Epoch"] == 0 and "prev" not in d, "cycle 0, no previous: %r" % (d,))
+    check(s.CollectionRefetch("cyc", "")[0] == 1, "CollectionRefetch")
+    check(s.AddURIs("cyc", 0, ["http://%s/3000" % site])[0] == 1, "AddURIs")
+    # Cycle 1 fetches the two stored documents again and the new one.
+    d = wait_stats(s, "cyc", lambda d: d["cur"]["Downloaded"] >= 3 and "prev" in d,
+                   "cycle 1 crawled")
+    cur, prev, comp = d["cur"], d["prev"], d["complete"]
+    check(cur["Epoch"] == 1 and prev["Epoch"] == 0, "Epochs: cur %r, prev %r"
+          % (cur["Epoch"], prev["Epoch"]))
+    check(prev["Downloaded"] == 2 and cur["Downloaded"] == 3 and comp["Downloaded"] == 5,
+          "downloads per cycle: prev %r cur %r complete %r"
+          % (prev["Downloaded"], cur["Downloaded"], comp["Downloaded"]))
+    check(prev["DocSize"] == 3000 and close(prev["DocSizeAvg"], 1500)
+          and prev["DocSizeMax"] == 2000, "prev documents: %r" % prev)
+    check(cur["DocSize"] == 6000 and close(cur["DocSizeAvg"], 2000)
+          and cur["DocSizeMax"] == 3000, "cur documents: %r" % cur)
+    check(prev["LastRefresh"] <= cur["LastRefresh"], "cycle 1 began after cycle 0")
+    check(comp["ReadNet"] == web.bytes_out and comp["WriteNet"] == web.bytes_in,
+          "ReadNet %r / WriteNet %r = the web's %r / %r" % (
+              comp["ReadNet"], comp["WriteNet"], web.bytes_out, web.bytes_in))
+    st = marshal.loads(s.CollectionGetStatistics("cyc").data)
+    _, cycles = st[b"cyc"]
+    check(0 in cycles and 1 in cycles, "cycles 0 and 1 (2.2.4.5): %r" % list(cycles))
+    return {"prev": prev["Downloaded"], "cur": cur["Downloaded"]}
+
+
+def statistics_after_deletes(addr, base):
+    """2.2.9.5 CollectionDeleteSite and 2.2.9.6 CollectionDeleteURIs: the documents deleted
+    count in 2.2.5 Deleted, and DocumentStore (Stored - Modified - Deleted) goes down."""
+    s = proxy(addr)
+    web, site = sized_collection(s, base, "del")
+    uris = ["http://%s/%d" % (site, n) for n in (1000, 2000, 3000)]
+    check(s.AddURIs("del", 0, uris)[0] == 1, "AddURIs")
+    wait_stats(s, "del", lambda d: d["cur"]["Stored"] >= 3, "three stored")
+    check(s.CollectionDeleteURIs("del", uris[:1])[0] == 1, "CollectionDeleteURIs")
+    d = wait_stats(s, "del", lambda d: d["cur"]["Deleted"] >= 1, "Deleted after DeleteURIs")
+    check(d["cur"]["Deleted"] == 1 and d["cur"]["DocumentStore"] == 2, "one deleted: %r"
+          % d["cur"])
+    check(s.CollectionDeleteSite("del", site)[0] == 1, "CollectionDeleteSite")
+    d = wait_stats(s, "del", lambda d: d["cur"]["Deleted"] >= 3, "Deleted after DeleteSite")
+    check(d["cur"]["Deleted"] == 3 and d["cur"]["DocumentStore"] == 0
+          and d["complete"]["DocumentStore"] == 0, "all deleted: %r" % d["cur"])
+    return {"deleted": d["cur"]["Deleted"]}
+
+
 SCENARIOS = {
+    "statistics_by_cycle": statistics_by_cycle,
+    "statistics_after_deletes": statistics_after_deletes,
     "site_statistics": site_statistics,
     "site_statistics_multinode": site_statistics_multinode,
     "set_log_level": set_log_level,

@@ -4,6 +4,7 @@ only) against a real crawlfleet role the Rust test started, and names the sectio
 
 Usage: conformance_fscmt.py SCENARIO ARGS...
 """
+import marshal
 import os
 import sys
 import time
@@ -354,6 +355,280 @@ def quarantine_ends_no_earlier(base):
     return {"ended_after": results}
 
 
+# MS-FSCADM 2.2.5, the structure of a CMD_UM_STAT's PKT_DATA (MS-FSCMT 2.2.4.6): every key
+# and its type (double: a float, int, string, dictionary, array).
+FLAT_KEYS = {
+    "ActiveSites": int, "Processed": float, "Downloaded": float, "Modified": float,
+    "Stored": float, "Deleted": float, "ReadNet": float, "WriteNet": float, "DocSize": float,
+    "DocSizeAvg": float, "DocSizeMax": float, "Retries": float, "NodeSchedulerFwd": float,
+    "LocalFwd": float, "Local": float, "Epoch": int, "LastRefresh": int, "Feeding": int,
+    "CrawlMode": str, "MimeType": dict, "HTTPResponse": dict, "Uptime": float,
+    "DLTime": float, "DLTimeAvg": float, "DLTimeMax": float, "Status": str, "URISkip": dict,
+    "DocSkip": dict, "DocumentStore": int, "Progress": list, "FirstUpdate": float,
+    "StatUpdate": float, "DocRate": float, "DataRateIn": float, "DataRateOut": float,
+    "PPFailed": float, "PPSucceeded": float, "PPFed": float, "PPDeleted": float,
+    "PPAdded": float, "PPModified": float, "PPURLsChange": float, "PPChecksums": float,
+}
+STATUS_WORDS = ["Crawling", "Zombie", "Suspended", "Disk full", "Compacting",
+                "Variable delay suspended"]
+
+
+def check_flat(r):
+    """A 2.2.5 structure: every key, of its type."""
+    missing = [k for k in FLAT_KEYS if k not in r]
+    check(not missing, "CMD_UM_STAT lacks %d keys of MS-FSCADM 2.2.5: %r" % (len(missing),
+                                                                           missing))
+    bad = [(k, r[k]) for k, typ in FLAT_KEYS.items() if not isinstance(r[k], typ)]
+    check(not bad, "2.2.5 types: %r" % bad)
+    check(r["Status"] in STATUS_WORDS, "Status is a 2.2.5 word: %r" % r["Status"])
+    check(len(r["Progress"]) == 2 and isinstance(r["Progress"][1], str),
+          "Progress is [percent, text]: %r" % (r["Progress"],))
+    check(r["DocumentStore"] == r["Stored"] - r["Modified"] - r["Deleted"],
+          "DocumentStore = Stored - Modified - Deleted: %r" % r)
+
+
+def total(reports, key, epoch=None):
+    return sum(r[key] for r in reports if epoch is None or r["Epoch"] == epoch)
+
+
+def node_with_site(base, name):
+    """A multinode scheduler (this peer) with one node, a collection `name` crawling a sized
+    web of one site. Returns (connection, web, site)."""
+    web = Web(["%s.1" % base], sized=True)
+    site = web.sites()[0]
+    ip = site.split(":")[0]
+    mn = Listener()
+    announce(port=mn.port)
+    c = mn.accept()
+    check(c.recv()["cm"] == "CMD_UM_INIT", "CMD_UM_INIT first")
+    conf = {"start_uris": [], "delay": 0.0, "include_domains": [ip], "robots": 0}
+    c.send("CMD_ADM_CONF_ADD", dn=name, ds={name: conf})
+    return c, web, site
+
+
+def stats_until(c, name, reports, done, what, limit=60):
+    """Reads the node's messages, granting every START_CRAWL_IP and routing every URI back to
+    the node, and keeps the CMD_UM_STAT
+    structures of `name` (each checked against 2.2.5) until `done(reports)`."""
+    end = time.time() + limit
+    while not done(reports):
+        check(time.time() < end, "%s within %s s: %d reports, Downloaded %r" % (
+            what, limit, len(reports), total(reports, "Downloaded")))
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m["cm"] == "CMD_UM_KEEPALIVE":
+            c.send("CMD_UM_KEEPALIVE_ACK")
+        elif m["cm"] == "CMD_UM_START_CRAWL_IP":
+            pd = m["pd"]
+            c.send("CMD_UM_START_CRAWL_IP", dn=m["dn"], pd=(pd[0], pd[1], pd[2], 1))
+        elif m["cm"] in ("CMD_UM_URI", "CMD_UM_URI_URG"):
+            # 3.2.5.5: routed back to the node, the only one.
+            c.send(m["cm"], dn=m["dn"], pd=m["pd"])
+        elif m["cm"] == "CMD_UM_STAT" and m["dn"] == name:
+            check_flat(m["pd"])
+            reports.append(m["pd"])
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+
+def node_stat_keys(base):
+    """MS-FSCMT 2.2.4.6 / 3.1.6 CMD_UM_STAT, PKT_DATA as MS-FSCADM 2.2.5: a node scheduler
+    sends every key of the structure with what it means: DocSizeAvg / DocSizeMax and
+    DLTimeAvg / DLTimeMax per document, ReadNet every byte read from the web servers (heads
+    included), WriteNet every byte written to them (the requests), the counts of what it
+    crawled, its state, and the rates."""
+    c, web, site = node_with_site(base, "k")
+    sizes = [1000, 3000, 5000]
+    for n in sizes:
+        c.send("CMD_UM_URI", dn="k", pd=queue_entry("http://%s/%d" % (site, n)))
+    reports = []
+    stats_until(c, "k", reports, lambda r: total(r, "Downloaded") >= 3 and
+                total(r, "Stored") >= 3, "three documents crawled and stored")
+    check(total(reports, "Downloaded") == 3 and total(reports, "Processed") == 3,
+          "3 processed and downloaded: %r" % reports)
+    # 2.2.5 DocSizeAvg "Average web document size", DocSizeMax "Maximum web document size".
+    check(total(reports, "DocSize") == sum(sizes), "DocSize %r" % total(reports, "DocSize"))
+    for r in reports:
+        if r["Downloaded"] > 0:
+            check(close(r["DocSizeAvg"], r["DocSize"] / r["Downloaded"]),
+                  "DocSizeAvg is per document: %r" % r)
+            check(r["DocSizeMax"] in sizes, "DocSizeMax is a document's size: %r" % r)
+            check(close(r["DLTimeAvg"], r["DLTime"] / r["Downloaded"]),
+                  "DLTimeAvg is per document: %r" % r)
+            check(0 < r["DLTimeMax"] <= r["DLTime"] + 1e-9, "DLTimeMax is a download's: %r" % r)
+    check(max(r["DocSizeMax"] for r in reports) == max(sizes), "the largest document")
+    # 2.2.4.9 ReadNet / WriteNet: bytes on the HTTP connections, both ways.
+    check(total(reports, "ReadNet") == web.bytes_out,
+          "ReadNet %r = bytes the web wrote %r" % (total(reports, "ReadNet"), web.bytes_out))
+    check(total(reports, "WriteNet") == web.bytes_in,
+          "WriteNet %r = bytes the web read %r" % (total(reports, "WriteNet"), web.bytes_in))
+    check(any(r["DataRateIn"] > 0 and r["DataRateOut"] > 0 and r["DocRate"] > 0
+              for r in reports), "rates of the reports that downloaded")
+    last = reports[-1]
+    check(all(r["Epoch"] == 0 for r in reports), "the first refresh cycle is 0")
+    check(last["Status"] == "Crawling" and last["Feeding"] == 1, "state: %r" % last)
+    check(last["Uptime"] > 0 and last["LastRefresh"] > 0, "Uptime, LastRefresh: %r" % last)
+    check(all(r["FirstUpdate"] <= r["StatUpdate"] for r in reports), "FirstUpdate <= StatUpdate")
+    check(total(reports, "PPAdded") == 3 and total(reports, "PPModified") == 0,
+          "PPAdded 3 new documents")
+    check(last["PPChecksums"] == 3, "3 unique checksums: %r" % last["PPChecksums"])
+    check(total(reports, "DocumentStore") == 3, "DocumentStore adds up to 3")
+    hist = {}
+    for r in reports:
+        for k, v in r["HTTPResponse"].items():
+            hist[k] = hist.get(k, 0) + v
+    check(hist == {"200": 3}, "HTTPResponse %r" % hist)
+    c.close()
+    return {"reports": len(reports), "read": web.bytes_out, "written": web.bytes_in}
+
+
+def node_stat_deletes(base):
+    """MS-FSCMT 3.1.5.15 CMD_UM_DELETE_SITE and 3.1.5.16 CMD_UM_DELETE_URIS: the deleted
+    documents count in the CMD_UM_STAT's Deleted, and DocumentStore (MS-FSCADM 2.2.5:
+    Stored - Modified - Deleted) goes down with them."""
+    c, web, site = node_with_site(base, "d")
+    for n in (1000, 2000, 3000, 4000):
+        c.send("CMD_UM_URI", dn="d", pd=queue_entry("http://%s/%d" % (site, n)))
+    reports = []
+    stats_until(c, "d", reports, lambda r: total(r, "Stored") >= 4, "four documents stored")
+    check(total(reports, "DocumentStore") == 4, "4 in the store")
+    c.send("CMD_UM_DELETE_URIS", dn="d",
+           pd=({site: ["http://%s/1000" % site]}, {"errcode": "USR"}))
+    stats_until(c, "d", reports, lambda r: total(r, "Deleted") >= 1, "Deleted after DELETE_URIS")
+    check(total(reports, "Deleted") == 1 and total(reports, "DocumentStore") == 3,
+          "one deleted, 3 left: %r" % reports[-1])
+    c.send("CMD_UM_DELETE_SITE", dn="d", pd=site)
+    stats_until(c, "d", reports, lambda r: total(r, "Deleted") >= 4, "Deleted after DELETE_SITE")
+    check(total(reports, "Deleted") == 4 and total(reports, "DocumentStore") == 0,
+          "every document deleted: %r" % reports[-1])
+    c.close()
+    return {"deleted": total(reports, "Deleted")}
+
+
+def node_stat_cycles(base):
+    """MS-FSCADM 2.2.4.5 statistics cycles and 2.2.4.9 Epoch, in the node's CMD_UM_STAT: what
+    was crawled before a CMD_ADM_CONF_REFRESH (MS-FSCMT 3.1.5.9) is reported with Epoch 0,
+    what comes after with Epoch 1; every report is of one cycle."""
+    c, web, site = node_with_site(base, "r")
+    for n in (1000, 2000):
+        c.send("CMD_UM_URI", dn="r", pd=queue_entry("http://%s/%d" % (site, n)))
+    reports = []
+    stats_until(c, "r", reports, lambda r: total(r, "Downloaded") >= 2, "cycle 0 crawled")
+    # 2.2.3.10: (None: the whole collection, 0x2: refresh it all).
+    c.send("CMD_ADM_CONF_REFRESH", dn="r", pd=(None, 2))
+    c.send("CMD_UM_URI", dn="r", pd=queue_entry("http://%s/3000" % site))
+    # Cycle 1 fetches the two stored documents again and the new one.
+    stats_until(c, "r", reports, lambda r: total(r, "Downloaded", 1) >= 3, "cycle 1 crawled")
+    check(total(reports, "Downloaded", 0) == 2, "cycle 0 has its 2 downloads: %r"
+          % [(r["Epoch"], r["Downloaded"]) for r in reports])
+    check(total(reports, "Downloaded", 1) == 3, "cycle 1 has its 3")
+    check(total(reports, "DocSize", 1) == 6000, "cycle 1's documents")
+    epochs = [r["Epoch"] for r in reports]
+    check(epochs == sorted(epochs), "cycle 0 reports come before cycle 1's: %r" % epochs)
+    first = min(r["LastRefresh"] for r in reports if r["Epoch"] == 1)
+    check(all(r["LastRefresh"] <= first for r in reports if r["Epoch"] == 0),
+          "cycle 1 began after cycle 0")
+    c.close()
+    return {"epochs": epochs}
+
+
+def flat(epoch, **kv):
+    """A complete 2.2.5 structure as a spec node scheduler sends it: zeros but `kv`."""
+    r = {k: (t() if t in (dict, list, str) else t(0)) for k, t in FLAT_KEYS.items()}
+    r.update({"Epoch": epoch, "Status": "Crawling", "Feeding": 1, "Progress": [0, ""],
+              "LastRefresh": int(time.time()), "Uptime": time.time() - 100,
+              "FirstUpdate": time.time() - 60, "StatUpdate": time.time()})
+    for k, v in kv.items():
+        r[k] = float(v) if FLAT_KEYS[k] is float else v
+    r["DocumentStore"] = int(r["Stored"] - r["Modified"] - r["Deleted"])
+    return r
+
+
+def mn_aggregates_per_cycle(mn_addr, admin_addr):
+    """MS-FSCMT 3.2.5.6 Receiving a CMD_UM_STAT Message ("update the crawl statistics
+    database"), read through MS-FSCADM 2.2.10.6 CollectionGetStatistics2 and 2.2.10.5: two
+    node schedulers (this peer) report 2.2.5 structures of refresh cycles 0 and 1, one of
+    cycle 0 late; the multinode scheduler aggregates each in its cycle ("cur" is cycle 1,
+    "prev" cycle 0, "complete" both), every key as what it means: counts add up, DocSizeAvg
+    and DLTimeAvg are over every document, the Max keys the largest, ActiveSites the nodes'
+    sum, DocumentStore = Stored - Modified - Deleted, histograms per bucket."""
+    n1 = Conn.connect(mn_addr)
+    init(n1, "p1")
+    n1.wait("CMD_ADM_CONF_ADD")
+    n2 = Conn.connect(mn_addr)
+    init(n2, "p2")
+    n2.wait("CMD_ADM_CONF_ADD")
+    sends = [
+        (n1, flat(0, Processed=4, Downloaded=4, Stored=4, DocSize=4000, DocSizeAvg=1000,
+                  DocSizeMax=1500, DLTime=2.0, DLTimeAvg=0.5, DLTimeMax=0.9, ReadNet=5000,
+                  WriteNet=400, PPFed=4, PPAdded=4, LocalFwd=7, Local=9, Retries=1,
+                  NodeSchedulerFwd=2, HTTPResponse={"200": 4}, MimeType={"text/html": 4},
+                  ActiveSites=2, PPChecksums=4.0)),
+        (n2, flat(0, Processed=1, Downloaded=1, Stored=1, DocSize=6000, DocSizeAvg=6000,
+                  DocSizeMax=6000, DLTime=3.0, DLTimeAvg=3.0, DLTimeMax=3.0, ReadNet=6200,
+                  WriteNet=100, PPFed=1, PPAdded=1, HTTPResponse={"200": 1},
+                  MimeType={"text/plain": 1}, ActiveSites=3, PPChecksums=1.0)),
+        (n1, flat(1, Processed=2, Downloaded=2, Stored=2, Modified=1, Deleted=1,
+                  DocSize=500, DocSizeAvg=250, DocSizeMax=300, DLTime=1.0, DLTimeAvg=0.5,
+                  DLTimeMax=0.6, ReadNet=900, WriteNet=200, PPModified=1, PPDeleted=1,
+                  HTTPResponse={"200": 1, "404": 1}, ActiveSites=1, PPChecksums=4.0)),
+        # Late: cycle 0 of the second node, after cycle 1 began.
+        (n2, flat(0, Processed=1, Downloaded=1, Stored=1, DocSize=100, DocSizeAvg=100,
+                  DocSizeMax=100, DLTime=0.5, DLTimeAvg=0.5, DLTimeMax=0.5, ReadNet=300,
+                  WriteNet=100, HTTPResponse={"200": 1}, ActiveSites=3, PPChecksums=2.0)),
+    ]
+    for conn, r in sends:
+        conn.send("CMD_UM_STAT", dn="web", pd=r)
+        time.sleep(0.2)  # in this order (the test waits for the result, not for the time)
+    s = xc.ServerProxy("http://%s/RPC2" % admin_addr)
+    end = time.time() + 30
+    while True:
+        ok, d = s.CollectionGetStatistics2("web")
+        if ok == 1 and d.get("complete", {}).get("Downloaded") == 8:
+            break
+        check(time.time() < end, "the reports reach the statistics: %r" % (d,))
+        time.sleep(0.2)
+    cur, prev, comp = d["cur"], d.get("prev"), d["complete"]
+    check(prev is not None, "a previous cycle: %r" % list(d))
+    check(cur["Epoch"] == 1 and prev["Epoch"] == 0, "Epochs cur %r prev %r"
+          % (cur["Epoch"], prev["Epoch"]))
+    expect = {
+        "cur": (cur, {"Downloaded": 2, "Processed": 2, "Stored": 2, "Modified": 1,
+                      "Deleted": 1, "DocSize": 500, "DocSizeAvg": 250, "DocSizeMax": 300,
+                      "DLTime": 1.0, "DLTimeAvg": 0.5, "DLTimeMax": 0.6, "ReadNet": 900,
+                      "WriteNet": 200, "PPModified": 1, "PPDeleted": 1, "DocumentStore": 0}),
+        "prev": (prev, {"Downloaded": 6, "Processed": 6, "Stored": 6, "DocSize": 10100,
+                        "DocSizeAvg": 10100 / 6, "DocSizeMax": 6000, "DLTime": 5.5,
+                        "DLTimeAvg": 5.5 / 6, "DLTimeMax": 3.0, "ReadNet": 11500,
+                        "WriteNet": 600, "PPFed": 5, "PPAdded": 5, "LocalFwd": 7, "Local": 9,
+                        "Retries": 1, "NodeSchedulerFwd": 2, "DocumentStore": 6}),
+        "complete": (comp, {"Downloaded": 8, "DocSize": 10600, "DocSizeAvg": 10600 / 8,
+                            "DocSizeMax": 6000, "DLTimeMax": 3.0, "ReadNet": 12400,
+                            "WriteNet": 800, "Deleted": 1, "DocumentStore": 6}),
+    }
+    for slot, (got, want) in expect.items():
+        bad = {k: (got.get(k), v) for k, v in want.items()
+               if got.get(k) is None or not close(float(got[k]), float(v))}
+        check(not bad, "%s: (got, expected) %r" % (slot, bad))
+    check(cur["HTTPResponse"] == {"200": 1.0, "404": 1.0}, "cur HTTPResponse %r"
+          % cur["HTTPResponse"])
+    check(prev["HTTPResponse"] == {"200": 6.0}, "prev HTTPResponse %r" % prev["HTTPResponse"])
+    check(prev["MimeType"] == {"text/html": 4.0, "text/plain": 1.0}, "prev MimeType %r"
+          % prev["MimeType"])
+    # ActiveSites: each node's latest, summed (2.2.4.10 SumActiveSites).
+    check(cur["ActiveSites"] == 1 + 3, "ActiveSites %r" % cur["ActiveSites"])
+    st = marshal.loads(s.CollectionGetStatistics("web").data)
+    delta, cycles = st[b"web"]
+    check(0 in cycles and 1 in cycles and b"cOmPIEtE" in cycles,
+          "cycles 0 and 1 (2.2.4.5): %r" % list(cycles))
+    n1.close()
+    n2.close()
+    return {"cur": cur["Downloaded"], "prev": prev["Downloaded"]}
+
+
 def subcollection_refresh(base):
     """MS-FSCMT 2.2.3.10 / 3.1.5.9 on a node scheduler, the test playing its multinode
     scheduler: CMD_ADM_CONF_REFRESH with PKT_DATA = (subcollection, 0x4) "MUST initiate a
@@ -422,6 +697,10 @@ def subcollection_refresh(base):
 
 SCENARIOS = {
     "subcollection_refresh": subcollection_refresh,
+    "node_stat_keys": node_stat_keys,
+    "node_stat_deletes": node_stat_deletes,
+    "node_stat_cycles": node_stat_cycles,
+    "mn_aggregates_per_cycle": mn_aggregates_per_cycle,
     "quarantine_ends_no_earlier": quarantine_ends_no_earlier,
     "refused_reclaim_stops_site": refused_reclaim_stops_site,
     "mn_sends_spec_conf": mn_sends_spec_conf,

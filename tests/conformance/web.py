@@ -1,7 +1,9 @@
 """A small web for the conformance scenarios: HTTP servers on loopback addresses that record
 every request (address, port, path, start, end, and which process made it), and serve pages
 whose links go on without end (/N links to /2N+1 and /2N+2), or leaf pages with `leaf=True`,
-or with `pages=P` a finite site whose links stop below /P. `missing` paths answer 404.
+or with `sized=True` a page of exactly N bytes at /N (`bytes_in` and `bytes_out` count every
+byte of the requests read and the responses written), or with `pages=P` a finite site whose
+links stop below /P. `missing` paths answer 404.
 """
 import http.server
 import os
@@ -45,9 +47,32 @@ def socket_owner(local, remote, pids):
     return None
 
 
+class Counting:
+    """A request stream that counts what is read from it."""
+
+    def __init__(self, f):
+        self.f = f
+        self.n = 0
+
+    def readline(self, *a):
+        line = self.f.readline(*a)
+        self.n += len(line)
+        return line
+
+    def read(self, *a):
+        data = self.f.read(*a)
+        self.n += len(data)
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
 class Web:
-    def __init__(self, addrs, delay=0.0, leaf=False, pages=None, missing=()):
+    def __init__(self, addrs, delay=0.0, leaf=False, sized=False, pages=None, missing=()):
         self.log = []  # (ip, port, path, start, end, pid, status, body bytes)
+        self.bytes_in = 0
+        self.bytes_out = 0
         self.lock = threading.Lock()
         self.pids = []
         self.owners = {}  # client (ip, port) -> pid
@@ -59,6 +84,29 @@ class Web:
 
             def log_message(self, *a):
                 pass
+
+            def setup(self):
+                super().setup()
+                self.rfile = Counting(self.rfile)
+
+            def sized(self):
+                """/N: N bytes of text/html, written as one block (head and body) and counted
+                with the request that asked for it."""
+                try:
+                    n = int(self.path.strip("/"))
+                except ValueError:
+                    n = 0
+                body = b"x" * n
+                status = "200 OK" if n else "404 Not Found"
+                head = ("HTTP/1.1 %s\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n"
+                        % (status, len(body))).encode()
+                with web.lock:
+                    web.bytes_in += self.rfile.n
+                    web.bytes_out += len(head) + len(body)
+                self.rfile.n = 0
+                self.wfile.write(head + body)
+                self.wfile.flush()
+                return (200 if n else 404), len(body)
 
             def do_GET(self):
                 t0 = time.time()
@@ -72,6 +120,11 @@ class Web:
                         web.owners[client] = pid
                 if delay:
                     time.sleep(delay)
+                if sized:
+                    status, size = self.sized()
+                    with web.lock:
+                        web.log.append((ip, port, self.path, t0, time.time(), pid, status, size))
+                    return
                 if self.path == "/robots.txt" or self.path in missing:
                     body, status = b"", 404
                 else:

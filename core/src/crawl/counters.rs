@@ -63,6 +63,28 @@ pub mod doc_skip {
     pub const OTHER: &str = "ot";
 }
 
+/// The smallest and largest samples of the per-document counters over a while.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Extremes {
+    /// (smallest, largest) document in bytes.
+    pub doc_size: Option<(u64, u64)>,
+    /// (shortest, longest) download in seconds.
+    pub dl_time: Option<(f64, f64)>,
+}
+
+impl Extremes {
+    fn merge(&mut self, o: &Extremes) {
+        if let Some((lo, hi)) = o.doc_size {
+            let (a, b) = self.doc_size.unwrap_or((lo, hi));
+            self.doc_size = Some((a.min(lo), b.max(hi)));
+        }
+        if let Some((lo, hi)) = o.dl_time {
+            let (a, b) = self.dl_time.unwrap_or((lo, hi));
+            self.dl_time = Some((a.min(lo), b.max(hi)));
+        }
+    }
+}
+
 /// The continuous counters and histograms of MS-FSCADM 2.2.4.9 a crawl engine keeps.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CrawlCounters {
@@ -88,10 +110,20 @@ pub struct CrawlCounters {
     pub has_etag: u64,
     /// Seconds spent downloading.
     pub dl_time: f64,
+    /// Downloads timed in `dl_time` (requests answered or failed).
+    pub downloads: u64,
+    /// Longest download, seconds.
+    pub dl_time_max: f64,
     /// Bytes of documents.
     pub doc_size: u64,
+    /// Documents measured in `doc_size`.
+    pub docs: u64,
     /// Largest document.
     pub doc_size_max: u64,
+    /// The smallest and largest document and download since the statistics last took them
+    /// ([`CrawlCounters::take_extremes`]): what a statistics delta's DocSizeMax / DLTimeMax
+    /// are made of (MS-FSCADM 2.2.5, per document).
+    pub extremes: Extremes,
     /// Fetches that failed and will be retried.
     pub retries: u64,
     /// robots.txt files with a Sitemap directive.
@@ -120,6 +152,34 @@ pub struct CrawlCounters {
 }
 
 impl CrawlCounters {
+    /// Counts a stored-size document of `bytes` (DocSize, one sample per document).
+    pub fn count_doc(&mut self, bytes: u64) {
+        self.doc_size += bytes;
+        self.docs += 1;
+        self.doc_size_max = self.doc_size_max.max(bytes);
+        self.extremes.merge(&Extremes {
+            doc_size: Some((bytes, bytes)),
+            dl_time: None,
+        });
+    }
+
+    /// Counts a download that took `secs` (DLTime, one sample per download).
+    pub fn count_download(&mut self, secs: f64) {
+        let secs = secs.max(0.0);
+        self.dl_time += secs;
+        self.downloads += 1;
+        self.dl_time_max = self.dl_time_max.max(secs);
+        self.extremes.merge(&Extremes {
+            doc_size: None,
+            dl_time: Some((secs, secs)),
+        });
+    }
+
+    /// The extremes since the last call, which starts them again.
+    pub fn take_extremes(&mut self) -> Extremes {
+        std::mem::take(&mut self.extremes)
+    }
+
     /// Counts a skipped URI.
     pub fn skip_uri(&mut self, code: &'static str) {
         *self.uri_skip.entry(code).or_default() += 1;
@@ -240,8 +300,12 @@ impl CrawlCounters {
             has_last_mod: self.has_last_mod.saturating_sub(old.has_last_mod),
             has_etag: self.has_etag.saturating_sub(old.has_etag),
             dl_time: (self.dl_time - old.dl_time).max(0.0),
+            downloads: self.downloads.saturating_sub(old.downloads),
+            dl_time_max: self.dl_time_max,
             doc_size: self.doc_size.saturating_sub(old.doc_size),
+            docs: self.docs.saturating_sub(old.docs),
             doc_size_max: self.doc_size_max,
+            extremes: self.extremes,
             retries: self.retries.saturating_sub(old.retries),
             has_sitemap: self.has_sitemap.saturating_sub(old.has_sitemap),
             sitemaps_read: self.sitemaps_read.saturating_sub(old.sitemaps_read),
@@ -270,8 +334,12 @@ impl CrawlCounters {
         self.has_last_mod += other.has_last_mod;
         self.has_etag += other.has_etag;
         self.dl_time += other.dl_time;
+        self.downloads += other.downloads;
+        self.dl_time_max = self.dl_time_max.max(other.dl_time_max);
         self.doc_size += other.doc_size;
+        self.docs += other.docs;
         self.doc_size_max = self.doc_size_max.max(other.doc_size_max);
+        self.extremes.merge(&other.extremes);
         self.retries += other.retries;
         self.has_sitemap += other.has_sitemap;
         self.sitemaps_read += other.sitemaps_read;

@@ -470,11 +470,12 @@ impl CrawlEngine {
             return Vec::new();
         };
         let counters = self.counters.entry(f.key.0.clone()).or_default();
-        counters.dl_time += o.elapsed;
+        counters.count_download(o.elapsed);
+        counters.read_net += o.net_read;
+        counters.write_net += o.net_written;
         let Some(rec) = f.record.take() else {
             let (status, body) = match &o.result {
                 Ok(r) => {
-                    counters.read_net += r.body.len() as u64;
                     *counters.http_response.entry(r.status).or_default() += 1;
                     (Some(r.status), r.body.as_slice())
                 }
@@ -525,7 +526,6 @@ impl CrawlEngine {
             }
         };
         counters.downloaded += 1;
-        counters.read_net += r.body.len() as u64;
         *counters.http_response.entry(r.status).or_default() += 1;
         if let Some(a) = sitemap(Ok(&r)) {
             return vec![a];
@@ -612,8 +612,7 @@ impl CrawlEngine {
             counters.skip_doc(doc_skip::EMPTY);
             return out;
         }
-        counters.doc_size += r.body.len() as u64;
-        counters.doc_size_max = counters.doc_size_max.max(r.body.len() as u64);
+        counters.count_doc(r.body.len() as u64);
         let mut flags = entry.uri_flags;
         if mime == "text/html" || mime == "application/xhtml+xml" {
             let ex = links::extract(&r.body, &url, cfg.link_extraction);

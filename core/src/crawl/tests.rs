@@ -46,6 +46,9 @@ fn ok(id: u64, status: u16, ctype: &str, body: &str) -> Outcome {
             truncated: false,
         }),
         elapsed: 0.01,
+        // A head of 100 bytes before the body; a request of 80.
+        net_read: 100 + body.len() as u64,
+        net_written: 80,
     }
 }
 
@@ -325,6 +328,8 @@ fn failures_and_refused_documents_get_their_codes() {
                 id: r[i].id,
                 result: Err(f),
                 elapsed: 1.0,
+                net_read: 0,
+                net_written: 50,
             },
             0.0,
         );
@@ -476,4 +481,26 @@ fn ignore_netloc_bypasses_host_rules_but_not_uri_rules() {
     let c = e.counters(C).unwrap();
     assert_eq!(c.uri_skip.get(uri_skip::DOMAIN), Some(&1));
     assert_eq!(c.uri_skip.get(uri_skip::URI), Some(&1));
+}
+
+/// MS-FSCADM 2.2.4.9 / 2.2.5: ReadNet and WriteNet count every byte the fetches read and wrote
+/// (robots.txt and failures included), DocSize and DLTime one sample per document / download.
+#[test]
+fn network_bytes_and_per_document_samples() {
+    let mut e = engine(|_| {});
+    e.push(ready(&format!("http://{SITE}/a")));
+    e.push(ready(&format!("http://{SITE}/b")));
+    let reqs = pass_robots(&mut e, "", 0.0);
+    e.complete(ok(reqs[0].id, 200, "text/plain", "12345"), 0.0);
+    let r = e.poll(10.0).0;
+    e.complete(ok(r[0].id, 200, "text/plain", "1234567890"), 10.0);
+    let c = e.counters_mut(C);
+    // robots.txt (empty body), then two documents: heads of 100 bytes, requests of 80.
+    assert_eq!(c.read_net, 100 + 105 + 110);
+    assert_eq!(c.write_net, 3 * 80);
+    assert_eq!((c.doc_size, c.docs, c.doc_size_max), (15, 2, 10));
+    assert_eq!(c.downloads, 3);
+    let x = c.take_extremes();
+    assert_eq!(x.doc_size, Some((5, 10)));
+    assert!(c.take_extremes().doc_size.is_none());
 }

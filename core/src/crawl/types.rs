@@ -108,6 +108,12 @@ pub struct Outcome {
     pub result: Result<Fetched, Failure>,
     /// Seconds the fetch took.
     pub elapsed: f64,
+    /// Bytes read from the network for it: response heads and bodies as sent (TLS records for
+    /// HTTPS), whether or not the fetch succeeded (MS-FSCADM 2.2.4.9 ReadNet).
+    pub net_read: u64,
+    /// Bytes written to the network for it: the request (TLS records for HTTPS; 2.2.4.9
+    /// WriteNet).
+    pub net_written: u64,
 }
 
 /// A fetched document that passed every check: next the duplicate check, then the store.

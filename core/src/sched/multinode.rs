@@ -153,11 +153,19 @@ struct Collection {
     awaiting_routes: BTreeSet<Vec<u8>>,
     /// While removing: the nodes that have not answered CMD_UM_DELETE_OK yet.
     removing: Option<BTreeSet<Vec<u8>>>,
-    /// The statistics deltas of CMD_UM_STAT merged (3.2.5.6).
+    /// The statistics deltas of CMD_UM_STAT merged (3.2.5.6), each MS-FSCADM 2.2.5 key as
+    /// what it measures ([`crate::stats::aggregate_report`]); ActiveSites and PPChecksums
+    /// are the sums of the nodes' latest.
     stats: Value<'static>,
     /// Per node: the deltas merged, for per-node views.
     node_stats: BTreeMap<Vec<u8>, Value<'static>>,
+    /// CMD_UM_STAT structures received and not yet taken into the statistics by refresh
+    /// cycle ([`Multinode::take_stat_reports`]).
+    reports: std::collections::VecDeque<Value<'static>>,
 }
+
+/// CMD_UM_STAT structures kept per collection until taken (the oldest go beyond).
+const MAX_PENDING_REPORTS: usize = 4096;
 
 /// A connection from a node scheduler.
 #[derive(Default)]
@@ -369,6 +377,7 @@ impl Multinode {
             removing: None,
             stats: Value::Dict(Vec::new()),
             node_stats: BTreeMap::new(),
+            reports: Default::default(),
         })
     }
 
@@ -436,6 +445,17 @@ impl Multinode {
     /// The merged statistics of a collection (3.2.5.6).
     pub fn statistics(&self, name: &[u8]) -> Option<&Value<'static>> {
         self.collections.get(name).map(|c| &c.stats)
+    }
+
+    /// The CMD_UM_STAT structures received since the last call: (collection, structure), in
+    /// the order they came (MS-FSCMT 3.2.5.6; the administrative statistics add each to the
+    /// refresh cycle its Epoch names).
+    pub fn take_stat_reports(&mut self) -> Vec<(Vec<u8>, Value<'static>)> {
+        let mut out = Vec::new();
+        for (name, c) in self.collections.iter_mut() {
+            out.extend(c.reports.drain(..).map(|r| (name.clone(), r)));
+        }
+        out
     }
 
     /// The merged statistics of a collection from one node.

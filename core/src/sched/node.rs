@@ -236,8 +236,9 @@ struct Collection {
     feeding: Feeding,
     /// The collection's directory.
     dir: PathBuf,
-    /// Statistics the crawl engine counted since the last CMD_UM_STAT (FSCADM names).
-    crawl_delta: Value<'static>,
+    /// The 2.2.5 structures (FSCADM names) of what was gathered since the last CMD_UM_STAT,
+    /// one per refresh cycle ([`NodeScheduler::add_stat_report`]).
+    stat_reports: Vec<Value<'static>>,
     counters: NodeCounters,
     sent: NodeCounters,
     /// The node's clock (see [`NodeOptions::clock`]).
@@ -353,6 +354,8 @@ pub struct NodeScheduler {
     out: Outbox<Dest>,
     /// IndexNow URLs no collection covers, since the start.
     indexnow_dropped: u64,
+    /// Refresh cycles begun since start ([`NodeScheduler::cycles_begun`]).
+    cycles_begun: u64,
 }
 
 /// The conditional request headers for a queue record whose URI has a stored copy with
@@ -442,6 +445,7 @@ impl NodeScheduler {
             rup: rup::RupHook::default(),
             out: Outbox::new(),
             indexnow_dropped: 0,
+            cycles_begun: 0,
         };
         for m in n.dirs.load_all()? {
             let Some(name) = m.get(b"name").and_then(Value::as_bytes).map(<[u8]>::to_vec) else {
@@ -554,7 +558,7 @@ impl NodeScheduler {
                 fed_mark,
             },
             dir,
-            crawl_delta: Value::Dict(Vec::new()),
+            stat_reports: Vec::new(),
             counters: NodeCounters::default(),
             sent: NodeCounters::default(),
             clock: self.opts.clock.clone(),

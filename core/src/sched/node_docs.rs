@@ -34,12 +34,28 @@ impl Verdict {
 }
 
 impl NodeScheduler {
-    /// Adds statistics the crawl engine counted (a dict of FSCADM 2.2.4.9 names) to the next
-    /// CMD_UM_STAT of the collection (3.1.6 Statistics timer).
-    pub fn add_crawl_stats(&mut self, name: &[u8], delta: &crate::marshal::Value<'_>) {
+    /// Queues the statistics structure of MS-FSCADM 2.2.5 the next CMD_UM_STAT carries
+    /// (MS-FSCMT 2.2.4.6; one per refresh cycle that gathered something since the last).
+    pub fn add_stat_report(&mut self, name: &[u8], report: crate::marshal::Value<'static>) {
         if let Some(c) = self.collections.get_mut(name) {
-            crate::sched::multinode::merge_stats(&mut c.crawl_delta, delta);
+            // Not sent for a long while (no multinode scheduler): the oldest go.
+            if c.stat_reports.len() >= 64 {
+                c.stat_reports.remove(0);
+            }
+            c.stat_reports.push(report);
         }
+    }
+
+    /// Unique document checksums in the collection's checksum database (MS-FSCADM 2.2.4.10
+    /// PPChecksums).
+    pub fn checksums(&self, name: &[u8]) -> Option<usize> {
+        self.collections.get(name).map(|c| c.dedup.checksums.len())
+    }
+
+    /// Refresh cycles begun over all collections since the node started: a change tells the
+    /// statistics to start a cycle.
+    pub fn cycles_begun(&self) -> u64 {
+        self.cycles_begun
     }
 
     /// Verdicts that arrived from duplicate servers since the last call.

@@ -161,6 +161,7 @@ impl NodeScheduler {
             }
         }
         c.refresh.cycle += 1;
+        self.cycles_begun += 1;
         c.seen.clear()?;
         let cycle = c.refresh.cycle;
         let uris = start_uris(&c.dict);

@@ -497,6 +497,14 @@ impl NodeScheduler {
         }
         for (u, cs) in removes {
             self.send_ppdup_remove(name, &u, cs);
+            // Counted as deleted (MS-FSCADM 2.2.4.9 Deleted, and so DocumentStore).
+            self.verdicts.push(Verdict {
+                collection: name.to_vec(),
+                uri: u,
+                checksum: cs,
+                owner: Vec::new(),
+                fate: Fate::Deleted,
+            });
         }
         Ok(deleted)
     }

@@ -99,13 +99,23 @@ impl NodeScheduler {
                 indexnow_queued: cur.indexnow_queued - s.indexnow_queued,
             };
             c.sent = cur;
-            let mut stats = delta.to_value();
-            let crawl = std::mem::replace(&mut c.crawl_delta, Value::Dict(Vec::new()));
-            crate::sched::multinode::merge_stats(&mut stats, &crawl);
-            msgs.push(Message::CmdUmStat(Stat {
-                collection: owned(name),
-                stats,
-            }));
+            // One CMD_UM_STAT per refresh cycle reported; the node's own counters go with
+            // the last (the current cycle's).
+            let mut reports = std::mem::take(&mut c.stat_reports);
+            if reports.is_empty() {
+                reports.push(Value::Dict(Vec::new()));
+            }
+            if let Some(Value::Dict(last)) = reports.last_mut() {
+                if let Value::Dict(own) = delta.to_value() {
+                    last.extend(own);
+                }
+            }
+            for stats in reports {
+                msgs.push(Message::CmdUmStat(Stat {
+                    collection: owned(name),
+                    stats,
+                }));
+            }
         }
         for m in msgs {
             self.send_multinode(Priority::Normal, &m);

@@ -118,6 +118,26 @@ pub fn flatten_collection(c: &Schema, live: &Live, now: i64) -> Value<'static> {
     Value::Dict(d)
 }
 
+/// The 2.2.5 dictionary of a CMD_UM_STAT (MS-FSCMT 2.2.4.6) for `delta`, what a collection
+/// gathered since the previous one (its `start`) until `now`: as [`flatten_collection`], but
+/// DocumentStore is the change Stored - Modified - Deleted, negative after deletes (a peer that
+/// adds the deltas up gets the store), and the smallest document and download (DocSizeMin,
+/// DLTimeMin, no 2.2.5 keys) go along for [`super::schema_of_report`].
+pub fn flatten_report(delta: &Schema, live: &Live, now: i64) -> Value<'static> {
+    let mut v = flatten_collection(delta, live, now);
+    if let Value::Dict(d) = &mut v {
+        let store = delta.num("Stored") - delta.num("Modified") - delta.num("Deleted");
+        for (k, x) in d.iter_mut() {
+            if k.as_bytes() == Some(b"DocumentStore") {
+                *x = number(store);
+            }
+        }
+        d.push((s("DocSizeMin"), Value::Float(delta.min("DocSize"))));
+        d.push((s("DLTimeMin"), Value::Float(delta.min("DLTime"))));
+    }
+    v
+}
+
 /// The 2.2.6 dictionary for the global schema instance `g` at `now`. The flattened names
 /// follow the 2.2.6 table: DNSRequest counts the schema's DNSRequests, DNSResponse its
 /// DNSResponses, and DNSResponses is the histogram the schema calls DNSResponse.

@@ -27,6 +27,7 @@
 //! A discrete value keeps the last value set, its minimum, maximum and update count.
 
 mod flat;
+mod report;
 mod schema;
 pub mod sites;
 #[cfg(test)]
@@ -35,7 +36,8 @@ mod tests;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use flat::{flatten_collection, flatten_global, Live};
+pub use flat::{flatten_collection, flatten_global, flatten_report, Live};
+pub use report::{aggregate_report, schema_of_report};
 pub use schema::{Kind, Schema, Stat};
 
 use crate::marshal::{self, Limits, Value};
@@ -46,6 +48,9 @@ pub const COMPLETE: &str = "cOmPIEtE";
 /// Sites with statistics kept per collection; beyond it, site updates count for the collection
 /// only.
 pub const MAX_SITES: usize = 100_000;
+
+/// Reports of ended cycles kept for the next CMD_UM_STAT.
+const MAX_ENDED_REPORTS: usize = 16;
 
 /// The statistics of one schema instance: delta, retained cycles and the complete cycle.
 #[derive(Clone, Debug, PartialEq)]
@@ -118,6 +123,8 @@ impl Table {
             if let Some(prev) = self.cycles.values().next_back() {
                 fresh.carry_discrete(prev);
             }
+            // 2.2.4.9 Epoch: the cycle's own number.
+            fresh.set("Epoch", cycle as f64);
             self.cycles.insert(cycle, fresh);
         }
         while self.cycles.len() > retain.max(1) {
@@ -165,7 +172,7 @@ impl Table {
 }
 
 /// A collection's statistics and its sites'.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct CollectionStats {
     /// The collection schema (2.2.4.10).
     pub table: Table,
@@ -173,12 +180,41 @@ pub struct CollectionStats {
     pub sites: BTreeMap<String, Table>,
     /// When the collection was added (its Uptime).
     pub added: i64,
+    /// What was gathered since the last CMD_UM_STAT (MS-FSCMT 3.1.6 Statistics Timeout: "the
+    /// delta of statistics since the previous"), in the current cycle. Not persisted.
+    pub report: Schema,
+    /// Reports of cycles that ended since the last CMD_UM_STAT: (cycle, what it gathered).
+    pub ended: Vec<(i64, Schema)>,
+}
+
+/// Equal when what is persisted is (the reports for the next CMD_UM_STAT are not).
+impl PartialEq for CollectionStats {
+    fn eq(&self, o: &CollectionStats) -> bool {
+        self.table == o.table && self.sites == o.sites && self.added == o.added
+    }
 }
 
 impl CollectionStats {
+    fn new(table: Table, added: i64) -> CollectionStats {
+        let report = Schema::new(schema::COLLECTION, &table.delta.name, table.delta.start);
+        CollectionStats {
+            table,
+            sites: BTreeMap::new(),
+            added,
+            report,
+            ended: Vec::new(),
+        }
+    }
+
     /// See [`Table::current`].
     pub fn current(&self) -> Schema {
         self.table.current()
+    }
+
+    /// The previous cycle and its number, when retained.
+    pub fn previous(&self) -> Option<(i64, &Schema)> {
+        let t = &self.table;
+        t.cycles.range(..t.cycle).next_back().map(|(n, s)| (*n, s))
     }
 }
 
@@ -218,11 +254,7 @@ impl Stats {
         self.collections.entry(name.to_vec()).or_insert_with(|| {
             let mut table = Table::new(schema::COLLECTION, &name_of(name), now);
             table.delta.set("Uptime", now as f64);
-            CollectionStats {
-                table,
-                sites: BTreeMap::new(),
-                added: now,
-            }
+            CollectionStats::new(table, now)
         });
     }
 
@@ -240,6 +272,24 @@ impl Stats {
     pub fn add(&mut self, collection: &[u8], key: &str, v: f64) {
         if let Some(c) = self.collections.get_mut(collection) {
             c.table.delta.add(key, v);
+            c.report.add(key, v);
+        }
+    }
+
+    /// Adds `n` samples of a continuous attribute of a collection: their sum, smallest and
+    /// largest (DocSize per document, DLTime per download; see [`Schema::add_samples`]).
+    pub fn add_samples(
+        &mut self,
+        collection: &[u8],
+        key: &str,
+        sum: f64,
+        n: u64,
+        min: f64,
+        max: f64,
+    ) {
+        if let Some(c) = self.collections.get_mut(collection) {
+            c.table.delta.add_samples(key, sum, n, min, max);
+            c.report.add_samples(key, sum, n, min, max);
         }
     }
 
@@ -249,6 +299,7 @@ impl Stats {
             return;
         };
         c.table.delta.add(key, v);
+        c.report.add(key, v);
         if let Some(t) = site_table(c, site) {
             t.delta.add(key, v);
         }
@@ -258,6 +309,7 @@ impl Stats {
     pub fn set(&mut self, collection: &[u8], key: &str, v: f64) {
         if let Some(c) = self.collections.get_mut(collection) {
             c.table.delta.set(key, v);
+            c.report.set(key, v);
         }
     }
 
@@ -276,6 +328,7 @@ impl Stats {
     pub fn set_str(&mut self, collection: &[u8], key: &str, v: &str) {
         if let Some(c) = self.collections.get_mut(collection) {
             c.table.delta.set_str(key, v);
+            c.report.set_str(key, v);
         }
     }
 
@@ -284,6 +337,7 @@ impl Stats {
     pub fn hist(&mut self, collection: &[u8], key: &str, bucket: &str, n: f64) {
         if let Some(c) = self.collections.get_mut(collection) {
             c.table.delta.hist(key, bucket, n);
+            c.report.hist(key, bucket, n);
         }
     }
 
@@ -293,6 +347,7 @@ impl Stats {
             return;
         };
         c.table.delta.hist(key, bucket, n);
+        c.report.hist(key, bucket, n);
         if let Some(t) = site_table(c, site) {
             t.delta.hist(key, bucket, n);
         }
@@ -326,6 +381,48 @@ impl Stats {
         self.global.delta.hist(key, bucket, n);
     }
 
+    /// What a collection gathered since the last call, for a CMD_UM_STAT (MS-FSCMT 3.1.6):
+    /// (cycle, gathered) for each cycle that ended since, then the current cycle's (its
+    /// `start` is when the last call was, its `stop` now).
+    pub fn take_reports(&mut self, collection: &[u8], now: i64) -> Vec<(i64, Schema)> {
+        let Some(c) = self.collections.get_mut(collection) else {
+            return Vec::new();
+        };
+        let mut out = std::mem::take(&mut c.ended);
+        let fresh = Schema::new(schema::COLLECTION, &c.report.name, now);
+        let mut cur = std::mem::replace(&mut c.report, fresh);
+        cur.stop = now;
+        out.push((c.table.cycle, cur));
+        out
+    }
+
+    /// Adds a 2.2.5 structure a node scheduler reported (CMD_UM_STAT, MS-FSCMT 3.2.5.6) to
+    /// the cycle its Epoch names: a later cycle starts it, the current one gathers it in its
+    /// delta, an earlier one still retained gets it directly (and so does the complete cycle).
+    /// Returns the cycle it went to.
+    pub fn apply_report(&mut self, collection: &[u8], report: &Value<'_>, now: i64) -> Option<i64> {
+        let cur = self.collections.get(collection)?.table.cycle;
+        let epoch = report
+            .get(b"Epoch")
+            .and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
+            .filter(|e| *e >= 0)
+            .unwrap_or(cur);
+        if epoch > cur {
+            self.start_cycle(collection, epoch, now);
+        }
+        let c = self.collections.get_mut(collection)?;
+        let d = schema_of_report(report, &c.report.name, now);
+        if epoch >= c.table.cycle {
+            c.table.delta.merge(&d);
+        } else {
+            if let Some(s) = c.table.cycles.get_mut(&epoch) {
+                s.merge(&d);
+            }
+            c.table.complete.merge(&d);
+        }
+        Some(epoch)
+    }
+
     /// Merges every delta into its current cycle (every 1-2 minutes, 2.2.4.4).
     pub fn merge(&mut self, now: i64) {
         self.global.merge(now);
@@ -337,10 +434,23 @@ impl Stats {
         }
     }
 
-    /// A collection begins refresh cycle `cycle` (2.2.4.5: cycle numbers start at 0).
+    /// A collection begins refresh cycle `cycle` (2.2.4.5: cycle numbers start at 0): what was
+    /// gathered so far stays with the cycle that ends (the current report goes to `ended`).
     pub fn start_cycle(&mut self, collection: &[u8], cycle: i64, now: i64) {
         let retain = self.retain;
         if let Some(c) = self.collections.get_mut(collection) {
+            // Clocks read rounded up and down: a cycle begins no earlier than the last one.
+            let t = &c.table;
+            let now = t.cycles.get(&t.cycle).map_or(now, |s| now.max(s.start));
+            if cycle > c.table.cycle {
+                let fresh = Schema::new(schema::COLLECTION, &c.report.name, now);
+                let done = std::mem::replace(&mut c.report, fresh);
+                c.ended.push((c.table.cycle, done));
+                // Not read for a long while (no CMD_UM_STAT sent): the oldest go.
+                if c.ended.len() > MAX_ENDED_REPORTS {
+                    c.ended.remove(0);
+                }
+            }
             c.table.start_cycle(cycle, retain, now);
             for t in c.sites.values_mut() {
                 t.start_cycle(cycle, retain, now);
@@ -425,14 +535,10 @@ impl Stats {
                 let s = String::from_utf8_lossy(s.as_bytes()?).into_owned();
                 sites.insert(s, Table::from_value(t, schema::SITE)?);
             }
-            collections.insert(
-                n.as_bytes()?.to_vec(),
-                CollectionStats {
-                    table: Table::from_value(c.get(b"table")?, schema::COLLECTION)?,
-                    sites,
-                    added: c.get(b"added")?.as_i64()?,
-                },
-            );
+            let table = Table::from_value(c.get(b"table")?, schema::COLLECTION)?;
+            let mut cs = CollectionStats::new(table, c.get(b"added")?.as_i64()?);
+            cs.sites = sites;
+            collections.insert(n.as_bytes()?.to_vec(), cs);
         }
         Some(Stats {
             global: Table::from_value(v.get(b"global")?, schema::GLOBAL)?,

@@ -276,6 +276,45 @@ impl Schema {
         self.update(key, v, Kind::Continuous);
     }
 
+    /// Adds `n` samples of a continuous attribute at once: their sum, smallest and largest
+    /// (DocSize per document, DLTime per download: the updates count the samples, so an
+    /// average is the sum over the updates and the maximum is the largest sample).
+    pub fn add_samples(&mut self, key: &str, sum: f64, n: u64, min: f64, max: f64) {
+        if n == 0 {
+            return;
+        }
+        let s = self.attrs.entry(key.to_string()).or_insert(Stat::Num {
+            kind: Kind::Continuous,
+            cur: 0.0,
+            min,
+            max,
+            n: 0,
+        });
+        match s {
+            Stat::Num {
+                cur,
+                min: lo,
+                max: hi,
+                n: count,
+                ..
+            } => {
+                *cur += sum;
+                *lo = if *count == 0 { min } else { lo.min(min) };
+                *hi = if *count == 0 { max } else { hi.max(max) };
+                *count += n;
+            }
+            other => {
+                *other = Stat::Num {
+                    kind: Kind::Continuous,
+                    cur: sum,
+                    min,
+                    max,
+                    n,
+                }
+            }
+        }
+    }
+
     /// Sets a discrete attribute (its aggregation type from [`Kind::of`]).
     pub fn set(&mut self, key: &str, v: f64) {
         let kind = match Kind::of(key) {
@@ -379,6 +418,14 @@ impl Schema {
     pub fn max(&self, key: &str) -> f64 {
         match self.attrs.get(key) {
             Some(Stat::Num { max, .. }) => *max,
+            _ => 0.0,
+        }
+    }
+
+    /// The smallest update of a numeric attribute (0 when absent).
+    pub fn min(&self, key: &str) -> f64 {
+        match self.attrs.get(key) {
+            Some(Stat::Num { min, .. }) => *min,
             _ => 0.0,
         }
     }

@@ -166,3 +166,116 @@ fn flattened_collection_and_global_structures() {
         Some(19.0)
     );
 }
+
+/// DocSize per document (FSCADM 2.2.5 DocSizeAvg / DocSizeMax): samples added at once count
+/// one update each.
+#[test]
+fn samples_make_per_document_averages_and_maxima() {
+    let mut s = Stats::new(2, 0);
+    s.add_collection(b"c", 0);
+    s.add_samples(b"c", "DocSize", 4000.0, 4, 500.0, 2000.0);
+    s.add_samples(b"c", "DocSize", 100.0, 1, 100.0, 100.0);
+    let live = Live::default();
+    let v = flatten_collection(&s.collection(b"c").unwrap().current(), &live, 10);
+    assert_eq!(v.get(b"DocSizeAvg").and_then(Value::as_f64), Some(820.0));
+    assert_eq!(v.get(b"DocSizeMax").and_then(Value::as_f64), Some(2000.0));
+}
+
+/// A refresh cycle that starts keeps what was gathered before with the cycle that ended, in
+/// the CMD_UM_STAT reports too; each cycle has its Epoch.
+#[test]
+fn reports_and_cycles_split_at_a_new_cycle() {
+    let mut s = Stats::new(4, 0);
+    s.add_collection(b"c", 0);
+    s.add(b"c", "Downloaded", 2.0);
+    s.start_cycle(b"c", 1, 50);
+    s.add(b"c", "Downloaded", 3.0);
+    let c = s.collection(b"c").unwrap();
+    assert_eq!(c.current().num("Downloaded"), 3.0);
+    let (n, prev) = c.previous().unwrap();
+    assert_eq!((n, prev.num("Downloaded")), (0, 2.0));
+    assert_eq!(c.current().num("Epoch"), 1.0);
+    let r = s.take_reports(b"c", 60);
+    let got: Vec<(i64, f64)> = r.iter().map(|(n, s)| (*n, s.num("Downloaded"))).collect();
+    assert_eq!(got, [(0, 2.0), (1, 3.0)]);
+    assert!(s.take_reports(b"c", 70)[0].1.attrs.is_empty());
+}
+
+fn flat(pairs: &[(&str, Value<'static>)]) -> Value<'static> {
+    Value::Dict(
+        pairs
+            .iter()
+            .map(|(k, v)| (Value::owned_bytes(k.as_bytes().to_vec()), v.clone()))
+            .collect(),
+    )
+}
+
+/// MS-FSCMT 3.2.5.6: a reported 2.2.5 structure goes to the cycle its Epoch names; one of an
+/// earlier cycle still counts there and in the complete cycle.
+#[test]
+fn reports_go_to_the_cycle_their_epoch_names() {
+    let mut s = Stats::new(4, 0);
+    s.add_collection(b"c", 0);
+    let rep = |epoch: i64, docs: f64, size: f64, max: f64| {
+        flat(&[
+            ("Epoch", Value::int(epoch)),
+            ("Downloaded", Value::Float(docs)),
+            ("DocSize", Value::Float(size)),
+            ("DocSizeAvg", Value::Float(size / docs)),
+            ("DocSizeMax", Value::Float(max)),
+            ("DocumentStore", Value::int(7)),
+            ("uris_queued", Value::int(3)),
+        ])
+    };
+    s.apply_report(b"c", &rep(0, 4.0, 4000.0, 1500.0), 10);
+    s.apply_report(b"c", &rep(1, 2.0, 500.0, 300.0), 20);
+    s.apply_report(b"c", &rep(0, 1.0, 6000.0, 6000.0), 30);
+    let c = s.collection(b"c").unwrap();
+    assert_eq!(c.table.cycle, 1);
+    let cur = c.current();
+    assert_eq!((cur.num("Downloaded"), cur.count("DocSize")), (2.0, 2));
+    let (n, prev) = c.previous().unwrap();
+    assert_eq!(n, 0);
+    assert_eq!(prev.num("Downloaded"), 5.0);
+    assert_eq!((prev.num("DocSize"), prev.count("DocSize")), (10000.0, 5));
+    assert_eq!(prev.max("DocSize"), 6000.0);
+    let all = c.table.lifetime();
+    assert_eq!(all.num("Downloaded"), 7.0);
+    assert!(!all.attrs.contains_key("uris_queued") && !all.attrs.contains_key("DocumentStore"));
+}
+
+/// The running 2.2.5 structure of a node or collection: counts add, averages over every
+/// sample, maxima the largest, DocumentStore and the rates from the totals.
+#[test]
+fn aggregated_reports_keep_each_key_meaningful() {
+    let mut acc = Value::Dict(Vec::new());
+    let rep = |docs: f64, size: f64, max: f64, epoch: i64, stored: f64, deleted: f64| {
+        flat(&[
+            ("Epoch", Value::int(epoch)),
+            ("Downloaded", Value::Float(docs)),
+            ("Stored", Value::Float(stored)),
+            ("Modified", Value::Float(0.0)),
+            ("Deleted", Value::Float(deleted)),
+            ("DocSize", Value::Float(size)),
+            ("DocSizeAvg", Value::Float(size / docs)),
+            ("DocSizeMax", Value::Float(max)),
+            ("DocumentStore", Value::int(0)),
+            ("FirstUpdate", Value::Float(100.0)),
+            ("StatUpdate", Value::Float(110.0)),
+            ("ActiveSites", Value::int(docs as i64)),
+        ])
+    };
+    aggregate_report(&mut acc, &rep(4.0, 4000.0, 1500.0, 0, 4.0, 0.0));
+    aggregate_report(&mut acc, &rep(1.0, 6000.0, 6000.0, 1, 1.0, 2.0));
+    let n = |k: &[u8]| {
+        acc.get(k)
+            .and_then(|v| v.as_f64().or_else(|| v.as_i64().map(|i| i as f64)))
+    };
+    assert_eq!(n(b"Downloaded"), Some(5.0));
+    assert_eq!(n(b"DocSizeAvg"), Some(2000.0));
+    assert_eq!(n(b"DocSizeMax"), Some(6000.0));
+    assert_eq!(n(b"Epoch"), Some(1.0));
+    assert_eq!(n(b"DocumentStore"), Some(3.0));
+    assert_eq!(n(b"ActiveSites"), Some(1.0));
+    assert_eq!(n(b"DocRate"), Some(0.5));
+}

@@ -47,6 +47,8 @@ pub(super) struct Job {
     reader: ResponseReader,
     /// The exchange's bytes, when the fetcher keeps them.
     wire: Option<Wire>,
+    /// Bytes (read, written) on the network for this request, an earlier attempt's included.
+    pub(super) net: (u64, u64),
 }
 
 impl Job {
@@ -63,6 +65,7 @@ impl Job {
             got_bytes: false,
             reader,
             wire: None,
+            net: (0, 0),
         }
     }
 }
@@ -114,6 +117,9 @@ pub(super) struct Conn {
     out_pos: usize,
     /// The peer closed its side.
     eof: bool,
+    /// Bytes read from and written to the socket since [`Conn::take_net`] (TLS records as
+    /// they went, for HTTPS).
+    net: (u64, u64),
 }
 
 impl Conn {
@@ -152,7 +158,13 @@ impl Conn {
             out: Vec::with_capacity(512),
             out_pos: 0,
             eof: false,
+            net: (0, 0),
         })
+    }
+
+    /// Bytes (read, written) on the socket since the last call.
+    pub(super) fn take_net(&mut self) -> (u64, u64) {
+        std::mem::take(&mut self.net)
     }
 
     /// The earliest deadline of the request in flight.
@@ -224,7 +236,12 @@ impl Conn {
         }
         self.start = 0;
         self.end = 0;
-        let r = fill(&mut self.stream, self.tls.as_deref_mut(), &mut self.buf);
+        let r = fill(
+            &mut self.stream,
+            self.tls.as_deref_mut(),
+            &mut self.buf,
+            &mut self.net,
+        );
         match r {
             Ok(Filled::WouldBlock) => self.flush().is_ok(),
             Ok(Filled::Data(_)) | Ok(Filled::Eof) | Err(_) => false,
@@ -248,7 +265,7 @@ impl Conn {
         if let Some(tls) = &mut self.tls {
             while tls.wants_write() {
                 match tls.write_tls(&mut self.stream) {
-                    Ok(_) => {}
+                    Ok(n) => self.net.1 += n as u64,
                     Err(e) if would_block(&e) => break,
                     Err(e) if interrupted(&e) => {}
                     Err(e) => return Err(e),
@@ -259,7 +276,10 @@ impl Conn {
         while self.out_pos < self.out.len() {
             match self.stream.write(&self.out[self.out_pos..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.out_pos += n,
+                Ok(n) => {
+                    self.out_pos += n;
+                    self.net.1 += n as u64;
+                }
                 Err(e) if would_block(&e) => return Ok(()),
                 Err(e) if interrupted(&e) => {}
                 Err(e) => return Err(e),
@@ -294,6 +314,7 @@ impl Conn {
                 &mut self.stream,
                 self.tls.as_deref_mut(),
                 &mut self.buf[self.end..],
+                &mut self.net,
             )? {
                 Filled::WouldBlock => return Ok(None),
                 Filled::Data(n) => {
@@ -326,17 +347,22 @@ impl Conn {
     }
 }
 
-/// Reads response bytes (plaintext, for TLS) into `buf`.
+/// Reads response bytes (plaintext, for TLS) into `buf`, counting the bytes read from and
+/// written to the socket in `net`.
 fn fill(
     stream: &mut TcpStream,
     tls: Option<&mut ClientConnection>,
     buf: &mut [u8],
+    net: &mut (u64, u64),
 ) -> Result<Filled, FetchError> {
     let Some(tls) = tls else {
         loop {
             return match stream.read(buf) {
                 Ok(0) => Ok(Filled::Eof),
-                Ok(n) => Ok(Filled::Data(n)),
+                Ok(n) => {
+                    net.0 += n as u64;
+                    Ok(Filled::Data(n))
+                }
                 Err(e) if would_block(&e) => Ok(Filled::WouldBlock),
                 Err(e) if interrupted(&e) => continue,
                 Err(e) => Err(e.into()),
@@ -356,20 +382,22 @@ fn fill(
         }
         match tls.read_tls(stream) {
             Ok(0) => tcp_eof = true,
-            Ok(_) => {}
+            Ok(n) => net.0 += n as u64,
             Err(e) if would_block(&e) => return Ok(Filled::WouldBlock),
             Err(e) if interrupted(&e) => continue,
             Err(e) => return Err(e.into()),
         }
         if let Err(e) = tls.process_new_packets() {
             // Best effort: tell the server why (rustls queued an alert).
-            let _ = tls.write_tls(stream);
+            if let Ok(n) = tls.write_tls(stream) {
+                net.1 += n as u64;
+            }
             return Err(FetchError::Tls(e.to_string()));
         }
         // Handshake flights and key updates go out as soon as rustls has them.
         while tls.wants_write() {
             match tls.write_tls(stream) {
-                Ok(_) => {}
+                Ok(n) => net.1 += n as u64,
                 Err(e) if would_block(&e) => break,
                 Err(e) if interrupted(&e) => {}
                 Err(e) => return Err(e.into()),

@@ -223,6 +223,12 @@ pub struct FetchResult {
     pub elapsed: Duration,
     /// How long the request waited for a free socket before `started`.
     pub queued: Duration,
+    /// Bytes read from the network for this request: the response head and body as they
+    /// came (TLS records for HTTPS, the handshake of a fresh connection included), an earlier
+    /// attempt's too, whether or not it succeeded.
+    pub net_read: u64,
+    /// Bytes written to the network for it: the request (TLS records for HTTPS).
+    pub net_written: u64,
 }
 
 /// State shared by the [`Fetcher`] handle and its poll thread.

@@ -39,6 +39,8 @@ struct Pending {
     submitted: Instant,
     /// Second attempt after a reused connection died: must go on a fresh connection.
     retried: bool,
+    /// Bytes (read, written) of an earlier attempt.
+    net: (u64, u64),
 }
 
 /// An idle connection in age order, valid while the connection is still idle in that round.
@@ -104,6 +106,7 @@ impl Turn for Driver {
                 req: s.req,
                 submitted: s.at,
                 retried: false,
+                net: (0, 0),
             };
             if self.waiting.is_empty() {
                 self.dispatch(p, now);
@@ -193,8 +196,12 @@ impl Driver {
             Step::Pending => self.arm(id),
             Step::Done(resp, keep) => {
                 conn.served += 1;
-                let Some(job) = conn.job.take() else { return };
+                let Some(mut job) = conn.job.take() else {
+                    return;
+                };
                 let keep = keep && conn.settle();
+                let (r, w) = conn.take_net();
+                job.net = (job.net.0 + r, job.net.1 + w);
                 if keep {
                     conn.phase = Phase::Idle;
                     conn.idle_gen += 1;
@@ -213,10 +220,14 @@ impl Driver {
                 } else {
                     self.close(id);
                 }
-                self.answer(job.req, job.submitted, job.started, Ok(resp));
+                self.answer(job.req, job.submitted, job.started, Ok(resp), job.net);
             }
             Step::Failed(e) => {
-                let Some(job) = conn.job.take() else { return };
+                let Some(mut job) = conn.job.take() else {
+                    return;
+                };
+                let (r, w) = conn.take_net();
+                job.net = (job.net.0 + r, job.net.1 + w);
                 self.close(id);
                 // A kept-alive connection the server dropped before answering: the request never
                 // reached it, so once more on a fresh connection (RFC 9112 section 9.3.1).
@@ -231,11 +242,12 @@ impl Driver {
                         req: job.req,
                         submitted: job.submitted,
                         retried: true,
+                        net: job.net,
                     };
                     self.dispatch(p, Instant::now());
                 } else {
                     log::debug!("fetch: {}: {e}", job.req.url);
-                    self.answer(job.req, job.submitted, job.started, Err(e));
+                    self.answer(job.req, job.submitted, job.started, Err(e), job.net);
                 }
             }
         }
@@ -256,7 +268,7 @@ impl Driver {
         self.next_uid += 1;
         let conn = match Conn::connect(&p.req, self.next_uid, &self.tls) {
             Ok(c) => c,
-            Err(e) => return self.answer(p.req, p.submitted, now, Err(e)),
+            Err(e) => return self.answer(p.req, p.submitted, now, Err(e), p.net),
         };
         let entry = self.conns.vacant_entry();
         let id = entry.key();
@@ -267,7 +279,7 @@ impl Driver {
             .register(&mut conn.stream, Token(id), interest)
         {
             self.conns.remove(id);
-            return self.answer(p.req, p.submitted, now, Err(FetchError::Io(e)));
+            return self.answer(p.req, p.submitted, now, Err(FetchError::Io(e)), p.net);
         }
         self.count_open();
         self.start(id, p, now);
@@ -282,7 +294,8 @@ impl Driver {
     }
 
     fn start(&mut self, id: usize, p: Pending, now: Instant) {
-        let job = Job::new(p.req, p.submitted, p.retried, now);
+        let mut job = Job::new(p.req, p.submitted, p.retried, now);
+        job.net = p.net;
         let Some(conn) = self.conns.get_mut(id) else {
             return;
         };
@@ -442,6 +455,7 @@ impl Driver {
         submitted: Instant,
         started: Instant,
         result: Result<Response, FetchError>,
+        net: (u64, u64),
     ) {
         let now = Instant::now();
         let res = FetchResult {
@@ -451,6 +465,8 @@ impl Driver {
             started,
             elapsed: now.saturating_duration_since(started),
             queued: started.saturating_duration_since(submitted),
+            net_read: net.0,
+            net_written: net.1,
         };
         if self.done.send(res).is_err() {
             log::debug!(
@@ -465,25 +481,26 @@ impl Driver {
     /// On stop: every request not answered yet gets `Shutdown`.
     fn answer_all_shutdown(&mut self) {
         let now = Instant::now();
-        let jobs: Vec<Job> = self
+        let jobs: Vec<(Job, (u64, u64))> = self
             .conns
             .drain()
-            .filter_map(|mut c| c.job.take())
+            .filter_map(|mut c| {
+                let net = c.take_net();
+                c.job.take().map(|j| (j, net))
+            })
             .collect();
         self.count_open();
-        for job in jobs {
-            self.answer(
-                job.req,
-                job.submitted,
-                job.started,
-                Err(FetchError::Shutdown),
-            );
+        for (job, (r, w)) in jobs {
+            let net = (job.net.0 + r, job.net.1 + w);
+            let e = Err(FetchError::Shutdown);
+            self.answer(job.req, job.submitted, job.started, e, net);
         }
         for p in std::mem::take(&mut self.waiting) {
-            self.answer(p.req, p.submitted, now, Err(FetchError::Shutdown));
+            self.answer(p.req, p.submitted, now, Err(FetchError::Shutdown), p.net);
         }
         while let Ok(s) = self.submitted.try_recv() {
-            self.answer(s.req, s.at, now, Err(FetchError::Shutdown));
+            let e = Err(FetchError::Shutdown);
+            self.answer(s.req, s.at, now, e, (0, 0));
         }
     }
 }

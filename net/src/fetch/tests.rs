@@ -667,3 +667,34 @@ fn keep_wire_gives_the_exchange_as_sent_and_received() {
     let plain = fetch_ok(&fetcher(), request(2, &url, s.addr));
     assert!(plain.wire.is_none());
 }
+
+/// The bytes a fetch read and wrote are counted as they went over the socket: the response
+/// head with the body, the request as sent (MS-FSCADM 2.2.4.9 ReadNet / WriteNet), and a
+/// failed fetch's too.
+#[test]
+fn network_bytes_read_and_written_are_counted() {
+    let body = b"0123456789".repeat(50);
+    let resp = ok_response(&body);
+    let sent = resp.clone();
+    let s = Server::keep_alive(move |_| sent.clone());
+    let f = fetcher();
+    for id in 1..=2 {
+        let url = format!("http://{}/n{id}", s.addr);
+        let r = fetch(&f, request(id, &url, s.addr));
+        assert_eq!(r.result.unwrap().body, body);
+        assert_eq!(r.net_read, resp.len() as u64);
+        let head = s.heads.lock().unwrap().last().unwrap().clone();
+        assert_eq!(r.net_written, head.len() as u64, "{head:?}");
+    }
+    // A server that reads the request and closes: what was written still counts.
+    let closing = Server::local(|_, stream| {
+        let mut r = BufReader::new(stream);
+        read_head(&mut r);
+    });
+    let url = format!("http://{}/gone", closing.addr);
+    let r = fetch(&f, request(3, &url, closing.addr));
+    assert!(r.result.is_err());
+    assert_eq!(r.net_read, 0);
+    assert!(r.net_written > 30, "{}", r.net_written);
+    f.shutdown();
+}

@@ -156,8 +156,6 @@ pub struct Admin {
     state_path: PathBuf,
     /// Per collection, the last core counters folded into the statistics.
     seen: BTreeMap<Vec<u8>, BTreeMap<String, f64>>,
-    /// Per collection, the refresh cycle the statistics are in.
-    cycles: BTreeMap<Vec<u8>, i64>,
     /// The crawl engine's fetch times (a node's), for `/metrics`.
     fetch_latency: Option<Arc<Histogram>>,
     /// Where the server listens (shown by the dashboard).
@@ -193,18 +191,12 @@ impl Admin {
         if state.log_level != 0 {
             log::set_max_level(level_of(state.log_level));
         }
-        let cycles = stats
-            .collections
-            .iter()
-            .map(|(n, c)| (n.clone(), c.table.cycle))
-            .collect();
         Ok(Admin {
             stats,
             stats_path,
             state,
             state_path,
             seen: BTreeMap::new(),
-            cycles,
             fetch_latency: None,
             addr: opts.addr,
             history: Default::default(),

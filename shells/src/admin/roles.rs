@@ -53,8 +53,7 @@ pub trait Role {
     fn counters(&self, name: &[u8]) -> Vec<(String, f64)>;
     /// Discrete sums over nodes (SumActiveSites, SumPPChecksums; multinode only).
     fn node_sums(&self, name: &[u8]) -> Vec<(&'static str, f64)>;
-    /// Histogram buckets to fold into the statistics: (attribute, bucket, running total);
-    /// the multinode scheduler's from its nodes' CMD_UM_STAT (a node feeds its own directly).
+    /// Histogram buckets to fold into the statistics: (attribute, bucket, running total).
     fn histograms(&self, name: &[u8]) -> Vec<(String, String, f64)>;
     /// The registered nodes (multinode only; a node has none): id, XML-RPC address, and from
     /// their CMD_UM_STAT over every collection, pages fetched and sites being crawled.
@@ -296,13 +295,20 @@ impl Role for Multinode {
         Multinode::queued(self, name).map_or(0, |(q, d)| q + d)
     }
 
-    fn active_sites(&self, _name: &[u8]) -> i64 {
-        // 2.2.4.10: the multinode scheduler crawls nothing itself; SumActiveSites has the nodes'.
-        0
+    fn active_sites(&self, name: &[u8]) -> i64 {
+        // The sum of the nodes' latest (as SumActiveSites, FSCADM 2.2.4.10).
+        self.node_sums(name)
+            .into_iter()
+            .find(|(k, _)| *k == "SumActiveSites")
+            .map_or(0, |(_, v)| v as i64)
     }
 
-    fn refresh_cycle(&self, _name: &[u8]) -> i64 {
-        0
+    fn refresh_cycle(&self, name: &[u8]) -> i64 {
+        // The latest refresh cycle (Epoch) the nodes reported.
+        self.statistics(name)
+            .and_then(|s| s.get(b"Epoch"))
+            .and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
+            .unwrap_or(0)
     }
 
     fn crawl_mode(&self, name: &[u8]) -> String {
@@ -322,18 +328,10 @@ impl Role for Multinode {
         None
     }
 
-    fn counters(&self, name: &[u8]) -> Vec<(String, f64)> {
-        // CMD_UM_STAT deltas merged (3.2.5.6): the node counter of forwarded URIs is
-        // NodeSchedulerFwd; FSCADM names the crawl engine sends pass as they are.
-        numbers(self.statistics(name))
-            .into_iter()
-            .filter_map(|(k, v)| match k.as_str() {
-                "uris_forwarded" => Some(("NodeSchedulerFwd".to_string(), v)),
-                "ActiveSites" | "PPChecksums" => None,
-                k if k.starts_with(|c: char| c.is_ascii_uppercase()) => Some((k.to_string(), v)),
-                _ => None,
-            })
-            .collect()
+    fn counters(&self, _name: &[u8]) -> Vec<(String, f64)> {
+        // The nodes' CMD_UM_STAT structures go to the statistics each in its refresh cycle
+        // (Admin::apply_reports), not as running totals.
+        Vec::new()
     }
 
     fn node_sums(&self, name: &[u8]) -> Vec<(&'static str, f64)> {
@@ -351,22 +349,9 @@ impl Role for Multinode {
         vec![("SumActiveSites", active), ("SumPPChecksums", checksums)]
     }
 
-    fn histograms(&self, name: &[u8]) -> Vec<(String, String, f64)> {
-        // The nodes' histograms (HTTPResponse, URISkip, DocSkip, MimeType), merged totals.
-        let Some(d) = self.statistics(name).and_then(M::as_dict) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (k, v) in d {
-            let (Some(key), Some(buckets)) = (k.as_bytes(), v.as_dict()) else {
-                continue;
-            };
-            let key = String::from_utf8_lossy(key).into_owned();
-            for (bucket, n) in numbers(Some(&M::Dict(buckets.to_vec()))) {
-                out.push((key.clone(), bucket, n));
-            }
-        }
-        out
+    fn histograms(&self, _name: &[u8]) -> Vec<(String, String, f64)> {
+        // As `counters`: with the CMD_UM_STAT structures.
+        Vec::new()
     }
 
     fn node_rows(&self) -> Vec<NodeRow> {

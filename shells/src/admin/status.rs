@@ -4,7 +4,7 @@
 
 use crawlfleet_core::config::{self, CollectionConfig};
 use crawlfleet_core::marshal::{self, Value as M};
-use crawlfleet_core::stats::{flatten_collection, flatten_global, Live};
+use crawlfleet_core::stats::{flatten_collection, flatten_global, flatten_report, Live, Schema};
 use crawlfleet_core::xmlrpc::{from_marshal, Value};
 
 use super::methods::{cresult, live_collection, state_of, Outcome, R};
@@ -117,10 +117,13 @@ pub fn collection_get_statistics2(admin: &Admin, role: &dyn Role, coll: &str, no
         "cur".to_string(),
         from_marshal(&flatten_collection(&c.current(), &live, now)),
     )];
-    if let Some(prev) = c.table.previous() {
+    // "prev": the cycle that ended, as it ended (its Epoch, when it began and ended).
+    if let Some((cycle, prev)) = c.previous() {
+        let end = prev.stop.max(prev.start);
+        let live = ended(&live, cycle, prev, end);
         d.push((
             "prev".into(),
-            from_marshal(&flatten_collection(prev, &live, now)),
+            from_marshal(&flatten_collection(prev, &live, end)),
         ));
     }
     d.push((
@@ -128,6 +131,16 @@ pub fn collection_get_statistics2(admin: &Admin, role: &dyn Role, coll: &str, no
         from_marshal(&flatten_collection(&c.table.lifetime(), &live, now)),
     ));
     Ok(Value::Array(vec![Value::Int(1), Value::Struct(d)]))
+}
+
+/// The live values as they stood when refresh cycle `cycle` (gathered in `s`) ended at `end`.
+fn ended(live: &Live, cycle: i64, s: &Schema, end: i64) -> Live {
+    Live {
+        epoch: cycle,
+        last_refresh: s.start,
+        progress: (100, format!("refresh cycle {cycle} ended at {end}")),
+        ..live.clone()
+    }
 }
 
 /// GetGlobalStatistics (MS-FSCADM 2.2.10.7): the delta and lifetime global statistics.
@@ -185,20 +198,75 @@ impl Admin {
         for g in gone {
             self.stats.remove_collection(&g);
             self.seen.remove(&g);
-            self.cycles.remove(&g);
         }
+    }
+
+    /// Starts in the statistics the refresh cycles the core began (a node scheduler's: the
+    /// multinode scheduler's follow its nodes' CMD_UM_STAT, [`Admin::apply_reports`]). What
+    /// was counted before goes with the cycle that ends: feed it first.
+    pub fn follow_cycles(&mut self, role: &dyn Role, now: i64) {
+        if role.is_multinode() {
+            return;
+        }
+        self.sync_collections(role, now);
+        for (name, _) in role.collections() {
+            let cycle = role.refresh_cycle(&name);
+            let behind = self
+                .stats
+                .collection(&name)
+                .is_some_and(|c| c.table.cycle < cycle);
+            if behind {
+                self.stats.start_cycle(&name, cycle, now);
+                self.stats.set(&name, "CrawlStarted", now as f64);
+            }
+        }
+    }
+
+    /// Adds the CMD_UM_STAT structures the multinode scheduler received (MS-FSCMT 3.2.5.6)
+    /// to the refresh cycles their Epochs name.
+    pub fn apply_reports(&mut self, reports: Vec<(Vec<u8>, M<'static>)>, now: i64) {
+        for (name, r) in reports {
+            if self.stats.collection(&name).is_none() {
+                self.stats.add_collection(&name, now);
+            }
+            self.stats.apply_report(&name, &r, now);
+        }
+    }
+
+    /// The CMD_UM_STAT structures of a node scheduler (MS-FSCMT 3.1.6, 2.2.4.6: MS-FSCADM
+    /// 2.2.5): per collection, one for each refresh cycle that ended since the last call, then
+    /// the current cycle's.
+    pub fn stat_reports(&mut self, role: &dyn Role, now: i64) -> Vec<(Vec<u8>, M<'static>)> {
+        self.absorb(role, now);
+        let mut out = Vec::new();
+        for (name, state) in role.collections() {
+            let live = self.live(role, &name, state, now);
+            for (cycle, r) in self.stats.take_reports(&name, now) {
+                let live = if cycle == live.epoch {
+                    live.clone()
+                } else {
+                    let start = self
+                        .stats
+                        .collection(&name)
+                        .and_then(|c| c.table.cycles.get(&cycle).map(|s| s.start));
+                    Live {
+                        epoch: cycle,
+                        last_refresh: start.unwrap_or(r.start),
+                        progress: (100, format!("refresh cycle {cycle} ended")),
+                        ..live.clone()
+                    }
+                };
+                out.push((name.clone(), flatten_report(&r, &live, now)));
+            }
+        }
+        out
     }
 
     /// Folds what the core counted since the last look into the statistics.
     pub fn absorb(&mut self, role: &dyn Role, now: i64) {
         self.sync_collections(role, now);
         for (name, state) in role.collections() {
-            let cycle = role.refresh_cycle(&name);
-            if self.cycles.get(&name).is_some_and(|&c| c < cycle) {
-                self.stats.start_cycle(&name, cycle, now);
-                self.stats.set(&name, "CrawlStarted", now as f64);
-            }
-            self.cycles.insert(name.clone(), cycle);
+            let cycle = self.stats.collection(&name).map_or(0, |c| c.table.cycle);
             let seen = self.seen.entry(name.clone()).or_default();
             for (k, total) in role.counters(&name) {
                 let last = seen.insert(k.clone(), total).unwrap_or(0.0);
@@ -225,9 +293,11 @@ impl Admin {
             self.stats
                 .set(&name, "Feeding", if feeding { 1.0 } else { 0.0 });
         }
+        // Counted so far goes with the cycle it was counted in; then the new cycles start.
+        self.follow_cycles(role, now);
     }
 
-    fn live(&self, role: &dyn Role, name: &[u8], state: i64, now: i64) -> Live {
+    pub(super) fn live(&self, role: &dyn Role, name: &[u8], state: i64, now: i64) -> Live {
         let c = self.stats.collection(name);
         let cycle_start = c
             .and_then(|c| c.table.cycles.get(&c.table.cycle))
@@ -252,7 +322,9 @@ impl Admin {
                     left % 60
                 ),
             ),
-            epoch: role.refresh_cycle(name),
+            // The cycle the statistics are in (a node's follows its core; the multinode
+            // scheduler's, its nodes' reports).
+            epoch: c.map_or(0, |c| c.table.cycle),
             last_refresh: cycle_start,
             uptime: c.map_or(now, |c| c.added),
         }

@@ -12,8 +12,8 @@ use log::{debug, info, warn};
 
 use super::route::uri_body;
 use super::{
-    dns_reply, file_name, log_file, merge_stats, owned, show, DnsEntry, Multinode, PeerId,
-    SchedError, StoreError,
+    dns_reply, file_name, log_file, owned, show, DnsEntry, Multinode, PeerId, SchedError,
+    StoreError, MAX_PENDING_REPORTS,
 };
 use crate::frame;
 use crate::marshal::{Limits, Value};
@@ -22,6 +22,7 @@ use crate::msg::{
     AddrInfo, CollectionOnly, ConfSpec, ConfState, ConfSuspend, DnsRequest, Init, Log, Message,
     StartCrawlIp, StartCrawlIpReply, Stat, StopCrawlIp,
 };
+use crate::stats::aggregate_report;
 
 impl Multinode {
     /// One frame from `peer`.
@@ -274,12 +275,42 @@ impl Multinode {
     /// statistics delta is merged into the collection's statistics and the node's own.
     fn on_cmd_um_stat(&mut self, node: &[u8], s: &Stat<'_>) {
         if let Some(c) = self.collections.get_mut(s.collection.as_ref()) {
-            merge_stats(&mut c.stats, &s.stats);
+            aggregate_report(&mut c.stats, &s.stats);
             let n = c
                 .node_stats
                 .entry(node.to_vec())
                 .or_insert_with(|| Value::Dict(Vec::new()));
-            merge_stats(n, &s.stats);
+            aggregate_report(n, &s.stats);
+            // A discrete value per node: the collection's is their sum (FSCADM 2.2.4.10
+            // SumActiveSites, SumPPChecksums).
+            for key in ["ActiveSites", "PPChecksums"] {
+                if s.stats.get(key.as_bytes()).is_none() {
+                    continue;
+                }
+                let sum: f64 = c
+                    .node_stats
+                    .values()
+                    .filter_map(|v| v.get(key.as_bytes()))
+                    .filter_map(|v| v.as_f64().or_else(|| v.as_i64().map(|i| i as f64)))
+                    .sum();
+                if let Value::Dict(d) = &mut c.stats {
+                    if let Some((_, v)) = d
+                        .iter_mut()
+                        .find(|(k, _)| k.as_bytes() == Some(key.as_bytes()))
+                    {
+                        *v = Value::Float(sum);
+                    }
+                }
+            }
+            if c.reports.len() >= MAX_PENDING_REPORTS {
+                c.reports.pop_front();
+                crate::warn_limited!(
+                    "stat-reports",
+                    "collection {}: statistics not taken; the oldest dropped",
+                    show(&s.collection)
+                );
+            }
+            c.reports.push_back(s.stats.clone().into_owned());
         } else {
             debug!("statistics of unknown collection {}", show(&s.collection));
         }
