@@ -189,6 +189,16 @@ write_collection() {
   grep -q dupservers "$DIR/collection.xml" || die "could not write $DIR/collection.xml"
 }
 
+# The admin ports listen on the cluster network, off loopback, where a token is required
+# (docs/admin.md): one random token for the cluster, kept in DIR/admin.token (`crawlfleet admin
+# --token-file DIR/admin.token --server 198.18.0.1:14101 ...` from inside the mn namespace).
+admin_token() {
+  if [ ! -s "$DIR/admin.token" ]; then
+    (umask 077 && head -c 24 /dev/urandom | base64 >"$DIR/admin.token")
+  fi
+  echo "$DIR/admin.token"
+}
+
 start_role() {
   local role=$1 args
   case $role in
@@ -198,9 +208,9 @@ start_role() {
     dup) args=(dupserver --listen 198.18.0.21:14200 --data-dir "$DIR/dup"
       --replica 198.18.0.22:14200) ;;
     mn) args=(multinode --listen 198.18.0.1:14100 --admin 198.18.0.1:14101 --data-dir "$DIR/mn"
-      --config "$DIR/collection.xml") ;;
+      --admin-token-file "$(admin_token)" --config "$DIR/collection.xml") ;;
     node1 | node2) args=(node --node-id "$role" --multinode 198.18.0.1:14100
-      --admin "$(cluster_ip "$role"):14111" --data-dir "$DIR/$role"
+      --admin "$(cluster_ip "$role"):14111" --admin-token-file "$(admin_token)" --data-dir "$DIR/$role"
       --dup-keepalive "$DUP_KEEPALIVE" --quarantine-interval 1 --stats-interval 1) ;;
     *) die "no role $role (one of: $ROLES)" ;;
   esac
