@@ -3,8 +3,8 @@
 //! (one per crawl refresh cycle, the last few retained) and into the "cOmPIEtE" cycle that
 //! covers the whole lifetime; persisted to one file and read back on restart (FSCADM 3.3.1).
 //!
-//! The hook the crawl engine feeds (all values are numbers of the FSCADM 2.2.4.9 / 2.2.4.10
-//! attribute names; a site update also counts for its collection):
+//! The hook the crawl engine feeds (all values are numbers of the FSCADM 2.2.4.10 attribute
+//! names; the per-site statistics of 2.2.4.9 are kept apart, in [`sites`]):
 //!
 //! ```
 //! use crawlfleet_core::stats::Stats;
@@ -12,7 +12,7 @@
 //! let mut s = Stats::new(3, 1_000);
 //! s.add_collection(b"web", 1_000);
 //! s.add(b"web", "Downloaded", 1.0);                 // continuous: +1
-//! s.add_site(b"web", "www.example.com:80", "DocSize", 4071.0);
+//! s.add(b"web", "DocSize", 4071.0);
 //! s.hist(b"web", "HTTPResponse", "200", 1.0);      // histogram bucket +1
 //! s.set(b"web", "QueueLength", 12.0);              // discrete: the current value
 //! s.set_str(b"web", "LastUri", "http://www.example.com/");
@@ -44,10 +44,6 @@ use crate::marshal::{self, Limits, Value};
 
 /// The key of the cycle that covers all cycles (FSCADM 2.2.4.5).
 pub const COMPLETE: &str = "cOmPIEtE";
-
-/// Sites with statistics kept per collection; beyond it, site updates count for the collection
-/// only.
-pub const MAX_SITES: usize = 100_000;
 
 /// Reports of ended cycles kept for the next CMD_UM_STAT.
 const MAX_ENDED_REPORTS: usize = 16;
@@ -171,13 +167,11 @@ impl Table {
     }
 }
 
-/// A collection's statistics and its sites'.
+/// A collection's statistics.
 #[derive(Clone, Debug)]
 pub struct CollectionStats {
     /// The collection schema (2.2.4.10).
     pub table: Table,
-    /// Per crawl site (2.2.4.9).
-    pub sites: BTreeMap<String, Table>,
     /// When the collection was added (its Uptime).
     pub added: i64,
     /// What was gathered since the last CMD_UM_STAT (MS-FSCMT 3.1.6 Statistics Timeout: "the
@@ -190,7 +184,7 @@ pub struct CollectionStats {
 /// Equal when what is persisted is (the reports for the next CMD_UM_STAT are not).
 impl PartialEq for CollectionStats {
     fn eq(&self, o: &CollectionStats) -> bool {
-        self.table == o.table && self.sites == o.sites && self.added == o.added
+        self.table == o.table && self.added == o.added
     }
 }
 
@@ -199,7 +193,6 @@ impl CollectionStats {
         let report = Schema::new(schema::COLLECTION, &table.delta.name, table.delta.start);
         CollectionStats {
             table,
-            sites: BTreeMap::new(),
             added,
             report,
             ended: Vec::new(),
@@ -293,34 +286,11 @@ impl Stats {
         }
     }
 
-    /// Adds `v` to a continuous attribute of a site and of its collection.
-    pub fn add_site(&mut self, collection: &[u8], site: &str, key: &str, v: f64) {
-        let Some(c) = self.collections.get_mut(collection) else {
-            return;
-        };
-        c.table.delta.add(key, v);
-        c.report.add(key, v);
-        if let Some(t) = site_table(c, site) {
-            t.delta.add(key, v);
-        }
-    }
-
     /// Sets a discrete attribute of a collection.
     pub fn set(&mut self, collection: &[u8], key: &str, v: f64) {
         if let Some(c) = self.collections.get_mut(collection) {
             c.table.delta.set(key, v);
             c.report.set(key, v);
-        }
-    }
-
-    /// Sets a discrete attribute of a site.
-    pub fn set_site(&mut self, collection: &[u8], site: &str, key: &str, v: f64) {
-        if let Some(t) = self
-            .collections
-            .get_mut(collection)
-            .and_then(|c| site_table(c, site))
-        {
-            t.delta.set(key, v);
         }
     }
 
@@ -338,18 +308,6 @@ impl Stats {
         if let Some(c) = self.collections.get_mut(collection) {
             c.table.delta.hist(key, bucket, n);
             c.report.hist(key, bucket, n);
-        }
-    }
-
-    /// Counts `n` in a histogram bucket of a site and of its collection.
-    pub fn hist_site(&mut self, collection: &[u8], site: &str, key: &str, bucket: &str, n: f64) {
-        let Some(c) = self.collections.get_mut(collection) else {
-            return;
-        };
-        c.table.delta.hist(key, bucket, n);
-        c.report.hist(key, bucket, n);
-        if let Some(t) = site_table(c, site) {
-            t.delta.hist(key, bucket, n);
         }
     }
 
@@ -428,9 +386,6 @@ impl Stats {
         self.global.merge(now);
         for c in self.collections.values_mut() {
             c.table.merge(now);
-            for t in c.sites.values_mut() {
-                t.merge(now);
-            }
         }
     }
 
@@ -452,9 +407,6 @@ impl Stats {
                 }
             }
             c.table.start_cycle(cycle, retain, now);
-            for t in c.sites.values_mut() {
-                t.start_cycle(cycle, retain, now);
-            }
         }
     }
 
@@ -490,30 +442,15 @@ impl Stats {
         Value::Dict(d)
     }
 
-    /// The site structure of CollectionGetSiteStatistics (2.2.10.4: no "global").
-    pub fn site_dict(&self, collection: &[u8], site: &str) -> Option<Value<'static>> {
-        let t = self.collections.get(collection)?.sites.get(site)?;
-        Some(Value::Dict(vec![(
-            Value::owned_bytes(site.as_bytes().to_vec()),
-            t.to_value(),
-        )]))
-    }
-
     /// Everything, for the statistics file.
     pub fn to_value(&self) -> Value<'static> {
         let colls = self
             .collections
             .iter()
             .map(|(n, c)| {
-                let sites = c
-                    .sites
-                    .iter()
-                    .map(|(s, t)| (Value::owned_bytes(s.as_bytes().to_vec()), t.to_value()))
-                    .collect();
                 let v = Value::Dict(vec![
                     (Value::bytes(b"added"), Value::int(c.added)),
                     (Value::bytes(b"table"), c.table.to_value()),
-                    (Value::bytes(b"sites"), Value::Dict(sites)),
                 ]);
                 (Value::owned_bytes(n.clone()), v)
             })
@@ -530,14 +467,8 @@ impl Stats {
     pub fn from_value(v: &Value<'_>) -> Option<Stats> {
         let mut collections = BTreeMap::new();
         for (n, c) in v.get(b"collections")?.as_dict()? {
-            let mut sites = BTreeMap::new();
-            for (s, t) in c.get(b"sites")?.as_dict()? {
-                let s = String::from_utf8_lossy(s.as_bytes()?).into_owned();
-                sites.insert(s, Table::from_value(t, schema::SITE)?);
-            }
             let table = Table::from_value(c.get(b"table")?, schema::COLLECTION)?;
-            let mut cs = CollectionStats::new(table, c.get(b"added")?.as_i64()?);
-            cs.sites = sites;
+            let cs = CollectionStats::new(table, c.get(b"added")?.as_i64()?);
             collections.insert(n.as_bytes()?.to_vec(), cs);
         }
         Some(Stats {
@@ -579,18 +510,4 @@ impl Stats {
         s.retain = retain.max(1);
         Ok(s)
     }
-}
-
-fn site_table<'c>(c: &'c mut CollectionStats, site: &str) -> Option<&'c mut Table> {
-    if !c.sites.contains_key(site) && c.sites.len() >= MAX_SITES {
-        return None;
-    }
-    let now = c.table.delta.start;
-    let cycle = c.table.cycle;
-    Some(c.sites.entry(site.to_string()).or_insert_with(|| {
-        let mut t = Table::new(schema::SITE, site, now);
-        t.cycle = cycle;
-        t.cycles = BTreeMap::from([(cycle, Schema::new(schema::SITE, site, now))]);
-        t
-    }))
 }

@@ -3,7 +3,7 @@
 //! holds one [`SiteRecord`] per site, about 600 bytes with a typical mix of attributes (601
 //! measured for 10,000 sites, key and hash slot included; a test checks it), some 300 more for
 //! a site crawled in more than one refresh cycle (its lifetime is then kept apart from the
-//! current cycle); up to [`super::MAX_SITES`] sites per collection, beyond which a new site
+//! current cycle); up to [`MAX_SITES`] sites per collection, beyond which a new site
 //! counts for its collection only ([`SiteStats::dropped`]).
 //!
 //! The crawl engine's side tallies what happened to each site ([`SiteDelta`], gathered by
@@ -24,6 +24,10 @@ use std::path::Path;
 use super::schema::{self, Kind, Schema, Stat};
 use super::COMPLETE;
 use crate::marshal::{self, Limits, Value};
+
+/// Sites with statistics kept per collection; beyond it, a site's updates count for its
+/// collection only.
+pub const MAX_SITES: usize = 100_000;
 
 /// The continuous attributes of the site schema (2.2.4.9) kept per site; a [`Cell`] names its
 /// attribute by its index here.
@@ -255,7 +259,7 @@ pub struct SiteStats {
     /// The MIME types met, indexed by their MimeType bucket keys.
     mimes: Vec<Box<str>>,
     mime_index: HashMap<Box<str>, u16>,
-    /// Sites not recorded because their collection had [`super::MAX_SITES`].
+    /// Sites not recorded because their collection had [`MAX_SITES`].
     pub dropped: u64,
     dirty: bool,
 }
@@ -320,7 +324,7 @@ impl SiteStats {
                 .map(|(a, b, n)| (*a, self.bucket_key(*a, b), *n))
                 .collect();
             let sites = self.collections.entry(coll).or_default();
-            if !sites.contains_key(site.as_str()) && sites.len() >= super::MAX_SITES {
+            if !sites.contains_key(site.as_str()) && sites.len() >= MAX_SITES {
                 self.dropped += 1;
                 continue;
             }

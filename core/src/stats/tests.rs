@@ -71,22 +71,6 @@ fn cycles_are_retained_and_complete_covers_them_all() {
 }
 
 #[test]
-fn site_updates_count_for_the_collection_too() {
-    let mut s = Stats::new(3, 0);
-    s.add_collection(b"c", 0);
-    s.add_site(b"c", "a.com:80", "Downloaded", 1.0);
-    s.add_site(b"c", "b.com:80", "Downloaded", 1.0);
-    s.hist_site(b"c", "a.com:80", "MimeType", "text/html", 1.0);
-    let c = s.collection(b"c").unwrap();
-    assert_eq!(c.current().num("Downloaded"), 2.0);
-    assert_eq!(c.sites["a.com:80"].current().num("Downloaded"), 1.0);
-    assert_eq!(c.sites["a.com:80"].delta.schema, "siteschema");
-    let d = s.site_dict(b"c", "a.com:80").unwrap();
-    assert!(d.get(b"a.com:80").is_some());
-    assert!(s.site_dict(b"c", "nope").is_none());
-}
-
-#[test]
 fn the_statistics_dictionary_has_dspec_and_global() {
     let mut s = Stats::new(3, 0);
     s.add_collection(b"a", 0);
@@ -116,7 +100,7 @@ fn statistics_survive_a_save_and_load() {
     s.set_str(b"c", "LastUri", "http://x/");
     s.hist(b"c", "URISkip", "ro", 2.0);
     s.set_row(b"c", "FeedingDestinations", "default", vec![Value::int(1)]);
-    s.add_site(b"c", "x:80", "DocSize", 10.5);
+    s.add(b"c", "DocSize", 10.5);
     s.start_cycle(b"c", 1, 50);
     s.add(b"c", "Downloaded", 1.0);
     s.save(&path).unwrap();
