@@ -274,14 +274,16 @@ impl Client {
     }
 }
 
-/// Polls `cond` until it holds, failing the test with `what` after 30 s: what a test waits for
-/// instead of sleeping a fixed time.
+/// Polls `cond` until it holds, failing the test with `what` after 90 s: what a test waits for
+/// instead of sleeping a fixed time. The deadline is generous because the whole suite runs its
+/// roles as real processes at once on small shared machines: 30 s was once not enough for `up`
+/// to start every role and archive its first page.
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
     while !cond() {
         assert!(
             std::time::Instant::now() < deadline,
-            "{what}: not within 30 s"
+            "{what}: not within 90 s"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
