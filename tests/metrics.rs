@@ -593,4 +593,24 @@ fn the_rup_server_serves_metrics_that_count_what_it_did() {
     assert!(value(&s, "crawlfleet_process_open_fds", &[]).unwrap() > 0.0);
     check_with_promtool("the RUP server", &text);
     assert_eq!(get(&metrics, "/rupinfo.txt").0, 405, "only /metrics there");
+    drop(role);
+
+    // Off loopback without a token: refused at the start, as every administrative port is.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+        .args(["rup-server", "--root"])
+        .arg(&root)
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args([
+            "--smtp",
+            &smtp.addr.to_string(),
+            "--from",
+            "rup@example.org",
+        ])
+        .args(["--metrics-listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--admin-token-file"), "{stderr}");
 }
