@@ -185,6 +185,24 @@ fn tokens_guard_every_request_of_a_node_and_a_multinode_scheduler() {
     python(&[&format!("127.0.0.1:{port}"), FULL, READ_ONLY]);
 }
 
+/// `GET /api/dashboard` at `addr` with the full token: the body.
+fn dashboard_json(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET /api/dashboard HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {FULL}\r\n\
+         Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_string()
+}
+
 #[test]
 fn up_passes_its_token_to_every_admin_port_and_the_admin_cli_finds_it() {
     let dir = temp_dir("auth-up");
@@ -224,6 +242,22 @@ fn up_passes_its_token_to_every_admin_port_and_the_admin_cli_finds_it() {
     let addr = std::fs::read_to_string(data.join("admin.addr")).unwrap();
     let o = run(&["admin", "--server", addr.trim(), "collection-get-list"]);
     assert!(!o.status.success() && text(&o.stderr).contains("401"));
+    // The dashboard reads the content distributors' /metrics, behind the same token, with
+    // its own: both show up, one of them master.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let body = dashboard_json(addr.trim());
+        let d: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let dists = d["distributors"].as_array().cloned().unwrap_or_default();
+        if dists.len() == 2
+            && dists.iter().all(|p| p["up"] == true)
+            && dists.iter().any(|p| p["election"] == "master")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no distributors read: {d}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let _ = up.kill();
     let _ = up.wait();
 }

@@ -2,8 +2,9 @@
 //! cluster crawling the synthetic web: its files and JSON over HTTP, then in a real browser
 //! (headless Chromium driven through chromedriver by tests/dashboard/drive.py; Debian's
 //! chromium and chromium-driver, which .ci/run installs; that part says it skipped without
-//! them): the page shows pages crawled > 0, its Suspend button suspends the collection (checked
-//! through XML-RPC), and a screenshot is saved under target/.
+//! them): the page shows pages crawled > 0 and the master content distributor, its Suspend
+//! button suspends the collection (checked through XML-RPC), and a screenshot is saved under
+//! target/.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -31,7 +32,7 @@ fn status(admin: &str, coll: &str) -> String {
 #[test]
 fn the_dashboard_shows_the_crawl_and_suspends_a_collection_in_chromium() {
     let dir = temp_dir("dashboard");
-    let up = Up::start("3:30", &dir.path().join("data"), &["--distributors", "0"]);
+    let up = Up::start("3:30", &dir.path().join("data"), &["--distributors", "2"]);
     let admin = up.addr("admin");
 
     // The files, embedded in the binary.
@@ -55,7 +56,26 @@ fn the_dashboard_shows_the_crawl_and_suspends_a_collection_in_chromium() {
             .as_array()
             .is_some_and(|p| p.len() == 3 && p.iter().all(|p| p["up"] == true));
         let nodes = d["nodes"].as_array().map_or(0, Vec::len);
-        if c["pages"].as_f64().unwrap_or(0.0) > 0.0 && peers_up && nodes == 2 {
+        // Both distributors read, one of them master, holding the nodes' feeding sessions
+        // and documents indexed between them (the master places each session).
+        let dists = d["distributors"].as_array().cloned().unwrap_or_default();
+        let sum = |k: &str| -> f64 {
+            dists
+                .iter()
+                .map(|p| p["figures"][k].as_f64().unwrap_or(0.0))
+                .sum()
+        };
+        let master_fed = dists.iter().any(|p| p["election"] == "master")
+            && sum("sessions") >= 1.0
+            && sum("documents") > 0.0
+            && sum("operations") > 0.0;
+        let dists_up = dists.len() == 2 && dists.iter().all(|p| p["up"] == true);
+        if c["pages"].as_f64().unwrap_or(0.0) > 0.0
+            && peers_up
+            && nodes == 2
+            && dists_up
+            && master_fed
+        {
             break d;
         }
         assert!(
@@ -80,6 +100,27 @@ fn the_dashboard_shows_the_crawl_and_suspends_a_collection_in_chromium() {
         .find(|p| p["name"] == "dupserver")
         .unwrap();
     assert!(dup["figures"]["entries"].as_f64().unwrap() > 0.0, "{dup}");
+    // One master, one backup (MS-FSCDFT 3.4), each with its figures.
+    let dists = d["distributors"].as_array().unwrap();
+    let mut elections: Vec<&str> = dists
+        .iter()
+        .map(|p| p["election"].as_str().unwrap())
+        .collect();
+    elections.sort();
+    assert_eq!(elections, ["backup", "master"], "{d}");
+    let names: Vec<&str> = dists.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"distributor1") && names.contains(&"distributor2"));
+    let master = dists.iter().find(|p| p["election"] == "master").unwrap();
+    for p in dists {
+        for k in ["sessions", "documents", "load", "connections", "operations"] {
+            assert!(p["figures"][k].is_number(), "{k}: {p}");
+        }
+    }
+    // The nodes and the backup talk to the master.
+    assert!(
+        master["figures"]["connections"].as_f64().unwrap() >= 1.0,
+        "{master}"
+    );
 
     // In the browser.
     let tools = ["chromium", "chromedriver", "python3"];
@@ -106,6 +147,10 @@ fn the_dashboard_shows_the_crawl_and_suspends_a_collection_in_chromium() {
     assert!(r["pages"].as_i64().unwrap() > 0, "{r}");
     assert_eq!(r["fault"], false, "{r}");
     assert_eq!(r["state"], "Suspended");
+    assert!(
+        r["distributors"].as_str().unwrap().contains("master"),
+        "{r}"
+    );
     // The click went through FSCADM: the scheduler says the collection is suspended.
     assert_eq!(status(&admin, "synthetic"), "suspended");
     let png = std::fs::read(&shot).expect("the screenshot");

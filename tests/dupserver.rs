@@ -1,6 +1,6 @@
 //! The duplicate server and replica as real processes on loopback (MS-FSCMT 3.3.5, 3.4.5):
 //! sequencing over sockets, persistence across SIGKILL, the replica holding every acknowledged
-//! add, and hostile input.
+//! add, hostile input, and the replica's lag as `/metrics` shows it while the replica stalls.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -311,4 +311,79 @@ fn conf_remove_discards_until_conf_remove2_over_sockets() {
     a.recv_reply();
     a.send(&add("c", "nb", "http://b/".into(), cs(1)));
     assert_eq!(owner_of(&a.recv_reply()), "http://b/");
+}
+
+/// A sample of `/metrics` at `addr` (the first of that name).
+fn metric(addr: &str, name: &str) -> Option<f64> {
+    let (status, _, text) = crate::metrics::get(addr, "/metrics");
+    assert_eq!(status, 200);
+    crawlfleet_core::metrics::parse(&text)
+        .into_iter()
+        .find(|s| s.name == name)
+        .map(|s| s.value)
+}
+
+/// Sends `sig` (STOP or CONT) to process `pid`.
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+#[test]
+fn the_replicas_lag_in_seconds_grows_while_it_stalls_and_clears_when_it_answers() {
+    let rdir = temp_dir("lag-r");
+    let sdir = temp_dir("lag-s");
+    let replica = Role::start(&[
+        "dupreplica",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        rdir.path().to_str().unwrap(),
+    ]);
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let raddr = replica.addr().to_string();
+    let server = dupserver(
+        sdir.path(),
+        &["--replica", &raddr, "--metrics-listen", &metrics],
+    );
+    let lag = |unit: &str| {
+        metric(
+            &metrics,
+            &format!("crawlfleet_dupserver_replica_lag_{unit}"),
+        )
+        .unwrap()
+    };
+    crate::util::wait_until("the replica connected", || {
+        metric(&metrics, "crawlfleet_dupserver_replica_connected") == Some(1.0)
+    });
+    let mut a = Client::connect(server.addr());
+    a.send(&set_config("c"));
+    a.recv_reply();
+    a.send(&add("c", "na", "http://a/0".into(), cs(0)));
+    assert_eq!(owner_of(&a.recv_reply()), "http://a/0");
+    crate::util::wait_until("nothing pending", || lag("seconds") == 0.0);
+
+    // The replica stalls: a new checksum is forwarded and waits for its PPDUP_ADD_OK
+    // (MS-FSCMT 3.3.5.4), and its age is the lag.
+    let pid = replica.child.id();
+    signal(pid, "STOP");
+    a.send(&add("c", "na", "http://a/1".into(), cs(1)));
+    crate::util::wait_until("a lag of half a second", || {
+        lag("messages") == 1.0 && lag("seconds") >= 0.5
+    });
+    let first = lag("seconds");
+    crate::util::wait_until("the lag to grow", || lag("seconds") > first);
+    signal(pid, "CONT");
+    assert_eq!(owner_of(&a.recv_reply()), "http://a/1");
+    crate::util::wait_until("the lag to clear", || {
+        lag("seconds") == 0.0 && lag("messages") == 0.0
+    });
 }

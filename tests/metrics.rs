@@ -202,6 +202,16 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64>
         .map(|s| s.value)
 }
 
+/// Whether `text` declares `family` of type `kind`.
+fn text_has_type(text: &str, family: &str, kind: &str) -> bool {
+    text.lines().any(|l| l == format!("# TYPE {family} {kind}"))
+}
+
+/// Documents indexed as the statistics count them (PPSucceeded).
+fn before_indexed(admin: &str) -> f64 {
+    from_statistics(admin, "synthetic")["crawlfleet_documents_indexed_total"]
+}
+
 #[test]
 fn every_role_serves_metrics_that_promtool_accepts_and_match_the_statistics() {
     let dir = temp_dir("metrics");
@@ -292,6 +302,14 @@ fn every_role_serves_metrics_that_promtool_accepts_and_match_the_statistics() {
         value(&dup, "crawlfleet_dupserver_replica_connected", &[]),
         Some(1.0)
     );
+    // The replica's lag in time: an age, 0 when nothing is pending.
+    let lag = value(&dup, "crawlfleet_dupserver_replica_lag_seconds", &[]);
+    assert!(lag.is_some_and(|s| (0.0..600.0).contains(&s)), "{lag:?}");
+    assert!(text_has_type(
+        &get(&up.addr("metrics/dupserver"), "/metrics").2,
+        "crawlfleet_dupserver_replica_lag_seconds",
+        "gauge"
+    ));
     assert!(value(&replica, "crawlfleet_dupserver_adds_total", &[]).unwrap() > 0.0);
     // The link store stored batches with lines in them.
     let links = parse(&get(&up.addr("metrics/linkstore"), "/metrics").2);
@@ -302,12 +320,32 @@ fn every_role_serves_metrics_that_promtool_accepts_and_match_the_statistics() {
     );
     assert!(batches.unwrap_or(0.0) > 0.0, "{links:?}");
 
+    // The content distributor, master of the election, received the documents' operations.
+    let dist_admin = up.start["distributor_admins"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Indexed first: every document acknowledged then had its operation received before.
+    let indexed = before_indexed(&admin);
+    let dist = parse(&get(&dist_admin, "/metrics").2);
+    let info = dist
+        .iter()
+        .find(|s| s.name == "crawlfleet_distributor_info")
+        .expect("crawlfleet_distributor_info");
+    assert_eq!(info.label("election"), Some("master"));
+    let ops = value(&dist, "crawlfleet_distributor_operations_total", &[]).unwrap();
+    assert!(
+        ops >= indexed && ops > 0.0,
+        "{ops} operations, {indexed} indexed"
+    );
+
     if !promtool() {
         eprintln!("skipped: promtool is not installed (Debian package prometheus)");
         return;
     }
     let mut endpoints = vec![
-        ("the multinode scheduler".to_string(), admin.clone()),
+        ("the content distributor".to_string(), dist_admin),
+        ("the multinode scheduler".into(), admin.clone()),
         ("the duplicate server".into(), up.addr("metrics/dupserver")),
         ("the replica".into(), up.addr("metrics/dupreplica")),
         ("the link store".into(), up.addr("metrics/linkstore")),
@@ -367,4 +405,212 @@ fn metrics_ports_serve_metrics_and_refuse_the_rest() {
         "{text}"
     );
     check_with_promtool("the name server", &text);
+}
+
+/// A free port on loopback.
+fn free_addr() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string()
+}
+
+/// The changes GetIndex lists over the last hour (draft-cosmo 3.3.4), by kind: paths.
+fn index_by_kind(addr: std::net::SocketAddr) -> BTreeMap<String, f64> {
+    let a = crate::rup::peer::http(addr, "GET", "/rup-cgi?Action=GetIndex&Span=1-hour", "");
+    assert_eq!(a.status, 200, "{a:?}");
+    let text = crate::rup::peer::pre(&a);
+    let (_, lines) = text
+        .split_once("\n\n")
+        .expect("a blank line after the header");
+    let mut out = BTreeMap::new();
+    for l in lines.lines() {
+        let (kw, paths) = l.split_once("]: ").unwrap();
+        let kind = kw.split_once('[').unwrap().0.to_string();
+        *out.entry(kind).or_default() += paths.split(", ").count() as f64;
+    }
+    out
+}
+
+#[test]
+fn the_rup_server_serves_metrics_that_count_what_it_did() {
+    use crate::rup::peer::{http, post, pre, Smtp};
+    use std::sync::atomic::Ordering;
+
+    let dir = temp_dir("metrics-rup");
+    let root = dir.path().join("www");
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::fs::write(root.join("docs/a.html"), "<p>a</p>").unwrap();
+    // A file named metrics is one of the site's files: /metrics is on --metrics-listen only.
+    std::fs::write(root.join("metrics"), "a file of the site\n").unwrap();
+    let smtp = Smtp::start();
+    // Every report is refused until the robot has seen a failure.
+    smtp.refuse.store(true, Ordering::SeqCst);
+    let metrics = free_addr();
+    let role = crate::util::Role::start(&[
+        "rup-server",
+        "--root",
+        root.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.path().join("data").to_str().unwrap(),
+        "--smtp",
+        &smtp.addr.to_string(),
+        "--from",
+        "rup@example.org",
+        "--latencies",
+        "second,day",
+        "--retry-secs",
+        "1",
+        "--metrics-listen",
+        &metrics,
+    ]);
+    let addr = role.addr();
+    let read = || {
+        let (status, ty, text) = get(&metrics, "/metrics");
+        assert_eq!(status, 200);
+        assert!(ty.starts_with("text/plain; version=0.0.4"), "{ty}");
+        (parse(&text), text)
+    };
+    let (s, text) = read();
+    assert_eq!(
+        value(&s, "crawlfleet_rup_robots_registered", &[]),
+        Some(0.0)
+    );
+    check_with_promtool("the RUP server", &text);
+
+    // The site's own file named metrics, then a 304 for it.
+    let a = http(addr, "GET", "/metrics", "");
+    assert_eq!((a.status, a.body.as_str()), (200, "a file of the site\n"));
+    let etag = a.header("etag").unwrap().to_owned();
+    let extra = format!("If-None-Match: {etag}\r\n");
+    assert_eq!(http(addr, "GET", "/metrics", &extra).status, 304);
+    assert_eq!(http(addr, "GET", "/nothing", "").status, 404);
+
+    // A robot registers over HTTP (3.1.2), plus refusals of the CGI.
+    let a = post(
+        addr,
+        "Action=Register&RobotEmail=bot%40example.org&Latency=second",
+    );
+    assert_eq!(a.status, 200, "{a:?}");
+    let key = pre(&a)
+        .strip_prefix("RegistrationKey: ")
+        .unwrap()
+        .trim_end()
+        .to_owned();
+    assert_eq!(post(addr, "Action=Nonsense").status, 400);
+    assert_eq!(post(addr, "RobotEmail=x@example.org").status, 400);
+    crate::util::wait_until("a refused report", || {
+        smtp.refused.load(Ordering::SeqCst) >= 1
+    });
+    smtp.refuse.store(false, Ordering::SeqCst);
+    crate::util::wait_until("a report accepted", || {
+        !smtp.to("bot@example.org").is_empty()
+    });
+    let form =
+        format!("Action=Unregister&RegistrationKey={key}&RegisteredRobotEmail=bot%40example.org");
+    assert_eq!(post(addr, &form).status, 200);
+
+    // The counters settle at what the SMTP server and the CGI saw.
+    let changes = index_by_kind(addr);
+    assert!(
+        changes.get("New").copied().unwrap_or(0.0) >= 2.0,
+        "{changes:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (s, _) = read();
+        let got = |name: &str, labels: &[(&str, &str)]| value(&s, name, labels).unwrap_or(-1.0);
+        let want = [
+            (got("crawlfleet_rup_robots_registered", &[]), 0.0),
+            (
+                got("crawlfleet_rup_reports_sent_total", &[]),
+                smtp.to("bot@example.org").len() as f64,
+            ),
+            (
+                got("crawlfleet_rup_reports_failed_total", &[]),
+                smtp.refused.load(Ordering::SeqCst) as f64,
+            ),
+            (
+                got(
+                    "crawlfleet_rup_cgi_requests_total",
+                    &[("action", "Register"), ("status", "200")],
+                ),
+                1.0,
+            ),
+            (
+                got(
+                    "crawlfleet_rup_cgi_requests_total",
+                    &[("action", "Unregister"), ("status", "200")],
+                ),
+                1.0,
+            ),
+            (
+                got(
+                    "crawlfleet_rup_cgi_requests_total",
+                    &[("action", "other"), ("status", "400")],
+                ),
+                1.0,
+            ),
+            (
+                got(
+                    "crawlfleet_rup_cgi_requests_total",
+                    &[("action", "none"), ("status", "400")],
+                ),
+                1.0,
+            ),
+            (
+                got(
+                    "crawlfleet_rup_cgi_requests_total",
+                    &[("action", "GetIndex"), ("status", "200")],
+                ),
+                1.0,
+            ),
+            (got("crawlfleet_rup_files_served_total", &[]), 1.0),
+            (got("crawlfleet_rup_files_not_modified_total", &[]), 1.0),
+            (
+                got("crawlfleet_rup_modlog_entries", &[("kind", "New")]),
+                changes.get("New").copied().unwrap_or(0.0),
+            ),
+            (
+                got("crawlfleet_rup_modlog_entries", &[("kind", "Delete")]),
+                changes.get("Delete").copied().unwrap_or(0.0),
+            ),
+        ];
+        if want.iter().all(|(g, w)| g == w) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the RUP server's metrics never matched, (metric, expected): {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (s, text) = read();
+    assert!(value(&s, "crawlfleet_process_resident_memory_bytes", &[]).unwrap() > 0.0);
+    assert!(value(&s, "crawlfleet_process_open_fds", &[]).unwrap() > 0.0);
+    check_with_promtool("the RUP server", &text);
+    assert_eq!(get(&metrics, "/rupinfo.txt").0, 405, "only /metrics there");
+    drop(role);
+
+    // Off loopback without a token: refused at the start, as every administrative port is.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+        .args(["rup-server", "--root"])
+        .arg(&root)
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args([
+            "--smtp",
+            &smtp.addr.to_string(),
+            "--from",
+            "rup@example.org",
+        ])
+        .args(["--metrics-listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--admin-token-file"), "{stderr}");
 }

@@ -156,6 +156,7 @@ fn publish(sm: &DupServer, view: &crate::metrics::roles::SharedDup) {
     v.entries = entries;
     v.wal_bytes = stores.wal_len();
     v.replica = sm.replica_lag();
+    v.replica_oldest = sm.replica_oldest_pending();
 }
 
 /// Runs a duplicate server (`replica` given: forwarding to it) or a replica until `stop` (or
@@ -265,6 +266,9 @@ pub fn run(
             let _ = syncer_thread.join();
             return Err(stopped_by_syncer(&failed_rx));
         };
+        // One clock reading per batch of events: the forwards of the batch are stamped with it
+        // (the replica's lag in seconds).
+        sm.set_clock(std::time::Instant::now());
         let mut event = Some(first);
         let mut handled = 0;
         while let Some(ev) = event.take() {

@@ -365,6 +365,16 @@ impl Cluster {
             crate::linkstore::run(&la, stop)
         })?;
         let mn_queued = Arc::new(AtomicU64::new(0));
+        // The dashboard shows the duplicate server, its replica, the link store and the
+        // content distributors started here (their /metrics).
+        let mut dashboard_peers = vec![
+            ("dupserver".into(), dup_metrics),
+            ("dupreplica".into(), replica_metrics),
+            ("linkstore".into(), links_metrics),
+        ];
+        for (i, a) in distributors.iter().flat_map(|d| &d.admins).enumerate() {
+            dashboard_peers.push((format!("distributor{}", i + 1), *a));
+        }
         let ma = MultinodeArgs {
             listen: mn,
             admin: mn_admin,
@@ -372,11 +382,7 @@ impl Cluster {
             config: configs,
             timers: timers(),
             admin_opts: AdminOpts {
-                dashboard_peers: vec![
-                    ("dupserver".into(), dup_metrics),
-                    ("dupreplica".into(), replica_metrics),
-                    ("linkstore".into(), links_metrics),
-                ],
+                dashboard_peers,
                 ..admin_opts(true)
             },
         };
@@ -760,6 +766,9 @@ fn announce_start(args: &UpArgs, layout: &Layout, cluster: &Cluster) {
             "replica": cluster.replica.to_string(),
             "linkstore": cluster.linkstore.to_string(),
             "nameserver": cluster.distributors.as_ref().map(|d| d.nameserver.to_string()),
+            "distributor_admins": cluster.distributors.as_ref().map_or(Vec::new(), |d| {
+                d.admins.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+            }),
             "metrics": {
                 "dupserver": cluster.metrics.dupserver.to_string(),
                 "dupreplica": cluster.metrics.dupreplica.to_string(),

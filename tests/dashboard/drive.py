@@ -1,8 +1,9 @@
 """Drives the dashboard in headless Chromium through chromedriver (W3C WebDriver over HTTP,
-standard library only): waits until the page shows pages crawled > 0, clicks Suspend for a
+standard library only): waits until the page shows pages crawled > 0 and a master content
+distributor, clicks Suspend for a
 collection, confirms, waits for the answer and for the table to show the collection
 suspended, saves a screenshot. Prints one JSON line: {"pages": N, "result": "...",
-"state": "..."}.
+"state": "...", "distributors": "the distributor table's text"}.
 
 usage: drive.py DASHBOARD_URL COLLECTION SCREENSHOT.png [CHROMIUM [CHROMEDRIVER]]
 """
@@ -104,6 +105,9 @@ def main():
         d.s("POST", "/url", {"url": url})
         pages = until("pages crawled > 0",
                       lambda: int(d.text("#pages-total") or "0") > 0 and int(d.text("#pages-total")))
+        # The content distributors' panel (read from their /metrics): one is the master.
+        until("the distributor panel to show a master",
+              lambda: "master" in d.text("#distributors tbody"))
         row = 'tr[data-collection="%s"]' % collection
         button = row + ' button[data-action="suspend"]'
         # The table is redrawn every poll: find and click again when the button was replaced.
@@ -118,7 +122,8 @@ def main():
         png = d.s("GET", "/screenshot")
         with open(shot, "wb") as f:
             f.write(base64.b64decode(png))
-        print(json.dumps({"pages": pages, "result": result, "fault": fault, "state": state}))
+        print(json.dumps({"pages": pages, "result": result, "fault": fault, "state": state,
+                          "distributors": d.text("#distributors tbody")}))
     finally:
         if d.session:
             try:

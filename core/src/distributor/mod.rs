@@ -94,6 +94,8 @@ pub struct DispatcherNode {
     collections: BTreeSet<String>,
     sessions: BTreeMap<i64, Session>,
     load: i64,
+    /// Operations received since the start (the load's running total).
+    ops_received: u64,
     indexed: BTreeMap<String, u64>,
     file: Option<PathBuf>,
     session_log: Option<SessionLog>,
@@ -109,6 +111,7 @@ impl DispatcherNode {
             collections: collections.iter().cloned().collect(),
             sessions: BTreeMap::new(),
             load: 0,
+            ops_received: 0,
             indexed: BTreeMap::new(),
             file: None,
             session_log: None,
@@ -179,6 +182,11 @@ impl DispatcherNode {
         self.load
     }
 
+    /// Operations received since the start, acknowledged or not.
+    pub fn ops_received(&self) -> u64 {
+        self.ops_received
+    }
+
     /// The session held under `id`.
     pub fn session(&self, id: i64) -> Option<&Session> {
         self.sessions.get(&id)
@@ -192,6 +200,7 @@ impl DispatcherNode {
     /// `n` ops received: the load counts them until they are acknowledged (3.5.4.7).
     pub fn add_load(&mut self, n: i64) {
         self.load += n;
+        self.ops_received += n.max(0) as u64;
     }
 
     /// `n` ops acknowledged (answered ok or failed).

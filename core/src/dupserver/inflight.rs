@@ -5,8 +5,14 @@
 //! The replica answers over one connection in the order it was sent to, so the forwards are a
 //! FIFO, and their held answers sit back to back in one byte buffer: a forward costs no
 //! allocation of its own. Only checksums with messages queued behind a forward own a queue.
+//!
+//! The replica's lag in time is kept per batch rather than per forward: the forwards are
+//! counted under the time their batch was handled ([`InFlight::push`] given the batch's
+//! `at`), so a forward costs one comparison, and the oldest unacknowledged forward's age is the
+//! age of the first stamp.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
 
 use super::PeerId;
 use crate::msg::{Checksum, Message};
@@ -50,6 +56,9 @@ pub(super) struct InFlight {
     busy: HashMap<Key, VecDeque<(PeerId, Box<Message<'static>>)>, foldhash::fast::RandomState>,
     /// Collection names, indexed by the first element of [`Key`] (they are few).
     collections: Vec<Vec<u8>>,
+    /// The forwards of `order` by the time their batch was handled, oldest first: (time,
+    /// forwards); the counts add up to `order.len()`.
+    stamps: VecDeque<(Instant, u32)>,
 }
 
 impl InFlight {
@@ -67,6 +76,20 @@ impl InFlight {
     /// Forwards not yet answered.
     pub(super) fn len(&self) -> usize {
         self.order.len()
+    }
+
+    /// When the batch of the oldest forward not yet answered was handled (None when every
+    /// forward is answered): the replica's lag is its age.
+    pub(super) fn oldest(&self) -> Option<Instant> {
+        self.stamps.front().map(|(t, _)| *t)
+    }
+
+    /// Counts one forward under `at`.
+    fn stamp(&mut self, at: Instant) {
+        match self.stamps.back_mut() {
+            Some((t, n)) if *t == at => *n += 1,
+            _ => self.stamps.push_back((at, 1)),
+        }
     }
 
     /// The name of collection index `i`.
@@ -98,15 +121,16 @@ impl InFlight {
             .push_back((from, Box::new(msg)));
     }
 
-    /// Records a forward for `key` whose answer to `to` `encode` appends (encoded frames).
+    /// Records a forward for `key`, sent in the batch handled at `at`, whose answer to `to`
+    /// `encode` appends (encoded frames).
     pub(super) fn push(
         &mut self,
         key: Key,
         to: PeerId,
-        promote: bool,
-        batch: u64,
+        (promote, batch, at): (bool, u64, Instant),
         encode: impl FnOnce(&mut Vec<u8>),
     ) {
+        self.stamp(at);
         if self.held_start == self.held.len() {
             self.held.clear();
             self.held_start = 0;
@@ -127,8 +151,9 @@ impl InFlight {
         self.busy.entry(key).or_default();
     }
 
-    /// Records a resynchronization forward: its _OK releases nothing.
-    pub(super) fn push_resync(&mut self) {
+    /// Records a resynchronization forward sent at `at`: its _OK releases nothing.
+    pub(super) fn push_resync(&mut self, at: Instant) {
+        self.stamp(at);
         self.order.push_back(Forward {
             key: None,
             to: 0,
@@ -142,6 +167,12 @@ impl InFlight {
     /// The replica's next _OK: releases the oldest forward. None when nothing was forwarded.
     pub(super) fn pop(&mut self) -> Option<Released> {
         let f = self.order.pop_front()?;
+        if let Some((_, n)) = self.stamps.front_mut() {
+            *n -= 1;
+            if *n == 0 {
+                self.stamps.pop_front();
+            }
+        }
         let range = self.held_start..self.held_start + f.len;
         self.held_start = range.end;
         let (Some(key), false) = (f.key, f.cancelled) else {
@@ -176,6 +207,7 @@ impl InFlight {
     /// them with [`Self::pop`].
     pub(super) fn clear(&mut self) {
         self.order.clear();
+        self.stamps.clear();
         self.held.clear();
         self.held_start = 0;
         self.busy.clear();

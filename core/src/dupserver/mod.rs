@@ -25,6 +25,7 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 use log::{debug, info, warn};
 
@@ -104,6 +105,9 @@ pub struct DupServer {
     /// A replica that has answered a node scheduler's checksum message itself (module docs).
     served_nodes: bool,
     counters: DupCounters,
+    /// When the events being handled arrived ([`DupServer::set_clock`]): the time forwards
+    /// are stamped with for the replica's lag.
+    clock: Instant,
 }
 
 /// What [`DupServer::write_log`] hands over: frames to send now, and frames to send only once
@@ -176,6 +180,7 @@ impl DupServer {
             dbname_of: None,
             served_nodes: false,
             counters: DupCounters::default(),
+            clock: Instant::now(),
         }
     }
 
@@ -194,6 +199,20 @@ impl DupServer {
     pub fn replica_lag(&self) -> Option<(bool, usize)> {
         let r = self.replica.as_ref()?;
         Some((r.peer.is_some(), self.flight.len()))
+    }
+
+    /// When the batch of the oldest checksum message forwarded to the replica and not
+    /// acknowledged yet was handled: the replica's lag in time is its age (None: nothing
+    /// pending, or no replica).
+    pub fn replica_oldest_pending(&self) -> Option<Instant> {
+        self.replica.as_ref()?;
+        self.flight.oldest()
+    }
+
+    /// The time of the events handled from now on (the shell sets it once per batch of events,
+    /// so that a forward costs no clock reading): forwards are stamped with it.
+    pub fn set_clock(&mut self, now: Instant) {
+        self.clock = now;
     }
 
     /// The stores, for snapshot steps.
@@ -255,7 +274,7 @@ impl DupServer {
                 collection: Some(owned(name)),
             }));
             for (cs, uri, node) in c.store.iter() {
-                self.flight.push_resync();
+                self.flight.push_resync(self.clock);
                 push(&Message::PpdupAdd(PpdupChecksum {
                     collection: owned(name),
                     node_id: owned(node),
@@ -688,7 +707,8 @@ impl DupServer {
         // `rp` is the replica: its frames go out before the commit (module docs).
         push_frame(&mut self.direct, rp, &fwd);
         let key = (self.flight.collection_index(&m.collection), m.checksum);
-        self.flight.push(key, peer, remove, self.batch, |held| {
+        let stamp = (remove, self.batch, self.clock);
+        self.flight.push(key, peer, stamp, |held| {
             frame::encode_message(reply, Priority::Normal, held)
         });
     }

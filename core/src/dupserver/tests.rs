@@ -549,3 +549,69 @@ fn a_replica_nodes_failed_over_to_keeps_its_checksums_through_the_servers_resync
         ]
     );
 }
+
+/// The replica's _OK for a forwarded PPDUP_ADD.
+fn ok_of(fwd: &Message<'static>) -> Message<'static> {
+    let Message::PpdupAdd(fwd) = fwd.clone() else {
+        panic!("{fwd:?}")
+    };
+    Message::PpdupAddOk(PpdupAddOk {
+        collection: fwd.collection,
+        node_id: fwd.node_id,
+        uri: fwd.uri,
+        owner_uri: None,
+        ppdup_id: fwd.ppdup_id,
+        dbname: fwd.dbname,
+    })
+}
+
+#[test]
+fn the_replicas_lag_is_the_batch_time_of_the_oldest_unacknowledged_forward() {
+    use std::time::Duration;
+    let (mut s, _dir) = server("lag", Mode::Server, true);
+    assert_eq!(s.replica_oldest_pending(), None, "nothing forwarded");
+    s.replica_connected(REPLICA);
+    sent(&mut s);
+    s.handle_message(NODE_A, set_config("c", 1));
+    sent(&mut s);
+    // Two batches: checksums 1 and 2 at t0, checksum 3 at t1.
+    let t0 = Instant::now();
+    let t1 = t0 + Duration::from_secs(3);
+    s.set_clock(t0);
+    s.handle_message(NODE_A, add("c", "na", "http://a/1", cs(1)));
+    s.handle_message(NODE_A, add("c", "na", "http://a/2", cs(2)));
+    s.set_clock(t1);
+    s.handle_message(NODE_B, add("c", "nb", "http://b/3", cs(3)));
+    let fwds: Vec<Message<'static>> = sent(&mut s)
+        .into_iter()
+        .filter(|(p, m)| *p == REPLICA && matches!(m, Message::PpdupAdd(_)))
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(fwds.len(), 3);
+    assert_eq!(s.replica_lag(), Some((true, 3)));
+    assert_eq!(s.replica_oldest_pending(), Some(t0));
+    // One _OK: the first batch still has a forward pending.
+    s.handle_message(REPLICA, ok_of(&fwds[0]));
+    assert_eq!(s.replica_oldest_pending(), Some(t0));
+    s.handle_message(REPLICA, ok_of(&fwds[1]));
+    assert_eq!(
+        s.replica_oldest_pending(),
+        Some(t1),
+        "the next batch's time"
+    );
+    s.handle_message(REPLICA, ok_of(&fwds[2]));
+    assert_eq!(s.replica_oldest_pending(), None, "every forward answered");
+    assert_eq!(s.replica_lag(), Some((true, 0)));
+
+    // A resynchronization counts as forwards of its batch; losing the replica forgets them.
+    let t2 = t1 + Duration::from_secs(1);
+    s.set_clock(t2);
+    s.replica_connected(REPLICA + 1);
+    assert_eq!(s.replica_oldest_pending(), Some(t2), "three entries resent");
+    s.peer_closed(REPLICA + 1);
+    assert_eq!(s.replica_oldest_pending(), None);
+
+    // A replica's own figure: it forwards nowhere.
+    let (replica, _rdir) = server("lag-replica", Mode::Replica, false);
+    assert_eq!(replica.replica_oldest_pending(), None);
+}

@@ -204,6 +204,7 @@ impl Admin {
                 true => None,
                 false => Some(crate::dashboard::peers::Peers::start(
                     opts.dashboard_peers.clone(),
+                    opts.auth.token().map(str::to_owned),
                 )?),
             },
             token: opts.auth.token().map(str::to_owned),

@@ -209,6 +209,19 @@ function render(d) {
       el("td", {}, n.connected ? "yes" : "no"), el("td", {}, fmt(n.sites)),
       el("td", {}, fmt(n.pages)), el("td", {}, fmt(n.rate))));
   }
+  const dist = $("distributors").tBodies[0];
+  dist.replaceChildren();
+  for (const p of d.distributors || []) {
+    const f = p.figures || {};
+    const n = (k) => el("td", {}, k in f ? fmt(f[k]) : "—");
+    dist.append(el("tr", { "data-distributor": p.name },
+      el("td", {}, p.name), el("td", { class: p.up ? "" : "down" }, p.up ? p.addr : "unreachable"),
+      el("td", { class: "election" }, p.election || "—"), n("sessions"), n("connections"),
+      n("documents"), n("documents/s"), n("operations/s"), n("load")));
+  }
+  if (!(d.distributors || []).length) {
+    dist.append(el("tr", {}, el("td", { colspan: 9, class: "n" }, "none (up --distributors N, or --dashboard-peer)")));
+  }
   $("peers").replaceChildren(...d.peers.map(peerCard));
   if (!d.peers.length) $("peers").append(el("div", { class: "n" }, "none given (--dashboard-peer)"));
 }

@@ -5,8 +5,9 @@
 //!
 //! What the charts show over the last hour comes from [`History`], sampled every
 //! [`SAMPLE_EVERY`](crate::admin::server::SAMPLE_EVERY) on the role's loop. The duplicate
-//! server, its replica and the link store are shown from their `/metrics`, read by a thread
-//! of [`peers`] (`--dashboard-peer NAME=HOST:PORT`; `crawlfleet up` gives its own).
+//! server, its replica, the link store and the content distributors are shown from their
+//! `/metrics`, read by a thread of [`peers`] (`--dashboard-peer NAME=HOST:PORT`; `crawlfleet
+//! up` gives its own).
 
 pub mod peers;
 
@@ -194,6 +195,7 @@ pub fn render(admin: &Admin, role: &dyn Role, history: &History, now: i64) -> St
             "rate": rate,
         }));
     }
+    let (distributors, peers) = admin.peers().map(|p| p.json()).unwrap_or_default();
     json!({
         "role": if role.is_multinode() { "multinode scheduler" } else { "node scheduler" },
         "addr": admin.addr().to_string(),
@@ -201,7 +203,8 @@ pub fn render(admin: &Admin, role: &dyn Role, history: &History, now: i64) -> St
         "collections": collections,
         "history": history.rates(),
         "nodes": nodes,
-        "peers": admin.peers().map(|p| p.json()).unwrap_or_default(),
+        "peers": peers,
+        "distributors": distributors,
     })
     .to_string()
 }

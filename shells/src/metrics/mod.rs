@@ -1,14 +1,16 @@
 //! `GET /metrics` of every role, in the Prometheus text format
 //! ([`crawlfleet_core::metrics`]): what each role renders ([`sched`] for the node and
-//! multinode schedulers, [`roles`] for the duplicate server, its replica, the link store and
-//! the name server), and what every process adds ([`process`]: resident memory, open file
-//! descriptors, and per poll loop its turn latency and open connections).
+//! multinode schedulers, [`roles`] for the duplicate server, its replica, the link store, the
+//! name server and the content distributor, [`rup`] for the RUP server), and what every
+//! process adds ([`process`]: resident memory, open file descriptors, and per poll loop its
+//! turn latency and open connections).
 //!
 //! The schedulers answer on their administrative port, through the administrative server's one
 //! request dispatch ([`crate::admin::server`]); a role without one serves `/metrics` on
 //! `--metrics-listen` through the same server ([`serve`]).
 
 pub mod roles;
+pub mod rup;
 pub mod sched;
 
 use std::net::SocketAddr;

@@ -26,6 +26,8 @@ pub struct DupView {
     pub wal_bytes: u64,
     /// A server's replica: connected, and forwarded messages not acknowledged yet.
     pub replica: Option<(bool, usize)>,
+    /// When the batch of the oldest forwarded message not acknowledged yet was handled.
+    pub replica_oldest: Option<std::time::Instant>,
 }
 
 /// A duplicate server's shared view.
@@ -79,6 +81,14 @@ pub fn dup(v: &DupView, m: &mut Exposition) {
             "Checksum messages forwarded to the replica and not acknowledged yet.",
             &role,
             pending as f64,
+        );
+        let age = v.replica_oldest.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        m.gauge(
+            "crawlfleet_dupserver_replica_lag_seconds",
+            "Age of the oldest checksum message forwarded to the replica and not acknowledged \
+             yet (0 when none is pending).",
+            &role,
+            age,
         );
     }
 }
@@ -163,6 +173,12 @@ pub fn distributor(
         "Operations received and not yet acknowledged (get_load, MS-FSCDFT 3.5.4.7).",
         &[],
         node.load() as f64,
+    );
+    m.counter(
+        "crawlfleet_distributor_operations_total",
+        "Operations received in feeding sessions since the start.",
+        &[],
+        node.ops_received() as f64,
     );
     let status = node.on_get_status(role);
     let indexed = status.get(b"indexed");

@@ -35,6 +35,7 @@ use crawlfleet_net::{ConnId, Event, EventLoop, FrameBatch, Handle, Priority, Tim
 use crossbeam_channel::{select, Receiver};
 use log::info;
 
+use crate::metrics::rup::SharedRup;
 use files::Answer;
 
 /// Arguments of `crawlfleet rup-server`.
@@ -87,6 +88,14 @@ pub struct RupServerArgs {
     /// the CGI Action (`-` for other paths) and status, tab-separated.
     #[arg(long)]
     pub access_log: Option<PathBuf>,
+    /// Serve `GET /metrics` (Prometheus text format) on this address (not on --listen, where
+    /// a file named metrics is served like any other).
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Who may read --metrics-listen: tokens and TLS as on an administrative port (a token is
+    /// required off loopback).
+    #[command(flatten)]
+    pub access: crate::cli::AdminAccess,
 }
 
 /// The role thread's tick: reports due, retries, rescans, expiry.
@@ -131,6 +140,8 @@ struct Server {
     closing: HashSet<ConnId>,
     /// `--access-log`.
     access: Option<std::fs::File>,
+    /// What `/metrics` shows (`--metrics-listen`).
+    stats: SharedRup,
 }
 
 /// Bytes of answers to one batch of a connection's pipelined requests past which the
@@ -226,6 +237,15 @@ pub fn run(args: &RupServerArgs, stop: &crate::stop::Stop) -> Result<(), String>
         sent_tx,
     )
     .map_err(|e| e.to_string())?;
+    let stats = SharedRup::default();
+    let _metrics = match args.metrics_listen {
+        Some(addr) => Some(crate::metrics::serve(
+            addr,
+            crate::metrics::rup::route(stats.clone()),
+            &args.access,
+        )?),
+        None => None,
+    };
     let (watch_tx, watch_rx) = crossbeam_channel::unbounded();
     let _watcher = scan::watch(&root, watch_tx);
     lp.handle
@@ -257,7 +277,9 @@ pub fn run(args: &RupServerArgs, stop: &crate::stop::Stop) -> Result<(), String>
             ),
             None => None,
         },
+        stats,
     };
+    s.stats.lock().robots = s.registry.len() as u64;
     // What changed while the server was down.
     s.rescan();
     s.expire();
@@ -341,6 +363,15 @@ impl Server {
         if let Err(e) = self.modlog.commit() {
             warn_limited!("rup-modlog", "modification log not written: {e}");
         }
+        self.publish_modlog();
+    }
+
+    /// The modification log's figures for `/metrics` (after every change to it).
+    fn publish_modlog(&self) {
+        let kinds = self.modlog.changes().iter().map(|c| &c.kind);
+        self.stats
+            .lock()
+            .set_modlog(kinds, self.modlog.files().len());
     }
 
     /// Drops the changes older than MaxQuerySpan (3.1.1: how long the server keeps them for
@@ -358,6 +389,7 @@ impl Server {
         if let Err(e) = self.modlog.expire(clock::unix_now() - span, unreported) {
             warn_limited!("rup-modlog", "modification log not compacted: {e}");
         }
+        self.publish_modlog();
     }
 
     fn tick(&mut self) {
@@ -404,6 +436,7 @@ impl Server {
         self.in_flight.remove(&key);
         let now = clock::unix_now();
         if let Err(e) = s.result {
+            self.stats.lock().reports_failed += 1;
             warn_limited!(
                 "rup-mail",
                 "report {} to {} not sent (tried again in {} s): {e}",
@@ -415,6 +448,7 @@ impl Server {
             return;
         }
         self.retry_at.remove(&key);
+        self.stats.lock().reports_sent += 1;
         // Unregistered, re-registered or re-addressed meanwhile: nothing to record.
         let Some(r) = self.registry.get(&key) else {
             return;
@@ -456,6 +490,7 @@ impl Server {
                         let head = req.method == "HEAD";
                         let a = self.request(&req);
                         self.log_access(&req, a.status);
+                        self.count(&req, a.status);
                         (a, req.keep_alive(), head)
                     }
                     None => (Answer::text(400, "malformed request"), false, false),
@@ -478,25 +513,51 @@ impl Server {
         }
     }
 
+    /// The `Action` item of a request to the CGI (None for other paths, or without one).
+    fn cgi_action(&self, req: &Request<'_>) -> Option<String> {
+        let (path, query) = req.path.split_once('?').unwrap_or((req.path, ""));
+        if path != self.cgi_path {
+            return None;
+        }
+        let form = if req.method == "POST" {
+            req.body
+        } else {
+            query.as_bytes()
+        };
+        cgi::parse_form(form)
+            .into_iter()
+            .find(|(k, _)| k == "Action")
+            .map(|(_, v)| v)
+    }
+
+    /// Counts an answered request for `/metrics`.
+    fn count(&self, req: &Request<'_>, status: u16) {
+        let path = req.path.split_once('?').map_or(req.path, |(p, _)| p);
+        let mut stats = self.stats.lock();
+        if path == self.cgi_path {
+            stats.count_cgi(self.cgi_action(req).as_deref(), status);
+            if status == 200 {
+                stats.robots = self.registry.len() as u64;
+            }
+        } else if path != "/rupinfo.txt" && status == 200 {
+            stats.files_served += 1;
+        } else if status == 304 {
+            stats.not_modified += 1;
+        }
+    }
+
     /// A line of `--access-log`.
     fn log_access(&mut self, req: &Request<'_>, status: u16) {
         use std::io::Write;
+        if self.access.is_none() {
+            return;
+        }
+        let path = req.path.split_once('?').map_or(req.path, |(p, _)| p);
+        let action = self
+            .cgi_action(req)
+            .map_or_else(|| "-".to_owned(), |v| v.replace(['\t', '\n'], " "));
         let Some(f) = &mut self.access else {
             return;
-        };
-        let (path, query) = req.path.split_once('?').unwrap_or((req.path, ""));
-        let action = if path == self.cgi_path {
-            let form = if req.method == "POST" {
-                req.body
-            } else {
-                query.as_bytes()
-            };
-            cgi::parse_form(form)
-                .into_iter()
-                .find(|(k, _)| k == "Action")
-                .map_or_else(|| "-".to_owned(), |(_, v)| v.replace(['\t', '\n'], " "))
-        } else {
-            "-".to_owned()
         };
         if let Err(e) = writeln!(f, "{}\t{path}\t{action}\t{status}", req.method) {
             warn_limited!("rup-http", "access log: {e}");
