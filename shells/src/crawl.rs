@@ -57,6 +57,8 @@ pub struct NodeStatus {
     pub at: Option<Instant>,
     /// IndexNow URLs dropped: no collection covers their host (docs/indexnow.md).
     pub indexnow_dropped: u64,
+    /// What the node's RUP robot did (docs/rup.md).
+    pub rup: crate::node::RupCounters,
 }
 
 /// Where a node publishes its status.
@@ -522,6 +524,7 @@ impl Crawler {
             collections: BTreeMap::new(),
             at: Some(Instant::now()),
             indexnow_dropped: sm.indexnow_dropped(),
+            rup: Default::default(),
         };
         for (name, _) in sm.collections() {
             let counters = self.engine.counters(&name).cloned().unwrap_or_default();

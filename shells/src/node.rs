@@ -4,6 +4,7 @@
 //! when it stays silent), the four timers of 3.1.2 and the sync timer of the crawl queues.
 
 mod rup;
+pub use rup::RupCounters;
 mod rup_smtp;
 pub mod rup_spool;
 
@@ -200,6 +201,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
             admin.flush(&mut sm, now_secs());
             if let Some(slot) = &status {
                 let mut st = crawler.status(&sm);
+                st.rup = robot.counters();
                 if let Some(s) = &sink {
                     s.fill_status(&mut st);
                 }
@@ -423,6 +425,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
                         }
                         if let Some(slot) = &status {
                             let mut st = crawler.status(&sm);
+                            st.rup = robot.counters();
                             if let Some(s) = &sink {
                                 s.fill_status(&mut st);
                             }
