@@ -80,6 +80,8 @@ pub struct Crawler {
     latency: Arc<crawlfleet_core::metrics::Histogram>,
     /// What each crawl site got, for the per-site statistics (FSCADM 2.2.4.9).
     sites: SiteTally,
+    /// A sitemap read since the last [`Crawler::take_sitemap_queued`] queued URIs.
+    sitemap_queued: bool,
 }
 
 fn failure(e: FetchError) -> Failure {
@@ -113,6 +115,7 @@ impl Crawler {
             archiver: None,
             latency: Arc::default(),
             sites: SiteTally::new(),
+            sitemap_queued: false,
         })
     }
 
@@ -237,6 +240,14 @@ impl Crawler {
             }
         }
         self.finish_entries(sm)
+    }
+
+    /// True once when a sitemap read since the last call queued URIs: the node's loop then
+    /// dispatches them before it reads the next fetch result, rather than after a whole
+    /// batch of results (reading a large sitemap takes a while, and a refresh cycle's
+    /// sitemaps come in together).
+    pub fn take_sitemap_queued(&mut self) -> bool {
+        std::mem::take(&mut self.sitemap_queued)
     }
 
     /// Tells the scheduler which entries the engine finished (their in-flight journal records).
@@ -369,6 +380,7 @@ impl Crawler {
                     result,
                 } => {
                     let t = sm.sitemap_read(&collection, &site, &url, found, result)?;
+                    self.sitemap_queued |= t.queued > 0;
                     let c = self.engine.counters_mut(&collection);
                     match t.read {
                         true => c.sitemaps_read += 1,

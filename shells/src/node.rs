@@ -260,6 +260,10 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
                     let done = crawler.on_result(&mut sm, r);
                     answer(&mut sm, &handle, done)?;
                     for _ in 1..MAX_RESULTS {
+                        // The pages a sitemap queued are dispatched first (crawler.step below).
+                        if crawler.take_sitemap_queued() {
+                            break;
+                        }
                         let Ok(r) = crawler.results().try_recv() else { break };
                         let done = crawler.on_result(&mut sm, r);
                         answer(&mut sm, &handle, done)?;
