@@ -152,3 +152,37 @@ fn up_shows_rup_registrations_reports_and_refetches_of_changed_pages_only() {
     );
     assert!(rup["pages_queued"].as_u64().unwrap() >= 1, "{summary}");
 }
+
+/// `--no-web-rup`: the generated web publishes no rupinfo.txt and the collection is no robot.
+#[test]
+fn up_without_web_rup_registers_nowhere() {
+    let dir = temp_dir("rup-up-off");
+    let log = dir.path().join("access.log");
+    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+        .args(["up", "--synthetic-web", "2:10", "--web-base", "127.94.3.40"])
+        .args([
+            "--no-web-rup",
+            "--distributors",
+            "0",
+            "--json",
+            "--until-idle",
+        ])
+        .arg("--access-log")
+        .arg(&log)
+        .arg("--data-dir")
+        .arg(dir.path().join("up"))
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("crawlfleet up runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_str(text.trim().lines().last().unwrap_or("")).unwrap();
+    assert!(summary["pages_fetched"].as_u64().unwrap() > 10, "{summary}");
+    assert_eq!(summary["rup"]["sites_registered"].as_u64(), Some(0));
+    let rup: Vec<_> = accesses(&log)
+        .into_iter()
+        .filter(|(_, p, _)| p == "/rupinfo.txt" || p == "/rup-cgi")
+        .collect();
+    assert!(rup.is_empty(), "{rup:?}");
+}

@@ -627,13 +627,18 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
             changes: args.web_changes,
         });
         let web = Arc::new(web);
-        // Every host a RUP server too, its reports mailed to the nodes (docs/rup.md).
-        let rup =
-            crate::synthweb::RupOptions::new(layout.dir.join("synthweb-rup"), Default::default());
-        web_smtps = Some(rup.targets.clone());
-        let server = SynthServer::start_with(web.clone(), args.access_log.as_deref(), Some(rup))
+        // Every host a RUP server too, its reports mailed to the nodes (docs/rup.md), unless
+        // --no-web-rup.
+        let rup = (!args.no_web_rup).then(|| {
+            crate::synthweb::RupOptions::new(layout.dir.join("synthweb-rup"), Default::default())
+        });
+        web_smtps = rup.as_ref().map(|r| r.targets.clone());
+        let server = SynthServer::start_with(web.clone(), args.access_log.as_deref(), rup)
             .map_err(|e| format!("cannot serve the synthetic web: {e}"))?;
-        let mut overrides = vec![("rup", crate::synthweb::up_robot_section(args.web_changes))];
+        let mut overrides = Vec::new();
+        if web_smtps.is_some() {
+            overrides.push(("rup", crate::synthweb::up_robot_section(args.web_changes)));
+        }
         if let Some(d) = args.web_delay {
             overrides.push(("delay", Value::Float(d)));
         }
