@@ -391,10 +391,10 @@ impl SyntheticWeb {
         self.host_of(addr)
     }
 
-    /// `http://address:port` of host `h` (the port left out when it is 80). Panics when `h`
-    /// is not a host of the web.
-    pub fn origin_of(&self, h: u32) -> String {
-        self.origin(h)
+    /// `http://address:port` of host `h` (the port left out when it is 80), if `h` is a host
+    /// of the web.
+    pub fn origin_of(&self, h: u32) -> Option<String> {
+        ((h as usize) < self.addrs.len()).then(|| self.origin(h))
     }
 
     /// The last round of changes at `now` (0: none yet, or the web does not change): round

@@ -234,13 +234,14 @@ impl WebRup {
     }
 
     fn open(&self, h: u32) -> Result<Site, String> {
-        let origin = self.web.origin_of(h);
+        let origin = self.web.origin_of(h).ok_or("not a host of the web")?;
         let dir = self
             .opts
             .data_dir
-            .join(match self.web.hosts()[h as usize].ip() {
-                IpAddr::V4(a) => a.to_string(),
-                IpAddr::V6(a) => a.to_string(),
+            .join(match self.web.hosts().get(h as usize).map(|a| a.ip()) {
+                Some(IpAddr::V4(a)) => a.to_string(),
+                Some(IpAddr::V6(a)) => a.to_string(),
+                None => return Err("not a host of the web".into()),
             });
         let fail = |e: &dyn std::fmt::Display| format!("RUP server of {origin}: {e}");
         std::fs::create_dir_all(&dir).map_err(|e| fail(&e))?;
@@ -366,9 +367,8 @@ fn log_rounds(web: &SyntheticWeb, h: u32, site: &mut Site, now: i64) -> u64 {
     }
     if n > 0 {
         log::debug!(
-            "synthweb: {} changes of {} logged for RUP",
-            n,
-            web.origin_of(h)
+            "synthweb: {n} changes of host {h} logged for RUP ({})",
+            web.origin_of(h).unwrap_or_default()
         );
     }
     n
