@@ -21,9 +21,13 @@ struct Access {
     end: f64,
 }
 
+/// The crawl's requests in the access log: the RUP robot's registration with each host
+/// (`/rupinfo.txt` and the CGI, docs/rup.md "The synthetic web"; see [`rup_requests`]) is not
+/// the crawl's, and is left out.
 fn read_log(path: &Path) -> Vec<Access> {
     let text = std::fs::read_to_string(path).expect("access log");
     text.lines()
+        .filter(|l| !is_rup(l))
         .map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
             assert_eq!(f.len(), 6, "access log line {l:?}");
@@ -35,6 +39,22 @@ fn read_log(path: &Path) -> Vec<Access> {
             }
         })
         .collect()
+}
+
+fn is_rup(line: &str) -> bool {
+    let path = line.split('\t').nth(1).unwrap_or("");
+    path == "/rupinfo.txt" || path == "/rup-cgi"
+}
+
+/// How many RUP requests each host of the access log got.
+fn rup_requests(path: &Path) -> BTreeMap<String, usize> {
+    let text = std::fs::read_to_string(path).expect("access log");
+    let mut n = BTreeMap::new();
+    for l in text.lines().filter(|l| is_rup(l)) {
+        *n.entry(l.split('\t').next().unwrap_or("").to_string())
+            .or_default() += 1;
+    }
+    n
 }
 
 /// Runs `crawlfleet up` on a web of `spec` until idle; returns the web, its JSON summary and
@@ -94,6 +114,10 @@ fn crawl(
     let spec: WebSpec = spec.parse().unwrap();
     let web = SyntheticWeb::generate(&spec, base, port);
     let accesses = read_log(&log);
+    // The robot reads each host's rupinfo.txt and registers once, outside the crawl.
+    for (host, n) in rup_requests(&log) {
+        assert!(n <= 2, "{host}: {n} RUP requests");
+    }
     let pages: Vec<String> = accesses.iter().map(|a| a.url.clone()).collect();
     let (links, sprel) = stored_links(&dir.path().join("data").join("linkstore"), &pages);
     let _ = std::fs::remove_dir_all(&dir);

@@ -392,3 +392,75 @@ fn a_refresh_fetches_exactly_the_pages_whose_lastmod_moved() {
     .collect();
     assert_eq!(got, want, "the refresh cycle's requests");
 }
+
+/// What the node learned of a site's sitemaps survives a SIGKILL: after a restart, a refresh
+/// cycle reads the sitemap again and fetches only the page whose `<lastmod>` moved, not every
+/// stored page (docs/sitemaps.md, "Across a restart").
+#[test]
+fn sitemap_knowledge_survives_a_sigkill_of_the_node() {
+    let dir = temp_dir("sitemaps-kill");
+    let site = TestSite::start(Ipv4Addr::new(127, 93, 0, 2));
+    site.put(
+        "/robots.txt",
+        Resource::ok(
+            "text/plain",
+            format!("User-agent: *\nSitemap: {}\n", site.url("/sitemap.xml")),
+        ),
+    );
+    let pages: Vec<String> = (1..=6).map(|n| format!("/p{n}.html")).collect();
+    let links: Vec<&str> = pages.iter().map(String::as_str).collect();
+    site.put("/", page(0, 0, &links));
+    for n in 1..=6 {
+        site.put(&format!("/p{n}.html"), page(n, 0, &[]));
+    }
+    let publish = |lastmod: &BTreeMap<u32, String>| {
+        let mut e = vec![(site.url("/"), Some(lastmod[&0].as_str()))];
+        e.extend((1..=6).map(|n| (site.url(&format!("/p{n}.html")), Some(lastmod[&n].as_str()))));
+        site.put("/sitemap.xml", Resource::ok("application/xml", urlset(&e)));
+    };
+    let mut lastmod: BTreeMap<u32, String> = (0..=6).map(|n| (n, "2020-01-01".into())).collect();
+    publish(&lastmod);
+    let config = dir.path().join("maps.xml");
+    std::fs::write(&config, collection_xml("maps", site.addr, &site.url("/"))).unwrap();
+    let admin = free_admin();
+    let data = dir.path().join("node");
+    let node = standalone_node(&data, &config, &admin);
+    let first = quiet(&site, 9);
+    each_once(&first);
+    assert!(paths(&first).contains("/sitemap.xml"), "{first:?}");
+    // Killed without a chance to write anything more (the crawl store is synced every 20 ms
+    // and the crawl was quiet for a second).
+    node.kill();
+
+    // Page 4 changes, its lastmod after its fetch.
+    let later = crawlfleet_core::rup::format_date(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+            + 3600,
+    );
+    site.put("/p4.html", page(4, 1, &[]));
+    lastmod.insert(4, later);
+    publish(&lastmod);
+    let _node = standalone_node(&data, &config, &admin);
+    let before = site.hits().len();
+    refetch(&admin, "maps");
+    let all = quiet(&site, before + 2);
+    let cycle = &all[before..];
+    each_once(cycle);
+    // robots.txt may be read again (its cache is the run's); no stored page but the changed
+    // one is requested.
+    let got: BTreeMap<String, (u16, bool)> = cycle
+        .iter()
+        .filter(|h| h.path != "/robots.txt")
+        .map(|h| (h.path.clone(), (h.status, h.conditional)))
+        .collect();
+    let want: BTreeMap<String, (u16, bool)> = [
+        ("/sitemap.xml".to_string(), (200, false)),
+        ("/p4.html".to_string(), (200, true)),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(got, want, "the refresh cycle after the restart");
+}

@@ -34,6 +34,7 @@ mod port_limits;
 mod queue_crash;
 mod rup;
 mod rup_robot;
+mod rup_up;
 mod sched;
 mod search;
 mod synthweb;

@@ -210,6 +210,23 @@ pub(super) struct Served {
     pub(super) first_at: f64,
     pub(super) sitemaps_last_at: f64,
     pub(super) pages_first_at: f64,
+    /// By host: its last sitemap's answer and its first page's (0 when none).
+    pub(super) by_host: std::collections::HashMap<String, (f64, f64)>,
+}
+
+impl Served {
+    /// The seconds from each host's last sitemap to its first page after it, sorted (hosts
+    /// with both only): how long a page waits once its sitemap is read.
+    pub(super) fn sitemap_to_page(&self) -> Vec<f64> {
+        let mut gaps: Vec<f64> = self
+            .by_host
+            .values()
+            .filter(|(s, p)| *s > 0.0 && *p > 0.0)
+            .map(|(s, p)| p - s)
+            .collect();
+        gaps.sort_by(f64::total_cmp);
+        gaps
+    }
 }
 
 pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
@@ -247,11 +264,21 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
         } else if uri.is_some_and(|u| u.starts_with("/sitemap")) {
             out.sitemaps += 1;
             out.sitemaps_last_at = out.sitemaps_last_at.max(at);
+            let h = out
+                .by_host
+                .entry(host.unwrap_or_default().into())
+                .or_default();
+            h.0 = h.0.max(at);
         } else if uri.is_some_and(|u| u == "/rupinfo.txt" || u.starts_with("/rup-cgi")) {
             out.rup += 1;
         } else if seen.insert((host.map(str::to_string), uri.map(str::to_string))) {
             out.pages += 1;
             out.pages_first_at = earliest(out.pages_first_at);
+            let h = out
+                .by_host
+                .entry(host.unwrap_or_default().into())
+                .or_default();
+            h.1 = if h.1 == 0.0 { at } else { h.1.min(at) };
         } else {
             out.repeats += 1;
             if out.repeated.len() < 5 {

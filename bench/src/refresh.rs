@@ -429,6 +429,11 @@ fn exactness(c: &Cycle, expected: u64, hosts: u64) -> Option<String> {
     })
 }
 
+/// The middle value of sorted `x`, if any.
+fn median(x: &[f64]) -> Option<f64> {
+    x.get(x.len() / 2).copied()
+}
+
 /// `crawlfleet bench refresh`.
 pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
     crawlfleet_shells::set_quiet(true);
@@ -479,6 +484,7 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
                     "report_paths": c.report_paths,
                     "seconds_since_change": round(c.since_change),
                     "repeated_pages": c.served.repeats,
+                    "sitemap_to_first_page_median": median(&c.served.sitemap_to_page()).map(round),
                     "seconds": round(c.seconds),
                     "speedup": speedup(c).map(|x| (x * 10.0).round() / 10.0),
                     "unchanged": c.unchanged,
@@ -559,6 +565,15 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
                 after(s.sitemaps_last_at),
                 after(s.last_at)
             );
+            let gaps = s.sitemap_to_page();
+            if let (Some(lo), Some(hi)) = (gaps.first(), gaps.last()) {
+                println!(
+                    "  {}: from a site's sitemap to its first page: median {:.3} s, {lo:.3}-{hi:.3} s over {} sites",
+                    c.method.name(),
+                    gaps[gaps.len() / 2],
+                    gaps.len()
+                );
+            }
             if c.method == RefreshMethod::Rup {
                 println!(
                     "  rup: {} reports named {} pages; {:.3} s from the change to the last answer \

@@ -424,6 +424,10 @@ pub struct UpArgs {
     /// schedule; their Last-Modified, ETag and sitemap lastmod follow (docs/sitemaps.md).
     #[arg(long, value_name = "PERCENT%/SECONDS")]
     pub web_changes: Option<crawlfleet_core::synthweb::ChangeSchedule>,
+    /// The generated web does not publish RUP (docs/rup.md): its sitemaps alone then drive
+    /// the refresh cycles.
+    #[arg(long)]
+    pub no_web_rup: bool,
     /// Node schedulers.
     #[arg(long, default_value_t = 2)]
     pub nodes: usize,

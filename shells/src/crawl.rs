@@ -57,6 +57,8 @@ pub struct NodeStatus {
     pub at: Option<Instant>,
     /// IndexNow URLs dropped: no collection covers their host (docs/indexnow.md).
     pub indexnow_dropped: u64,
+    /// What the node's RUP robot did (docs/rup.md).
+    pub rup: crate::node::RupCounters,
 }
 
 /// Where a node publishes its status.
@@ -78,6 +80,8 @@ pub struct Crawler {
     latency: Arc<crawlfleet_core::metrics::Histogram>,
     /// What each crawl site got, for the per-site statistics (FSCADM 2.2.4.9).
     sites: SiteTally,
+    /// A sitemap read since the last [`Crawler::take_sitemap_queued`] queued URIs.
+    sitemap_queued: bool,
 }
 
 fn failure(e: FetchError) -> Failure {
@@ -111,6 +115,7 @@ impl Crawler {
             archiver: None,
             latency: Arc::default(),
             sites: SiteTally::new(),
+            sitemap_queued: false,
         })
     }
 
@@ -235,6 +240,14 @@ impl Crawler {
             }
         }
         self.finish_entries(sm)
+    }
+
+    /// True once when a sitemap read since the last call queued URIs: the node's loop then
+    /// dispatches them before it reads the next fetch result, rather than after a whole
+    /// batch of results (reading a large sitemap takes a while, and a refresh cycle's
+    /// sitemaps come in together).
+    pub fn take_sitemap_queued(&mut self) -> bool {
+        std::mem::take(&mut self.sitemap_queued)
     }
 
     /// Tells the scheduler which entries the engine finished (their in-flight journal records).
@@ -367,6 +380,7 @@ impl Crawler {
                     result,
                 } => {
                     let t = sm.sitemap_read(&collection, &site, &url, found, result)?;
+                    self.sitemap_queued |= t.queued > 0;
                     let c = self.engine.counters_mut(&collection);
                     match t.read {
                         true => c.sitemaps_read += 1,
@@ -522,6 +536,7 @@ impl Crawler {
             collections: BTreeMap::new(),
             at: Some(Instant::now()),
             indexnow_dropped: sm.indexnow_dropped(),
+            rup: Default::default(),
         };
         for (name, _) in sm.collections() {
             let counters = self.engine.counters(&name).cloned().unwrap_or_default();

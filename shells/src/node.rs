@@ -4,6 +4,7 @@
 //! when it stays silent), the four timers of 3.1.2 and the sync timer of the crawl queues.
 
 mod rup;
+pub use rup::RupCounters;
 mod rup_smtp;
 pub mod rup_spool;
 
@@ -200,6 +201,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
             admin.flush(&mut sm, now_secs());
             if let Some(slot) = &status {
                 let mut st = crawler.status(&sm);
+                st.rup = robot.counters();
                 if let Some(s) = &sink {
                     s.fill_status(&mut st);
                 }
@@ -258,6 +260,10 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
                     let done = crawler.on_result(&mut sm, r);
                     answer(&mut sm, &handle, done)?;
                     for _ in 1..MAX_RESULTS {
+                        // The pages a sitemap queued are dispatched first (crawler.step below).
+                        if crawler.take_sitemap_queued() {
+                            break;
+                        }
                         let Ok(r) = crawler.results().try_recv() else { break };
                         let done = crawler.on_result(&mut sm, r);
                         answer(&mut sm, &handle, done)?;
@@ -423,6 +429,7 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
                         }
                         if let Some(slot) = &status {
                             let mut st = crawler.status(&sm);
+                            st.rup = robot.counters();
                             if let Some(s) = &sink {
                                 s.fill_status(&mut st);
                             }

@@ -35,7 +35,7 @@ pub mod progress;
 mod roles;
 mod summary;
 pub use feeding::{Distributors, FeedingOptions};
-use summary::{indexnow_dropped, print_search_example, summarize, wait_published};
+use summary::{indexnow_dropped, print_search_example, rup_counters, summarize, wait_published};
 pub use summary::{RunSummary, Summary};
 
 /// A free port on 127.0.0.1 for a role `up` starts, which binds it a moment later.
@@ -460,6 +460,7 @@ impl Cluster {
             elapsed: self.started.elapsed().as_secs_f64(),
             feeding: self.distributors.is_some(),
             indexnow_dropped: indexnow_dropped(&self.slots),
+            rup: rup_counters(&self.slots),
             ..RunSummary::default()
         }
     }
@@ -541,6 +542,7 @@ impl Cluster {
                 elapsed: started.elapsed().as_secs_f64() - waited,
                 feeding: self.distributors.is_some(),
                 indexnow_dropped: indexnow_dropped(slots),
+                rup: rup_counters(slots),
                 ..RunSummary::default()
             },
             stopped,
@@ -609,7 +611,7 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
     };
     let mut layout = Layout::open(&data_dir, args.fresh)?;
     let stop = crate::stop::on_signals()?;
-    let mut web_server = None;
+    let (mut web_server, mut web_smtps) = (None, None);
     if let Some(spec) = &args.synthetic_web {
         let spec: WebSpec = spec.parse().map_err(|e| format!("--synthetic-web: {e}"))?;
         let spec = WebSpec {
@@ -631,9 +633,18 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
             changes: args.web_changes,
         });
         let web = Arc::new(web);
-        let server = SynthServer::start_logging(web.clone(), args.access_log.as_deref())
+        // Every host a RUP server too, its reports mailed to the nodes (docs/rup.md), unless
+        // --no-web-rup.
+        let rup = (!args.no_web_rup).then(|| {
+            crate::synthweb::RupOptions::new(layout.dir.join("synthweb-rup"), Default::default())
+        });
+        web_smtps = rup.as_ref().map(|r| r.targets.clone());
+        let server = SynthServer::start_with(web.clone(), args.access_log.as_deref(), rup)
             .map_err(|e| format!("cannot serve the synthetic web: {e}"))?;
         let mut overrides = Vec::new();
+        if web_smtps.is_some() {
+            overrides.push(("rup", crate::synthweb::up_robot_section(args.web_changes)));
+        }
         if let Some(d) = args.web_delay {
             overrides.push(("delay", Value::Float(d)));
         }
@@ -686,6 +697,9 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         args.admin_listen,
         &args.access,
     )?;
+    if let Some(t) = web_smtps {
+        *t.write() = cluster.node_smtps.clone();
+    }
     layout.save()?;
     layout.write_admin_addr(cluster.multinode_admin)?;
     layout.write_admin_token(args.access.admin_token_file.as_deref())?;
@@ -724,6 +738,7 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
     let clean = cluster.stop();
     sum.collections = summarize(&cluster.slots);
     sum.indexnow_dropped = indexnow_dropped(&cluster.slots);
+    sum.rup = rup_counters(&cluster.slots);
     sum.add_earlier(&earlier);
     if let Err(e) = summary::save(&data_dir, &sum) {
         log::warn!("{e}");

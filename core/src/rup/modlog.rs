@@ -197,6 +197,25 @@ impl ModLog {
         Some(kind)
     }
 
+    /// Logs a change the caller knows of (a server that learns of changes rather than
+    /// comparing files, as the synthetic web of `crawlfleet up` does): `kind` of `path`, dated
+    /// `date`, the file now as `stat` (ignored for Delete). [`ModLog::commit`] makes it durable.
+    pub fn note(&mut self, path: &str, kind: ChangeKind, stat: FileStat, date: i64) {
+        let ch = Change {
+            seq: self.next_seq,
+            kind,
+            date,
+            path: path.to_owned(),
+        };
+        self.log.append_with(|out| encode_entry(out, &ch, stat));
+        self.next_seq += 1;
+        match kind {
+            ChangeKind::Delete => self.files.remove(path),
+            _ => self.files.insert(ch.path.clone(), stat),
+        };
+        self.changes.push_back(ch);
+    }
+
     /// Writes and syncs the queued changes.
     pub fn commit(&mut self) -> Result<(), LogError> {
         if self.log.has_pending() {

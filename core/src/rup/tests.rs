@@ -302,3 +302,29 @@ fn modlog_logs_new_change_delete_and_survives_reopen_and_compaction() {
     assert_eq!(log.files().get("a"), st(2, 1).as_ref());
     assert!(!log.files().contains_key("b"));
 }
+
+/// A change noted (not found by comparing files) is numbered, reported and kept across a
+/// reopen like an observed one.
+#[test]
+fn noted_changes_are_logged_and_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let stat = FileStat {
+        mtime_ns: 5_000_000_000,
+        size: 1,
+    };
+    {
+        let mut log = ModLog::open(dir.path()).unwrap();
+        log.note("s0/p3.html", ChangeKind::Change, stat, 5);
+        log.note("s0/p4.html", ChangeKind::Change, stat, 5);
+        log.commit().unwrap();
+        assert_eq!(log.head(), 2);
+    }
+    let log = ModLog::open(dir.path()).unwrap();
+    assert_eq!(log.head(), 2);
+    assert_eq!(log.files().get("s0/p3.html"), Some(&stat));
+    let text = render(1, "http://h/", log.since(0), &Filter::All, "\n");
+    assert_eq!(
+        text,
+        "SequenceNumber: 1\nURLBase: http://h/\n\nChange[1970-01-01T00:00:05Z]: s0/p3.html, s0/p4.html\n"
+    );
+}

@@ -525,6 +525,7 @@ impl NodeScheduler {
             }
         }
         let feeder = Feeder::open(&dir)?;
+        let sitemaps = sitemap::SiteMaps::open(&dir)?;
         let settings = crate::config::parsed(name, &dict);
         let policy = RefreshPolicy::of(&settings);
         let mut c = Collection {
@@ -563,7 +564,7 @@ impl NodeScheduler {
             sent: NodeCounters::default(),
             clock: self.opts.clock.clone(),
             disk: diskfull::DiskPause::default(),
-            sitemaps: Default::default(),
+            sitemaps,
         };
         c.count_documents();
         Ok(c)

@@ -6,8 +6,10 @@
 //!   (once per refresh cycle, like any URI), so robots.txt and the collection's politeness
 //!   apply to it.
 //! - A sitemap read ([`NodeScheduler::sitemap_read`]): an index queues its sitemaps; a URL set
-//!   queues its URLs like links. The sitemaps read are remembered per site (in memory: after a
-//!   restart a site is refreshed without them until its robots.txt is read again).
+//!   queues its URLs like links. The sitemaps read are remembered per site, on the record log
+//!   (`sitemaps.log` in the collection's directory, committed as each one is first read or
+//!   refused), so a restarted node's refresh cycles read them again as before. The pages'
+//!   side of the lastmod test, each page's last fetch, is in the crawl store.
 //! - A refresh cycle ([`NodeScheduler::hold_for_sitemaps`]) holds the stored URIs of every site
 //!   with a remembered sitemap and queues the sitemaps instead. Each held URI the sitemaps list
 //!   is fetched (conditionally, as before) when its `<lastmod>` is newer than its last fetch, or
@@ -22,12 +24,15 @@
 //! sitemap.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
 
 use log::{debug, info};
 
 use super::{start_uri_entry, NodeScheduler};
 use crate::crawl::sitemaps::{self, Found};
+use crate::recordlog::{put_bytes, Cur, Format, LogError, LogWriter, Options};
 use crate::routing::crawl_site;
+use crate::sched::collections::StoreError;
 use crate::sched::multinode::SchedError;
 use crate::sched::show;
 use crate::sitemap::{Kind, Sitemap};
@@ -37,10 +42,122 @@ use crate::store::UriState;
 /// it had none.
 pub const HOLD_SECONDS: i64 = 600;
 
+/// The file in a collection's directory that keeps each site's sitemaps.
+pub const FILE: &str = "sitemaps.log";
+
+const FORMAT: Format = Format {
+    magic: b"CFSITEMAPS1\n",
+    name: "sitemaps",
+    max_record: 1 << 16,
+};
+
+/// A site's sitemap read: site, URL, where it was found.
+const PUT: u8 = 1;
+/// A site's sitemap refused: site, URL.
+const REMOVE: u8 = 2;
+
 /// A collection's sitemaps, by crawl site.
 #[derive(Default)]
 pub(super) struct SiteMaps {
     sites: HashMap<String, SiteMap>,
+    /// What `known` holds, on the record log (`None`: not kept, as in tests of the scheduler's
+    /// pure side).
+    log: Option<LogWriter>,
+}
+
+fn found_byte(f: Found) -> u8 {
+    match f {
+        Found::Robots => 0,
+        Found::File => 1,
+    }
+}
+
+fn encode_put(out: &mut Vec<u8>, site: &str, url: &str, found: Found) {
+    out.push(PUT);
+    put_bytes(out, site.as_bytes());
+    put_bytes(out, url.as_bytes());
+    out.push(found_byte(found));
+}
+
+fn log_error(e: LogError) -> SchedError {
+    SchedError::Store(StoreError {
+        disk_full: e.is_no_space(),
+        error: format!("{}: {}", e.action, e.error),
+        path: e.path,
+    })
+}
+
+impl SiteMaps {
+    /// Opens (creating) the sitemaps kept in the collection directory `dir`, and compacts
+    /// their log.
+    pub(super) fn open(dir: &Path) -> Result<SiteMaps, SchedError> {
+        let mut sites: HashMap<String, SiteMap> = HashMap::new();
+        let (log, _) = LogWriter::open(&dir.join(FILE), Options::new(FORMAT), |p| {
+            let mut c = Cur(p);
+            let ok = (|| {
+                let kind = c.u8()?;
+                let site = String::from_utf8(c.bytes()?.to_vec()).ok()?;
+                let url = String::from_utf8(c.bytes()?.to_vec()).ok()?;
+                match kind {
+                    PUT => {
+                        let found = match c.u8()? {
+                            0 => Found::Robots,
+                            1 => Found::File,
+                            _ => return None,
+                        };
+                        sites.entry(site).or_default().known.insert(url, found);
+                    }
+                    REMOVE => {
+                        if let Some(s) = sites.get_mut(&site) {
+                            s.known.remove(&url);
+                        }
+                    }
+                    _ => return None,
+                }
+                c.is_empty().then_some(())
+            })();
+            ok.is_some()
+        })
+        .map_err(log_error)?;
+        sites.retain(|_, s| !s.known.is_empty());
+        let mut maps = SiteMaps {
+            sites,
+            log: Some(log),
+        };
+        let sites = &maps.sites;
+        if let Some(log) = &mut maps.log {
+            log.compact(|w| {
+                for (site, s) in sites {
+                    for (url, found) in &s.known {
+                        w.record(|out| encode_put(out, site, url, *found))?;
+                    }
+                }
+                Ok(())
+            })
+            .map_err(log_error)?;
+        }
+        Ok(maps)
+    }
+
+    /// Writes durably that `url` of `site` was read (`Some`) or refused (`None`).
+    fn keep(&mut self, site: &str, url: &str, found: Option<Found>) -> Result<(), SchedError> {
+        let Some(log) = &mut self.log else {
+            return Ok(());
+        };
+        log.append_with(|out| match found {
+            Some(f) => encode_put(out, site, url, f),
+            None => {
+                out.push(REMOVE);
+                put_bytes(out, site.as_bytes());
+                put_bytes(out, url.as_bytes());
+            }
+        });
+        let r = log.commit();
+        if r.is_err() {
+            log.discard_pending();
+        }
+        r.map_err(log_error)
+    }
 }
 
 #[derive(Default)]
@@ -138,15 +255,18 @@ impl NodeScheduler {
                     "collection {}: sitemap {url} refused: {reason}",
                     show(name)
                 );
-                s.known.remove(url);
+                if s.known.remove(url).is_some() {
+                    c.sitemaps.keep(site, url, None)?;
+                }
                 self.sitemap_answered(name, site)?;
                 return Ok(tally);
             }
         };
         tally.read = true;
-        if !child {
-            s.known.insert(url.to_string(), found);
+        if !child && s.known.insert(url.to_string(), found) != Some(found) {
+            c.sitemaps.keep(site, url, Some(found))?;
         }
+        let s = c.sitemaps.sites.entry(site.to_string()).or_default();
         let mut queue = Vec::new();
         match map.kind {
             Kind::Index => {

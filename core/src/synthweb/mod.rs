@@ -386,6 +386,53 @@ impl SyntheticWeb {
         (v, last)
     }
 
+    /// The index of the host at `addr` (0 for host 0), if it is one of the web's.
+    pub fn host_index(&self, addr: SocketAddr) -> Option<u32> {
+        self.host_of(addr)
+    }
+
+    /// `http://address:port` of host `h` (the port left out when it is 80), if `h` is a host
+    /// of the web.
+    pub fn origin_of(&self, h: u32) -> Option<String> {
+        ((h as usize) < self.addrs.len()).then(|| self.origin(h))
+    }
+
+    /// The last round of changes at `now` (0: none yet, or the web does not change): round
+    /// `r` happens at `Publish::since + r * every`.
+    pub fn round_at(&self, now: i64) -> u64 {
+        match self.publish.changes {
+            Some(c) if now > self.publish.since => {
+                ((now - self.publish.since) as u64 / c.every.max(1)).min(MAX_ROUNDS)
+            }
+            _ => 0,
+        }
+    }
+
+    /// When round `r` of changes happens (Unix seconds).
+    pub fn round_time(&self, r: u64) -> i64 {
+        let every = self.publish.changes.map_or(1, |c| c.every.max(1));
+        self.publish.since + (r * every) as i64
+    }
+
+    /// The paths (`/s0/p3.html`) of the tree pages of host `h` that change in round `r` (from
+    /// 1), as [`SyntheticWeb::respond`] serves them: what a modification log of the web logs.
+    pub fn changed_in_round(&self, h: u32, r: u64) -> Vec<String> {
+        let Some(c) = self
+            .publish
+            .changes
+            .filter(|_| (1..=MAX_ROUNDS).contains(&r))
+        else {
+            return Vec::new();
+        };
+        (1..self.spec.pages as u32)
+            .filter(|&i| {
+                let key = (u64::from(h) << 32) | u64::from(i);
+                mix(self.spec.seed, tag::CHANGE, key, r) % 1000 < u64::from(c.per_mille)
+            })
+            .map(|i| Page::Tree(i).path())
+            .collect()
+    }
+
     /// The spec the web was generated from.
     pub fn spec(&self) -> &WebSpec {
         &self.spec

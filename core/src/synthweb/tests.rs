@@ -448,3 +448,45 @@ fn a_large_web_reaches_every_page() {
         1000
     );
 }
+
+/// The rounds of changes a modification log is fed from name exactly the pages whose version
+/// (their ETag and body) moves at that round.
+#[test]
+fn changed_in_round_names_the_pages_whose_version_moves() {
+    let spec: WebSpec = "3:200".parse().unwrap();
+    let since = 1_800_000_000;
+    let web =
+        SyntheticWeb::generate(&spec, "127.77.0.1".parse().unwrap(), 8080).publishing(Publish {
+            robots_sitemap: true,
+            since,
+            changes: Some("5%/10".parse().unwrap()),
+        });
+    assert_eq!(web.round_at(since + 9), 0);
+    assert_eq!(web.round_at(since + 10), 1);
+    assert_eq!(web.round_time(3), since + 30);
+    let mut named = 0;
+    for h in 0..3u32 {
+        for r in 1..=6u64 {
+            let changed = web.changed_in_round(h, r);
+            named += changed.len();
+            for i in 0..200u32 {
+                let before = web.version(h, i, web.round_time(r) - 1).0;
+                let (after, at) = web.version(h, i, web.round_time(r));
+                let path = Page::Tree(i).path();
+                assert_eq!(
+                    changed.contains(&path),
+                    after == before + 1,
+                    "{h} {path} {r}"
+                );
+                if after > before {
+                    assert_eq!(at, web.round_time(r));
+                }
+            }
+        }
+    }
+    // About 5% of 3 x 199 pages over six rounds.
+    assert!((60..=300).contains(&named), "{named}");
+    let still = SyntheticWeb::generate(&spec, "127.77.0.1".parse().unwrap(), 8080);
+    assert_eq!(still.round_at(since + 100), 0);
+    assert!(still.changed_in_round(0, 1).is_empty());
+}

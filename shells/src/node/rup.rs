@@ -49,6 +49,22 @@ pub enum RobotOut {
     Cover(Vec<u8>, String, bool),
 }
 
+/// What the robot did in this run (`crawlfleet up`'s summary shows them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RupCounters {
+    /// Sites registered with now (over the collections).
+    pub sites_registered: u64,
+    /// Reports received for a site registered with.
+    pub reports_received: u64,
+    /// Reports applied (the next in sequence, or one after a gap).
+    pub reports_applied: u64,
+    /// URIs queued for fetching by the reports and by GetIndex answers.
+    pub pages_queued: u64,
+}
+
+/// The counters, shared by the robot thread and the node's loop.
+type SharedCounters = std::sync::Arc<parking_lot::Mutex<RupCounters>>;
+
 /// The robot thread's two ends.
 pub struct RobotLink {
     /// To the robot.
@@ -62,6 +78,7 @@ pub struct RobotLink {
     /// The `rup` sections last sent, and when they were last compared.
     configs: Option<BTreeMap<Vec<u8>, Option<RupRobot>>>,
     configs_at: Instant,
+    counters: SharedCounters,
 }
 
 /// How often the node's loop compares the collections' `rup` sections with those it sent.
@@ -98,7 +115,8 @@ impl RobotLink {
         while let Ok(m) = self.rx.try_recv() {
             match m {
                 RobotOut::Fetch(c, uris) => {
-                    sm.rup_fetch(&c, &uris)?;
+                    let n = sm.rup_fetch(&c, &uris)?;
+                    self.counters.lock().pages_queued += n;
                 }
                 RobotOut::Delete(c, uris) => {
                     sm.rup_delete(&c, &uris)?;
@@ -110,6 +128,11 @@ impl RobotLink {
             }
         }
         Ok(())
+    }
+
+    /// What the robot did so far.
+    pub fn counters(&self) -> RupCounters {
+        *self.counters.lock()
     }
 }
 
@@ -133,6 +156,7 @@ struct Robot {
     retry_at: HashMap<(Vec<u8>, String), Instant>,
     out: Sender<RobotOut>,
     recipients: Recipients,
+    counters: SharedCounters,
 }
 
 /// Starts the robot thread over the data directory `data_dir`.
@@ -150,6 +174,8 @@ pub fn start(data_dir: &Path, user_agent: &str) -> Result<RobotLink, String> {
     let (out, rx) = crossbeam_channel::unbounded();
     let (wake, wake_rx) = crossbeam_channel::bounded(1);
     let recipients = Recipients::default();
+    let counters = SharedCounters::default();
+    counters.lock().sites_registered = book.all().count() as u64;
     let mut robot = Robot {
         data_dir: data_dir.to_path_buf(),
         book,
@@ -159,6 +185,7 @@ pub fn start(data_dir: &Path, user_agent: &str) -> Result<RobotLink, String> {
         retry_at: HashMap::new(),
         out,
         recipients: recipients.clone(),
+        counters: counters.clone(),
     };
     std::thread::Builder::new()
         .name("rup-robot".into())
@@ -171,6 +198,7 @@ pub fn start(data_dir: &Path, user_agent: &str) -> Result<RobotLink, String> {
         wake,
         configs: None,
         configs_at: Instant::now(),
+        counters,
     })
 }
 
@@ -369,6 +397,7 @@ impl Robot {
             warn!("RUP registration of {url_base} not written: {e}");
             return;
         }
+        self.count_registered();
         self.send(RobotOut::Cover(
             collection.to_vec(),
             url_base.to_owned(),
@@ -396,6 +425,7 @@ impl Robot {
         if let Err(e) = self.book.remove(&r.collection, &r.url_base) {
             warn!("RUP registration of {} not removed: {e}", r.url_base);
         }
+        self.count_registered();
         self.send(RobotOut::Cover(
             r.collection.clone(),
             r.url_base.clone(),
@@ -435,12 +465,15 @@ impl Robot {
                 "a RUP report for {}, which no collection of this node registered with: dropped",
                 rep.url_base
             );
+        } else {
+            self.counters.lock().reports_received += 1;
         }
         for mut r in regs {
             let now = clock::unix_now();
             match intake(r.seq, rep.seq) {
                 Intake::Stale => continue,
                 Intake::Next => {
+                    self.counters.lock().reports_applied += 1;
                     self.apply(&r.collection, rep);
                     r.seq = rep.seq;
                     r.heard_at = now;
@@ -454,12 +487,17 @@ impl Robot {
                         r.url_base,
                         r.seq
                     );
+                    self.counters.lock().reports_applied += 1;
                     self.apply(&r.collection, rep);
                     r.seq = rep.seq;
                     self.recover(r, true);
                 }
             }
         }
+    }
+
+    fn count_registered(&self) {
+        self.counters.lock().sites_registered = self.book.all().count() as u64;
     }
 
     fn save(&mut self, r: Registration) {

@@ -1,17 +1,29 @@
 //! Sending the update reports (draft-cosmo 3.2: "MIME compliant e-mail messages") over SMTP
 //! with lettre, on a thread of their own, so that a slow or unreachable mail server never holds
-//! up the HTTP answers or the modification log.
+//! up the HTTP answers or the modification log. `crawlfleet rup-server` and the synthetic web
+//! of `crawlfleet up` (synthweb/rup.rs) both send through it.
 //!
 //! A message is `text/plain; charset=us-ascii` whose body is the report with CRLF line ends
 //! (its lines are kept under 1,000 bytes, so it goes as 7bit, byte for byte). The role thread
 //! hands over one [`Mail`] at a time per robot and learns how each went from a [`Sent`].
 
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crawlfleet_core::rup::cgi::Offer;
+use crawlfleet_core::rup::modlog::ModLog;
+use crawlfleet_core::rup::registry::{Registry, Robot};
+use crawlfleet_core::rup::report;
 use crossbeam_channel::{Receiver, Sender};
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::SmtpTransport;
 use lettre::{Message, Transport};
+use parking_lot::RwLock;
+
+/// The reports' line end (mail: CRLF).
+const NL: &str = "\r\n";
 
 /// A report to send.
 #[derive(Debug)]
@@ -24,6 +36,8 @@ pub struct Mail {
     pub upto: u64,
     /// The robot's address.
     pub to: String,
+    /// The site's URL base (the subject names it).
+    pub url_base: String,
     /// The report (3.2), CRLF lines.
     pub body: String,
 }
@@ -37,24 +51,77 @@ pub struct Sent {
     pub result: Result<(), String>,
 }
 
-/// Starts the sending thread: mails from `rx`, outcomes to `tx`, through the SMTP server at
-/// `smtp` (plain SMTP, no TLS: a relay on loopback or the local network), from `from`.
+/// Where the reports go: one SMTP server, or several that each get every report (as a mail
+/// server with one alias per node of a cluster would deliver them; the node that registered
+/// with the site applies it, docs/rup.md). Empty until known: a report then waits.
+pub type Targets = Arc<RwLock<Vec<SocketAddr>>>;
+
+/// The next report of robot `r` of the site of `offer` (3.2: numbered one past the last one
+/// sent; 3.3.3: one each period, empty or not): the changes of `modlog` it has not heard of,
+/// filtered by its patterns.
+pub fn report_for(offer: &Offer, modlog: &ModLog, r: &Robot) -> Mail {
+    let seq = r.seq + 1;
+    let filter = offer.filter(&r.patterns);
+    Mail {
+        key: r.key.clone(),
+        seq,
+        upto: modlog.head(),
+        to: r.email.clone(),
+        url_base: offer.url_base.clone(),
+        body: report::render(seq, &offer.url_base, modlog.since(r.sent_upto), &filter, NL),
+    }
+}
+
+/// Records a report the SMTP server accepted: its number, what it covered and when the next
+/// one is due. Nothing for a robot unregistered, re-registered or re-addressed meanwhile.
+pub fn record_sent(registry: &mut Registry, mail: &Mail, now: i64) -> Result<(), String> {
+    let Some(r) = registry.get(&mail.key) else {
+        return Ok(());
+    };
+    if r.email != mail.to || r.seq + 1 != mail.seq {
+        return Ok(());
+    }
+    let mut r = r.clone();
+    let period = r.latency.seconds() as i64;
+    r.seq = mail.seq;
+    r.sent_upto = mail.upto;
+    r.next_due += period;
+    if r.next_due <= now {
+        // Far behind (the server was down): the next one a period from now.
+        r.next_due = now + period;
+    }
+    registry.update(r).map_err(|e| e.to_string())
+}
+
+/// Starts the sending thread: mails from `rx`, outcomes to `tx`, through the SMTP servers of
+/// `targets` (plain SMTP, no TLS: a relay on loopback or the local network), from `from`. A
+/// mail counts as sent when one of them accepted it.
 pub fn spawn(
-    smtp: std::net::SocketAddr,
+    targets: Targets,
     from: String,
-    url_base: String,
     rx: Receiver<Mail>,
     tx: Sender<Sent>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("rup-mail".into())
         .spawn(move || {
-            let transport = SmtpTransport::builder_dangerous(smtp.ip().to_string())
-                .port(smtp.port())
-                .timeout(Some(Duration::from_secs(20)))
-                .build();
+            let mut transports: HashMap<SocketAddr, SmtpTransport> = HashMap::new();
             for mail in rx {
-                let result = send(&transport, &from, &url_base, &mail);
+                let to: Vec<SocketAddr> = targets.read().clone();
+                let mut result = Err("no SMTP server to send to yet".to_string());
+                for smtp in to {
+                    let transport = transports.entry(smtp).or_insert_with(|| {
+                        SmtpTransport::builder_dangerous(smtp.ip().to_string())
+                            .port(smtp.port())
+                            .timeout(Some(Duration::from_secs(20)))
+                            .build()
+                    });
+                    match send(transport, &from, &mail) {
+                        Ok(()) => result = Ok(()),
+                        Err(e) if result.is_err() => result = Err(format!("{smtp}: {e}")),
+                        Err(_) => {}
+                    }
+                }
                 if tx.send(Sent { mail, result }).is_err() {
                     return;
                 }
@@ -62,11 +129,11 @@ pub fn spawn(
         })
 }
 
-fn send(t: &SmtpTransport, from: &str, url_base: &str, m: &Mail) -> Result<(), String> {
+fn send(t: &SmtpTransport, from: &str, m: &Mail) -> Result<(), String> {
     let msg = Message::builder()
         .from(from.parse().map_err(|e| format!("From {from}: {e}"))?)
         .to(m.to.parse().map_err(|e| format!("To {}: {e}", m.to))?)
-        .subject(format!("RUP update report {} for {url_base}", m.seq))
+        .subject(format!("RUP update report {} for {}", m.seq, m.url_base))
         .header(ContentType::parse("text/plain; charset=us-ascii").map_err(|e| e.to_string())?)
         // lettre ends the data with CRLF "." CRLF after the body, the CRLF being its own: the
         // report's last line end is that one, so the message holds the report exactly.

@@ -13,7 +13,7 @@
 //! once the SMTP server accepted it, and is retried until then, with the same number.
 
 mod files;
-mod mail;
+pub(crate) mod mail;
 mod scan;
 
 use std::collections::{HashMap, HashSet};
@@ -28,7 +28,7 @@ use crawlfleet_core::rup::cgi::{self, Action, Offer};
 use crawlfleet_core::rup::info::RupInfo;
 use crawlfleet_core::rup::modlog::ModLog;
 use crawlfleet_core::rup::registry::Registry;
-use crawlfleet_core::rup::{report, Refusal, Span, Unit};
+use crawlfleet_core::rup::{Refusal, Span, Unit};
 use crawlfleet_core::{clock, warn_limited};
 use crawlfleet_net::http::{HttpFraming, Request};
 use crawlfleet_net::{ConnId, Event, EventLoop, FrameBatch, Handle, Priority, TimerId};
@@ -116,9 +116,6 @@ fn next_tick() -> Duration {
     to_second.min(TICK_EVERY)
 }
 
-/// The reports' line end (mail: CRLF).
-const NL: &str = "\r\n";
-
 /// The server's state, owned by the role thread.
 struct Server {
     root: PathBuf,
@@ -178,7 +175,7 @@ fn parse_offer(args: &RupServerArgs, url_base: &str) -> Result<RupInfo, String> 
 }
 
 /// A new registration key: 128 random bits from the kernel, in hex (unguessable).
-fn new_key() -> Result<String, String> {
+pub(crate) fn new_key() -> Result<String, String> {
     let mut b = [0u8; 16];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut b))
@@ -229,14 +226,9 @@ pub fn run(args: &RupServerArgs, stop: &crate::stop::Stop) -> Result<(), String>
     let offer = Offer::new(parse_offer(args, &url_base)?, url_base.clone())?;
     let (mail_tx, mail_rx) = crossbeam_channel::unbounded();
     let (sent_tx, sent_rx) = crossbeam_channel::unbounded();
-    mail::spawn(
-        args.smtp,
-        args.from.clone(),
-        url_base.clone(),
-        mail_rx,
-        sent_tx,
-    )
-    .map_err(|e| e.to_string())?;
+    let targets = mail::Targets::default();
+    targets.write().push(args.smtp);
+    mail::spawn(targets, args.from.clone(), mail_rx, sent_tx).map_err(|e| e.to_string())?;
     let stats = SharedRup::default();
     let _metrics = match args.metrics_listen {
         Some(addr) => Some(crate::metrics::serve(
@@ -406,24 +398,7 @@ impl Server {
             let Some(r) = self.registry.get(&key) else {
                 continue;
             };
-            // 3.2: every report numbered one past the last one sent; 3.3.3: one each period,
-            // empty or not.
-            let seq = r.seq + 1;
-            let filter = self.offer.filter(&r.patterns);
-            let body = report::render(
-                seq,
-                &self.offer.url_base,
-                self.modlog.since(r.sent_upto),
-                &filter,
-                NL,
-            );
-            let mail = mail::Mail {
-                key: key.clone(),
-                seq,
-                upto: self.modlog.head(),
-                to: r.email.clone(),
-                body,
-            };
+            let mail = mail::report_for(&self.offer, &self.modlog, r);
             if self.mail_tx.send(mail).is_ok() {
                 self.in_flight.insert(key);
             }
@@ -432,7 +407,7 @@ impl Server {
 
     /// The mail thread's outcome for one report.
     fn sent(&mut self, s: mail::Sent) {
-        let key = s.mail.key;
+        let key = s.mail.key.clone();
         self.in_flight.remove(&key);
         let now = clock::unix_now();
         if let Err(e) = s.result {
@@ -449,23 +424,7 @@ impl Server {
         }
         self.retry_at.remove(&key);
         self.stats.lock().reports_sent += 1;
-        // Unregistered, re-registered or re-addressed meanwhile: nothing to record.
-        let Some(r) = self.registry.get(&key) else {
-            return;
-        };
-        if r.email != s.mail.to || r.seq + 1 != s.mail.seq {
-            return;
-        }
-        let mut r = r.clone();
-        let period = r.latency.seconds() as i64;
-        r.seq = s.mail.seq;
-        r.sent_upto = s.mail.upto;
-        r.next_due += period;
-        if r.next_due <= now {
-            // Far behind (the server was down): the next one a period from now.
-            r.next_due = now + period;
-        }
-        if let Err(e) = self.registry.update(r) {
+        if let Err(e) = mail::record_sent(&mut self.registry, &s.mail, now) {
             warn_limited!("rup-registry", "sequence number not written: {e}");
         }
     }

@@ -16,7 +16,10 @@
 //! server.stop();
 //! ```
 
+mod rup;
 mod server;
+
+pub use rup::{up_robot_section, RupActivity, RupOptions, CGI_PATH, UP_ROBOT};
 
 use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};
@@ -79,6 +82,16 @@ impl SynthServer {
         web: Arc<SyntheticWeb>,
         access_log: Option<&Path>,
     ) -> io::Result<SynthServer> {
+        SynthServer::start_with(web, access_log, None)
+    }
+
+    /// [`SynthServer::start_logging`], every host also a RUP server when `rup` is given
+    /// (`/rupinfo.txt`, the CGI at [`CGI_PATH`], reports mailed: docs/rup.md).
+    pub fn start_with(
+        web: Arc<SyntheticWeb>,
+        access_log: Option<&Path>,
+        rup: Option<RupOptions>,
+    ) -> io::Result<SynthServer> {
         let mut builder = EventLoop::builder()
             .framing(HttpFraming::new(server::MAX_BODY))
             .answer_half_closed(true)
@@ -111,8 +124,35 @@ impl SynthServer {
         })?;
         let shared = Arc::new(Shared {
             log: Mutex::new(Vec::new()),
+            rup: Arc::new(Mutex::new(RupActivity::default())),
         });
-        let server = Server::new(lp.handle.clone(), hosts, web.clone(), shared.clone(), file);
+        let rup = match rup {
+            Some(opts) => {
+                let r = rup::WebRup::start(web.clone(), opts, shared.rup.clone());
+                let every = server::RUP_TICK_EVERY;
+                let ticking = lp.handle.set_timer(server::RUP_TICK, every, Some(every));
+                match (r, ticking) {
+                    (Ok(r), Ok(())) => Some(r),
+                    (Err(e), _) => {
+                        let _ = lp.handle.shutdown();
+                        return Err(e);
+                    }
+                    (_, Err(_)) => {
+                        let _ = lp.handle.shutdown();
+                        return Err(io::Error::other("the synthweb event loop stopped"));
+                    }
+                }
+            }
+            None => None,
+        };
+        let server = Server::new(
+            lp.handle.clone(),
+            hosts,
+            web.clone(),
+            shared.clone(),
+            file,
+            rup,
+        );
         let (events, join) = (lp.events, lp.join);
         let thread = std::thread::Builder::new()
             .name("synthweb".into())
@@ -155,6 +195,11 @@ impl SynthServer {
     /// Every request answered so far, in order of completion.
     pub fn log(&self) -> Vec<AccessRecord> {
         self.shared.log.lock().clone()
+    }
+
+    /// What the hosts' RUP servers did so far (all zero when the web does not publish RUP).
+    pub fn rup_activity(&self) -> RupActivity {
+        self.shared.rup.lock().clone()
     }
 
     /// Blocks until the server thread ends (it ends only on an error or [`SynthServer::stop`]

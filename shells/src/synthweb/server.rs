@@ -18,6 +18,7 @@ use crossbeam_channel::{Receiver, TryRecvError};
 use log::{debug, warn};
 use parking_lot::Mutex;
 
+use super::rup::{RupActivity, WebRup};
 use super::AccessRecord;
 
 /// Request bodies are refused (400); the framing refuses larger ones without reading them.
@@ -30,7 +31,14 @@ const COALESCE: usize = 64 << 10;
 /// What the server shares with [`super::SynthServer`].
 pub(super) struct Shared {
     pub log: Mutex<Vec<AccessRecord>>,
+    /// What the web's RUP servers did.
+    pub rup: Arc<Mutex<RupActivity>>,
 }
+
+/// The RUP servers' tick (the reply delays' timers count up from 0).
+pub(super) const RUP_TICK: TimerId = TimerId(u64::MAX);
+/// How often it comes.
+pub(super) const RUP_TICK_EVERY: Duration = Duration::from_millis(250);
 
 /// A request waiting for its turn.
 struct Pending {
@@ -51,6 +59,8 @@ enum Answer {
     Head,
     /// A refusal with this status.
     Refuse(u16),
+    /// `/rupinfo.txt` (no form) or the RUP CGI with its form (a GET's query, a POST's body).
+    Rup(Option<Vec<u8>>),
 }
 
 /// A reply waiting for its delay.
@@ -84,6 +94,8 @@ pub(super) struct Server {
     pub web: Arc<SyntheticWeb>,
     pub shared: Arc<Shared>,
     pub file: Option<BufWriter<std::fs::File>>,
+    /// The hosts' RUP servers, when the web publishes RUP.
+    rup: Option<WebRup>,
     conns: HashMap<ConnId, Conn>,
     timers: HashMap<TimerId, ConnId>,
     next_timer: u64,
@@ -99,6 +111,7 @@ impl Server {
         web: Arc<SyntheticWeb>,
         shared: Arc<Shared>,
         file: Option<BufWriter<std::fs::File>>,
+        rup: Option<WebRup>,
     ) -> Server {
         Server {
             handle,
@@ -106,6 +119,7 @@ impl Server {
             web,
             shared,
             file,
+            rup,
             conns: HashMap::new(),
             timers: HashMap::new(),
             next_timer: 0,
@@ -157,6 +171,11 @@ impl Server {
                 self.next_conn += 1;
             }
             Event::Frames(batch) => self.requests(&batch),
+            Event::Timer(RUP_TICK) => {
+                if let Some(r) = self.rup.as_mut() {
+                    r.tick();
+                }
+            }
             Event::Timer(t) => {
                 if let Some(conn) = self.timers.remove(&t) {
                     self.delay_over(conn, t);
@@ -189,7 +208,7 @@ impl Server {
                     refused(r.status, len)
                 }
                 None => match batch.raw(i).and_then(Request::parse) {
-                    Some(req) => pending(&req, len),
+                    Some(req) => pending(&req, len, self.rup.is_some()),
                     None => refused(400, len),
                 },
             };
@@ -223,14 +242,25 @@ impl Server {
             };
             conn.buffered -= p.len;
             let start = Instant::now();
-            let (reply, head_only) = match p.what {
+            let (reply, head_only) = match &p.what {
                 Answer::Get => (self.web.respond(conn.host, &p.path), false),
                 Answer::Head => (self.web.respond(conn.host, &p.path), true),
-                Answer::Refuse(status) => (refusal(status), false),
+                Answer::Refuse(status) => (refusal(*status), false),
+                Answer::Rup(form) => {
+                    let host = conn.host;
+                    let r = self
+                        .rup
+                        .as_mut()
+                        .and_then(|r| r.respond(host, &p.path, form.as_deref()));
+                    (r.unwrap_or_else(|| refusal(404)), false)
+                }
             };
             let reply = match p.what {
-                Answer::Refuse(_) => reply,
-                _ => conditional(reply, p.if_none_match.as_deref()),
+                Answer::Get | Answer::Head => conditional(reply, p.if_none_match.as_deref()),
+                _ => reply,
+            };
+            let Some(conn) = self.conns.get_mut(&id) else {
+                return;
             };
             let delay = reply.delay;
             let out = out(reply, p.close, head_only, p.path, start);
@@ -297,15 +327,25 @@ fn refused(status: u16, len: usize) -> Pending {
     }
 }
 
-/// What a request asks for. Only GET and HEAD without a body are served.
-fn pending(req: &Request<'_>, len: usize) -> Pending {
+/// What a request asks for. Only GET and HEAD without a body are served, and, when the web
+/// publishes RUP (`rup`), `/rupinfo.txt` and the CGI by GET or POST.
+fn pending(req: &Request<'_>, len: usize, rup: bool) -> Pending {
     // An absolute-form target (RFC 9112 3.2.2) names the path after the authority.
     let path = match req.path.strip_prefix("http://") {
         Some(rest) => rest.find('/').map_or("/", |i| &rest[i..]),
         None => req.path,
     }
     .to_string();
-    let what = if !req.body.is_empty() {
+    let (bare, query) = path.split_once('?').unwrap_or((&path, ""));
+    let what = if rup && bare == super::rup::CGI_PATH {
+        match req.method {
+            "GET" => Answer::Rup(Some(query.as_bytes().to_vec())),
+            "POST" => Answer::Rup(Some(req.body.to_vec())),
+            _ => Answer::Rup(None),
+        }
+    } else if rup && bare == "/rupinfo.txt" && matches!(req.method, "GET" | "HEAD") {
+        Answer::Rup(None)
+    } else if !req.body.is_empty() {
         Answer::Refuse(400)
     } else {
         match req.method {

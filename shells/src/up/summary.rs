@@ -38,6 +38,8 @@ pub struct RunSummary {
     /// IndexNow URLs the nodes dropped in this run: no collection covers their host
     /// (docs/indexnow.md).
     pub indexnow_dropped: u64,
+    /// What the nodes' RUP robots did in this run, over the nodes (docs/rup.md).
+    pub rup: crate::node::RupCounters,
 }
 
 impl RunSummary {
@@ -78,6 +80,19 @@ pub(super) fn wait_published(slots: &[StatusSlot], since: std::time::Instant) {
 /// IndexNow URLs dropped, over the nodes.
 pub(super) fn indexnow_dropped(slots: &[StatusSlot]) -> u64 {
     slots.iter().map(|s| s.lock().indexnow_dropped).sum()
+}
+
+/// What the nodes' RUP robots did, over the nodes.
+pub(super) fn rup_counters(slots: &[StatusSlot]) -> crate::node::RupCounters {
+    let mut t = crate::node::RupCounters::default();
+    for s in slots {
+        let r = s.lock().rup;
+        t.sites_registered += r.sites_registered;
+        t.reports_received += r.reports_received;
+        t.reports_applied += r.reports_applied;
+        t.pages_queued += r.pages_queued;
+    }
+    t
 }
 
 pub(super) fn summarize(slots: &[StatusSlot]) -> BTreeMap<String, Summary> {
@@ -189,6 +204,12 @@ fn print_summary(run: &RunSummary, json: bool) {
             "elapsed_seconds": (elapsed * 1000.0).round() / 1000.0,
             "pages_per_second": rate.round(),
             "indexnow_dropped": run.indexnow_dropped,
+            "rup": {
+                "sites_registered": run.rup.sites_registered,
+                "reports_received": run.rup.reports_received,
+                "reports_applied": run.rup.reports_applied,
+                "pages_queued": run.rup.pages_queued,
+            },
             "collections": cols,
         });
         if run.earlier_fetched > 0 {
@@ -251,6 +272,13 @@ fn print_summary(run: &RunSummary, json: bool) {
         println!(
             "IndexNow: {} submitted URLs dropped (no collection covers their host)",
             run.indexnow_dropped
+        );
+    }
+    let r = &run.rup;
+    if r.sites_registered + r.reports_received > 0 {
+        println!(
+            "RUP: {} sites registered, {} reports received ({} applied), {} pages queued by reports",
+            r.sites_registered, r.reports_received, r.reports_applied, r.pages_queued
         );
     }
     let fetched: u64 = sum.values().map(|s| s.counters.processed).sum();
