@@ -649,6 +649,11 @@ const MB: f64 = 1024.0 * 1024.0;
 
 fn report(o: &Outcome) -> serde_json::Value {
     let round = |x: f64| (x * 100.0).round() / 100.0;
+    // Bytes over the queue's peak; null for a node that never had anything queued.
+    let per_queued = |bytes: u64, queued: u64| match queued {
+        0 => serde_json::Value::Null,
+        q => json!(round(bytes as f64 / q as f64)),
+    };
     let pages = o.pages.max(1) as f64;
     let first = o.tenths.first().copied().unwrap_or(0.0);
     let last = o.tenths.last().copied().unwrap_or(0.0);
@@ -675,10 +680,10 @@ fn report(o: &Outcome) -> serde_json::Value {
         "peak_queued_uris": o.queues.iter().map(|(n, _, q, _)| (n.clone(), json!(q)))
             .collect::<serde_json::Map<_, _>>(),
         "rss_bytes_per_queued_uri": o.queues.iter()
-            .map(|(n, g, q, _)| (n.clone(), json!(round(*g as f64 / (*q).max(1) as f64))))
+            .map(|(n, g, q, _)| (n.clone(), per_queued(*g, *q)))
             .collect::<serde_json::Map<_, _>>(),
         "queue_memory_bytes_per_queued_uri": o.queues.iter()
-            .map(|(n, _, q, b)| (n.clone(), json!(round(*b as f64 / (*q).max(1) as f64))))
+            .map(|(n, _, q, b)| (n.clone(), per_queued(*b, *q)))
             .collect::<serde_json::Map<_, _>>(),
         "restart": o.restart.as_ref().map(|(ready, resumed)| json!({
             "roles_ready_seconds": ready.iter().map(|(n, s)| (n.clone(), json!(round(*s))))
