@@ -278,7 +278,17 @@ fn every_role_serves_metrics_that_promtool_accepts_and_match_the_statistics() {
         let fetched = value(&s, "crawlfleet_pages_fetched_total", &[]).unwrap();
         let fetches = value(&s, "crawlfleet_fetch_duration_seconds_count", &[]).unwrap();
         assert!(fetched > 0.0 && fetches >= fetched, "{fetched} {fetches}");
+        // The entries held in memory and their bytes come together (node only).
+        let coll = [("collection", "synthetic")];
+        let held = value(&s, "crawlfleet_queue_memory_entries", &coll).unwrap();
+        let bytes = value(&s, "crawlfleet_queue_memory_bytes", &coll).unwrap();
+        assert_eq!(held == 0.0, bytes == 0.0, "{held} entries, {bytes} bytes");
     }
+    assert_eq!(
+        value(&samples, "crawlfleet_queue_memory_entries", &[]),
+        None,
+        "the multinode scheduler holds no node's entries"
+    );
 
     // The duplicate server and its replica hold the same checksums; every add was counted.
     let dup = parse(&get(&up.addr("metrics/dupserver"), "/metrics").2);

@@ -9,10 +9,13 @@
 //! It reports, from the web server's access log and the roles' `/proc` entries:
 //! - pages/s in each tenth of the pages (the first against the last);
 //! - the peak resident memory (VmHWM) of every role, over both of its lives;
-//! - resident bytes per checksum entry (the duplicate server's growth over the pages stored;
-//!   bytes per queued URI are not reported: no interface of a node tells its queue length, the
-//!   FSCADM 2.2.5 collection statistics having no such attribute);
-//! - the bytes each role keeps on disk, per page;
+//! - resident bytes per checksum entry (the duplicate server's growth over the pages stored);
+//! - each node's peak of queued URIs (its `/metrics`: `crawlfleet_queue_entries`, the crawl
+//!   queue on disk, plus `crawlfleet_queue_memory_entries`, the entries taken into memory),
+//!   its resident growth per queued URI at that peak (peak RSS less the RSS once it answered,
+//!   over the peak), and the heap bytes of the in-memory entries per queued URI
+//!   (`crawlfleet_queue_memory_bytes` at the peak, over the peak);
+//! - the bytes each role keeps on disk, per page, and the CPU seconds each used;
 //! - with `--kill-at F`, the time every role takes to come back from its data after all of
 //!   them are SIGKILLed once a fraction F of the pages was fetched (each until its port
 //!   answers), and until the web sees requests again;
@@ -56,6 +59,15 @@ struct Proc {
     child: Option<Child>,
     peak_rss: u64,
     dir: PathBuf,
+    /// Resident bytes once it first answered.
+    base_rss: u64,
+    /// A node's `/metrics` address (its admin port).
+    metrics: Option<SocketAddr>,
+    /// CPU seconds (user and system) of its earlier lives.
+    cpu: f64,
+    /// A node's largest queue seen: (URIs queued on disk and in memory, heap bytes of the
+    /// in-memory ones at that moment).
+    peak_queue: (u64, u64),
 }
 
 impl Proc {
@@ -118,8 +130,14 @@ impl Proc {
         }
     }
 
+    /// CPU seconds over every life so far.
+    fn cpu_seconds(&self) -> f64 {
+        self.cpu + self.pid().map_or(0.0, proc_cpu)
+    }
+
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
+            self.cpu += proc_cpu(c.id());
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -130,6 +148,48 @@ impl Drop for Proc {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A node's queue from its `/metrics`: (URIs queued on disk and in memory, estimated heap
+/// bytes of the in-memory ones); None when it does not answer.
+fn node_queue(addr: SocketAddr) -> Option<(u64, u64)> {
+    use std::io::Write;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        return None;
+    }
+    let samples = crawlfleet_core::metrics::parse(body);
+    let get = |name: &str| {
+        samples
+            .iter()
+            .find(|x| x.name == name && x.label("collection") == Some(COLLECTION))
+            .map(|x| x.value as u64)
+    };
+    let disk = get("crawlfleet_queue_entries")?;
+    let (held, bytes) = (
+        get("crawlfleet_queue_memory_entries")?,
+        get("crawlfleet_queue_memory_bytes")?,
+    );
+    Some((disk + held, bytes))
+}
+
+/// User and system CPU seconds of a process, all its threads (0 when it is gone). The
+/// clock ticks of /proc are USER_HZ, 100 on Linux.
+fn proc_cpu(pid: u32) -> f64 {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command name in parentheses: state is field 3, utime 14, stime 15.
+    let Some((_, rest)) = text.rsplit_once(')') else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (tick(11) + tick(12)) as f64 / 100.0
 }
 
 /// VmRSS and VmHWM of a process, in bytes (0 when it is gone).
@@ -253,6 +313,11 @@ struct Outcome {
     disk: Vec<(String, u64, u64)>,
     /// The duplicate server's RSS growth over the crawl.
     dup_growth: u64,
+    /// (node, resident growth: peak less the RSS once it answered, peak URIs queued on disk
+    /// and in memory, heap bytes of the in-memory entries at that peak).
+    queues: Vec<(String, u64, u64, u64)>,
+    /// (role, CPU seconds over its lives).
+    cpu: Vec<(String, f64)>,
     /// (role, seconds until it answered again) after the kill, and seconds until the web
     /// saw requests again.
     restart: Option<(Vec<(String, f64)>, f64)>,
@@ -309,6 +374,10 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
         child: None,
         peak_rss: 0,
         dir: work.join("web"),
+        base_rss: 0,
+        metrics: None,
+        cpu: 0.0,
+        peak_queue: (0, 0),
     };
     web.spawn(&logs)?;
     web.wait_ready(Instant::now(), Duration::from_secs(120))?;
@@ -336,6 +405,10 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
         child: None,
         peak_rss: 0,
         dir: work.join(name),
+        base_rss: 0,
+        metrics: None,
+        cpu: 0.0,
+        peak_queue: (0, 0),
     };
     let dir_of = |name: &str| s(&work.join(name).display());
     let mut roles = vec![
@@ -382,7 +455,7 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
     for i in 1..=args.nodes.max(1) {
         let admin = addr()?;
         let name = format!("node{i}");
-        roles.push(role(
+        let mut node = role(
             &name,
             admin,
             vec![
@@ -398,17 +471,19 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
                 "--stats-interval".into(),
                 "1".into(),
             ],
-        ));
+        );
+        node.metrics = Some(admin);
+        roles.push(node);
     }
     let mut tail = LogTail::open(&access)?;
     let started = Instant::now();
     for r in roles.iter_mut() {
         r.spawn(&logs)?;
         r.wait_ready(Instant::now(), Duration::from_secs(120))?;
+        r.base_rss = r.rss().0;
     }
     // (seconds, distinct pages), sampled.
     let mut series: Vec<(f64, u64)> = vec![(0.0, 0)];
-    let base_rss: Vec<u64> = roles.iter().map(|r| r.rss().0).collect();
     let mut restart = None;
     let mut killed_at_pages = None;
     let mut gap = 0.0;
@@ -424,6 +499,11 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
         }
         for r in roles.iter_mut() {
             r.note_peak();
+            if let Some((queued, bytes)) = r.metrics.and_then(node_queue) {
+                if queued > r.peak_queue.0 {
+                    r.peak_queue = (queued, bytes);
+                }
+            }
         }
         web.note_peak();
         if last_report.elapsed() >= Duration::from_secs(10) {
@@ -487,7 +567,20 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
     for r in roles.iter_mut() {
         r.note_peak();
     }
-    let dup_growth = roles[1].rss().0.saturating_sub(base_rss[1]);
+    let dup_growth = roles[1].rss().0.saturating_sub(roles[1].base_rss);
+    let queues = roles
+        .iter()
+        .filter(|r| r.metrics.is_some())
+        .map(|r| {
+            let growth = r.peak_rss.saturating_sub(r.base_rss);
+            (r.name.clone(), growth, r.peak_queue.0, r.peak_queue.1)
+        })
+        .collect();
+    let cpu = roles
+        .iter()
+        .chain(std::iter::once(&web))
+        .map(|r| (r.name.clone(), r.cpu_seconds()))
+        .collect();
     for r in roles.iter_mut() {
         r.kill();
     }
@@ -537,6 +630,8 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
             })
             .collect(),
         dup_growth,
+        queues,
+        cpu,
         restart,
     })
 }
@@ -554,6 +649,11 @@ const MB: f64 = 1024.0 * 1024.0;
 
 fn report(o: &Outcome) -> serde_json::Value {
     let round = |x: f64| (x * 100.0).round() / 100.0;
+    // Bytes over the queue's peak; null for a node that never had anything queued.
+    let per_queued = |bytes: u64, queued: u64| match queued {
+        0 => serde_json::Value::Null,
+        q => json!(round(bytes as f64 / q as f64)),
+    };
     let pages = o.pages.max(1) as f64;
     let first = o.tenths.first().copied().unwrap_or(0.0);
     let last = o.tenths.last().copied().unwrap_or(0.0);
@@ -570,11 +670,21 @@ fn report(o: &Outcome) -> serde_json::Value {
         "last_over_first_tenth": if first > 0.0 { round(last / first) } else { 0.0 },
         "peak_rss_mb": o.peak_rss.iter().map(|(n, b)| (n.clone(), json!(round(*b as f64 / MB))))
             .collect::<serde_json::Map<_, _>>(),
+        "cpu_seconds": o.cpu.iter().map(|(n, c)| (n.clone(), json!(round(*c))))
+            .collect::<serde_json::Map<_, _>>(),
         "disk_bytes_per_page": o.disk.iter().map(|(n, a, _)| (n.clone(), json!(round(*a as f64 / pages))))
             .collect::<serde_json::Map<_, _>>(),
         "disk_apparent_bytes_per_page": o.disk.iter().map(|(n, _, l)| (n.clone(), json!(round(*l as f64 / pages))))
             .collect::<serde_json::Map<_, _>>(),
         "rss_bytes_per_checksum_entry": round(o.dup_growth as f64 / pages),
+        "peak_queued_uris": o.queues.iter().map(|(n, _, q, _)| (n.clone(), json!(q)))
+            .collect::<serde_json::Map<_, _>>(),
+        "rss_bytes_per_queued_uri": o.queues.iter()
+            .map(|(n, g, q, _)| (n.clone(), per_queued(*g, *q)))
+            .collect::<serde_json::Map<_, _>>(),
+        "queue_memory_bytes_per_queued_uri": o.queues.iter()
+            .map(|(n, _, q, b)| (n.clone(), per_queued(*b, *q)))
+            .collect::<serde_json::Map<_, _>>(),
         "restart": o.restart.as_ref().map(|(ready, resumed)| json!({
             "roles_ready_seconds": ready.iter().map(|(n, s)| (n.clone(), json!(round(*s))))
                 .collect::<serde_json::Map<_, _>>(),
@@ -611,6 +721,7 @@ pub fn run(args: &BenchScaleArgs) -> Result<(), BenchError> {
             "pages": o.pages,
             "seconds": (o.seconds * 100.0).round() / 100.0,
             "time_ratio": ((ours / o.seconds.max(1e-9)) * 100.0).round() / 100.0,
+            "cpu_seconds": report(o)["cpu_seconds"].clone(),
         });
     }
     let expected = ((args.pages / args.hosts).max(1) * args.hosts) as u64;

@@ -55,6 +55,23 @@ fn a_tiny_scale_run_survives_the_kill_and_reports_every_figure() {
             "{role}: {v}"
         );
     }
+    // Each node's queue peak, read from its /metrics, and what it costs in memory.
+    for node in ["node1", "node2"] {
+        assert!(
+            v["peak_queued_uris"][node].as_u64().unwrap() > 0,
+            "{node}: {v}"
+        );
+        assert!(
+            v["rss_bytes_per_queued_uri"][node].as_f64().unwrap() > 0.0,
+            "{node}: {v}"
+        );
+        assert!(
+            v["queue_memory_bytes_per_queued_uri"][node]
+                .as_f64()
+                .is_some(),
+            "{node}: {v}"
+        );
+    }
     // Every role came back from its data and the crawl went on.
     let restart = &v["restart"];
     for role in ["dupserver", "dupreplica", "multinode", "node1", "node2"] {

@@ -47,6 +47,8 @@ struct Site {
     idle_since: Option<f64>,
     /// The site is in the run queue.
     runnable: bool,
+    /// Requests' worth of the engine's room the site holds once started (`engine_stop.rs`).
+    slot: u32,
 }
 
 /// An entry waiting for its turn on its site.
@@ -93,6 +95,8 @@ pub struct CrawlEngine {
     robots: RobotsCache,
     next_id: u64,
     queued: usize,
+    /// Room held by the started sites, and sites parked until there is room for them.
+    slots: (usize, VecDeque<SiteKey>),
     /// Entries finished since the last [`CrawlEngine::take_done`].
     done: Vec<(Vec<u8>, u64)>,
 }
@@ -133,6 +137,7 @@ impl CrawlEngine {
             flights: HashMap::new(),
             next_id: 1,
             queued: 0,
+            slots: (0, VecDeque::new()),
             done: Vec::new(),
         }
     }
@@ -200,6 +205,7 @@ impl CrawlEngine {
             robots_pending: false,
             idle_since: None,
             runnable: false,
+            slot: 0,
         });
         if *site.ip != *r.ip {
             site.ip = Arc::from(r.ip.as_str());
@@ -311,7 +317,7 @@ impl CrawlEngine {
                 if site.in_flight == 0 && !site.robots_pending {
                     let since = *site.idle_since.get_or_insert(now);
                     if now - since >= self.opts.site_linger {
-                        self.sites.remove(key);
+                        self.drop_site(key);
                         done.push(Action::SiteDone {
                             collection: key.0.clone(),
                             site: key.1.clone(),
@@ -336,6 +342,12 @@ impl CrawlEngine {
                 self.run.push_front(key.clone());
                 return;
             }
+            if site.slot == 0 && !self.take_slot(key, cfg.max_site_connections.max(1)) {
+                return;
+            }
+            let Some(site) = self.sites.get_mut(key) else {
+                return;
+            };
             let ip = site.ip.clone();
             let per_ip = self.ips.entry(ip.clone()).or_default();
             if per_ip.0 >= ip_cap {

@@ -1,7 +1,16 @@
 //! The crawl engine forgetting a collection or stopping sites: the entries it held go back to
-//! the node scheduler (MS-FSCMT 3.1.5.4, 3.1.5.12, 3.1.5.13, 3.1.5.17).
+//! the node scheduler (MS-FSCMT 3.1.5.4, 3.1.5.12, 3.1.5.13, 3.1.5.17); and the room sites
+//! hold while they are crawled.
+//!
+//! A site started holds its `max_site_connections` of the engine's room (`max_in_flight`, the
+//! fetcher's socket limit) until it is released; a site that finds no room is parked, its
+//! entries held, until a released site frees some. Without this, a node with more sites ready
+//! than sockets spread its requests over all of them, and each request closed another site's
+//! idle keep-alive connection to open its own: a new connection for nearly every page once a
+//! node had more than a few hundred sites going (98,887 connections for 100,000 pages on 2,000
+//! hosts, against 325 on 100 hosts). Politeness is the same: a parked site makes no request.
 
-use super::{Action, CrawlEngine, SiteKey};
+use super::{Action, CrawlEngine, Site, SiteKey};
 
 impl CrawlEngine {
     /// Forgets a collection: its entries held here are dropped and its sites released.
@@ -10,7 +19,7 @@ impl CrawlEngine {
         let mut out = Vec::new();
         let keys: Vec<SiteKey> = self.sites.keys().filter(|k| k.0 == name).cloned().collect();
         for k in keys {
-            if let Some(s) = self.sites.remove(&k) {
+            if let Some(s) = self.drop_site(&k) {
                 self.queued -= s.queue.len();
                 self.done
                     .extend(s.queue.into_iter().map(|h| (k.0.clone(), h.seq)));
@@ -37,11 +46,46 @@ impl CrawlEngine {
             .collect();
         let mut out = Vec::new();
         for k in keys {
-            if let Some(s) = self.sites.remove(&k) {
+            if let Some(s) = self.drop_site(&k) {
                 self.queued -= s.queue.len();
                 out.extend(s.queue.into_iter().map(|h| (h.seq, h.record)));
             }
         }
         out
+    }
+
+    /// Gives `key` `need` of the engine's room; false (the site parked until a release) when
+    /// other sites hold it all.
+    pub(super) fn take_slot(&mut self, key: &SiteKey, need: u32) -> bool {
+        let (used, parked) = &mut self.slots;
+        if *used > 0 && *used + need as usize > self.opts.max_in_flight {
+            parked.push_back(key.clone());
+            return false;
+        }
+        *used += need as usize;
+        if let Some(site) = self.sites.get_mut(key) {
+            site.slot = need;
+        }
+        true
+    }
+
+    /// Removes a site, and wakes parked sites for the room it held.
+    pub(super) fn drop_site(&mut self, key: &SiteKey) -> Option<Site> {
+        let site = self.sites.remove(key)?;
+        if site.slot > 0 {
+            self.slots.0 -= site.slot as usize;
+            let mut room = self.opts.max_in_flight.saturating_sub(self.slots.0);
+            while room > 0 {
+                let Some(k) = self.slots.1.pop_front() else {
+                    break;
+                };
+                // Parked keys of sites since removed, or woken twice, are skipped.
+                if self.sites.get(&k).is_some_and(|s| s.slot == 0) {
+                    room -= 1;
+                    self.wake(&k);
+                }
+            }
+        }
+        Some(site)
     }
 }

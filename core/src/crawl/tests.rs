@@ -504,3 +504,37 @@ fn network_bytes_and_per_document_samples() {
     assert_eq!(x.doc_size, Some((5, 10)));
     assert!(c.take_extremes().doc_size.is_none());
 }
+
+#[test]
+fn sites_beyond_the_engines_room_wait_parked_until_one_is_released() {
+    // Room for 4 requests, 2 per site: two sites crawl at once, the third waits.
+    let mut cfg = CollectionConfig::defaults("c");
+    (cfg.delay, cfg.robots, cfg.max_site_connections) = (0.0, false, 2);
+    let mut e = CrawlEngine::new(EngineOptions {
+        site_linger: 1.0,
+        max_in_flight: 4,
+        ..EngineOptions::default()
+    });
+    e.set_config(C, Arc::new(cfg));
+    for host in ["a.example", "b.example", "c.example"] {
+        let mut r = ready(&format!("http://{host}/"));
+        r.ip = format!("127.0.0.{}", host.len() + host.as_bytes()[0] as usize % 7);
+        e.push(r);
+    }
+    let first = e.poll(0.0).0;
+    let hosts = |reqs: &[Request]| -> Vec<String> {
+        let mut h: Vec<_> = reqs.iter().map(|r| r.url[7..16].to_string()).collect();
+        h.sort();
+        h
+    };
+    assert_eq!(hosts(&first), ["a.example", "b.example"]);
+    for r in &first {
+        e.complete(ok(r.id, 404, "text/html", "gone"), 0.1);
+    }
+    assert!(e.poll(0.5).0.is_empty(), "c.example waits for room");
+    // The two sites are released after their linger; c.example starts (woken by the release,
+    // run at the next poll).
+    let (_, done) = e.poll(2.0);
+    assert_eq!(done.len(), 2);
+    assert_eq!(hosts(&e.poll(2.0).0), ["c.example"]);
+}

@@ -42,6 +42,8 @@ pub struct Inflight {
     /// order, until a write finds room; nothing half-written stays in the file.
     log: LogWriter,
     outstanding: BTreeMap<u64, Vec<u8>>,
+    /// Bytes of the records in `outstanding`.
+    bytes: u64,
     next: u64,
 }
 
@@ -135,6 +137,7 @@ impl Inflight {
             Inflight {
                 log,
                 outstanding: BTreeMap::new(),
+                bytes: 0,
                 next: 1,
             },
             last.into_values().collect(),
@@ -152,15 +155,17 @@ impl Inflight {
         self.next += 1;
         self.log.append_with(|out| taken_payload(out, seq, rec));
         self.outstanding.insert(seq, rec.to_vec());
+        self.bytes += rec.len() as u64;
         self.write_if_full()?;
         Ok(seq)
     }
 
     /// Journals that entry `seq` is finished (crawled, skipped, or back in a queue).
     pub fn done(&mut self, seq: u64) -> Result<(), StoreError> {
-        if self.outstanding.remove(&seq).is_none() {
+        let Some(rec) = self.outstanding.remove(&seq) else {
             return Ok(());
-        }
+        };
+        self.bytes -= rec.len() as u64;
         self.log.append_with(|out| done_payload(out, seq));
         self.write_if_full()
     }
@@ -189,6 +194,11 @@ impl Inflight {
     /// Entries taken and not finished.
     pub fn len(&self) -> usize {
         self.outstanding.len()
+    }
+
+    /// Bytes of the entries taken and not finished (their records, as taken).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// True when every entry taken is finished.
@@ -277,7 +287,10 @@ mod tests {
         let a = j.add(b"a").unwrap();
         let _b = j.add(b"bb").unwrap();
         let c = j.add(b"ccc").unwrap();
+        assert_eq!((j.len(), j.bytes()), (3, 6));
         j.done(a).unwrap();
+        j.done(a).unwrap(); // twice: counted once
+        assert_eq!((j.len(), j.bytes()), (2, 5));
         j.sync().unwrap();
         j.done(c).unwrap(); // not synced: may or may not survive; here the drop flushes it
         drop(j);

@@ -34,9 +34,13 @@ impl NodeScheduler {
                     show(&name)
                 );
             }
+            // Entries of sites waiting for an address or a grant, counted once here and kept up
+            // to date below (counting them for every entry taken made a dispatch cost the
+            // number of waiting sites per entry: quadratic when many new sites start at once).
+            let c = self.collections.get_mut(&name).expect("listed above");
+            let mut held: usize = c.sites.waiting.values().map(|w| w.records.len()).sum();
             loop {
                 let c = self.collections.get_mut(&name).expect("listed above");
-                let held: usize = c.sites.waiting.values().map(|w| w.records.len()).sum();
                 if c.sites.ready.len() + held >= capacity || c.is_disk_full() {
                     break;
                 }
@@ -95,6 +99,7 @@ impl NodeScheduler {
                     });
                     continue;
                 }
+                held += 1;
                 if let Some(w) = c.sites.waiting.get_mut(&site) {
                     w.records.push((seq, rec));
                     continue;
@@ -109,6 +114,11 @@ impl NodeScheduler {
                     },
                 );
                 self.resolve_site(&name, &site, &host, now)?;
+                // Answered at once (standalone, or a failed name): its one entry left waiting.
+                let c = self.collections.get(&name).expect("listed above");
+                if !c.sites.waiting.contains_key(&site) {
+                    held -= 1;
+                }
             }
         }
         Ok(())

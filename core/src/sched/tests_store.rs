@@ -476,3 +476,20 @@ fn a_collection_is_parsed_once_per_configuration_and_shared() {
     assert!(!std::sync::Arc::ptr_eq(&a, &c), "parsed again on update");
     assert_eq!(c.refresh, 5.0);
 }
+
+#[test]
+fn a_dispatch_takes_up_to_its_capacity_when_sites_start_at_once_or_wait() {
+    // Standalone, an address needs no lookup and the grant is the node's own: each new site
+    // starts within the dispatch, so its entry is ready, not waiting.
+    let (mut n, _dir) = setup("capacity", vec![]);
+    for i in 1..=11 {
+        queue(&mut n, &format!("http://10.0.1.{i}/"));
+    }
+    n.dispatch(5, 0).unwrap();
+    assert_eq!(n.take_ready(100).len(), 5);
+    assert_eq!(n.queued(C), Some((7, 0)));
+    assert_eq!(n.queued_in_memory(C).unwrap().0, 5);
+    n.dispatch(100, 0).unwrap();
+    assert_eq!(n.take_ready(100).len(), 7);
+    assert_eq!(n.queued(C), Some((0, 0)));
+}

@@ -41,6 +41,11 @@ pub trait Role {
     fn node_ports(&self) -> Vec<(String, i64)>;
     /// Entries queued for a collection.
     fn queued(&self, name: &[u8]) -> u64;
+    /// Entries of a collection held in memory and an estimate of their heap bytes (node
+    /// only: `NodeScheduler::queued_in_memory`).
+    fn queued_in_memory(&self, _name: &[u8]) -> Option<(u64, u64)> {
+        None
+    }
     /// Sites being crawled.
     fn active_sites(&self, name: &[u8]) -> i64;
     /// The refresh cycle.
@@ -154,6 +159,10 @@ impl Role for NodeScheduler {
 
     fn queued(&self, name: &[u8]) -> u64 {
         NodeScheduler::queued(self, name).map_or(0, |(q, _)| q)
+    }
+
+    fn queued_in_memory(&self, name: &[u8]) -> Option<(u64, u64)> {
+        NodeScheduler::queued_in_memory(self, name)
     }
 
     fn active_sites(&self, name: &[u8]) -> i64 {

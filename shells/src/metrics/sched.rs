@@ -137,6 +137,20 @@ pub fn render(admin: &Admin, role: &dyn Role) -> String {
             &l,
             role.queued(&name) as f64,
         );
+        if let Some((entries, bytes)) = role.queued_in_memory(&name) {
+            m.gauge(
+                "crawlfleet_queue_memory_entries",
+                "Crawl queue entries taken into memory and not finished (site manager and crawl engine).",
+                &l,
+                entries as f64,
+            );
+            m.gauge(
+                "crawlfleet_queue_memory_bytes",
+                "Estimated heap bytes of the crawl queue entries held in memory.",
+                &l,
+                bytes as f64,
+            );
+        }
         let active = if role.is_multinode() {
             life.num("SumActiveSites")
         } else {
