@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Duplicate server throughput against redis-server SET NX, in one run, on loopback:
-# first the duplicate server alone, then with a replica attached.
+# first the duplicate server alone, then with a replica attached. Each run is compared with two
+# redis-servers given the same requests, connections, pipeline depth and flow: one without
+# persistence (what the issue names), and one keeping the duplicate server's guarantee
+# (appendonly yes, appendfsync always: every write fsync'd before it is answered), its file in
+# the same temporary directory, on the same disk, as the duplicate server's log.
 # Installs redis-server (Debian package) when it is missing. Bounded: every process it starts is
 # stopped at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOTAL=${TOTAL:-2000000}
 CONNECTIONS=${CONNECTIONS:-4}
-PIPELINE=${PIPELINE:-256}
+PIPELINE=${PIPELINE:-1024}
+REDIS_PORT=${REDIS_PORT:-16379}
+REDIS_DURABLE_PORT=${REDIS_DURABLE_PORT:-16389}
 
 if ! command -v redis-server >/dev/null; then
   apt-get update -qq && apt-get install -y -qq redis-server
@@ -25,8 +31,32 @@ cleanup() {
 }
 trap cleanup EXIT
 
-redis-server --port 16379 --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$work/redis.log" 2>&1 &
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
+  >"$work/redis.log" 2>&1 &
 echo $! >"$work/redis.pid"
+mkdir "$work/redis-durable"
+redis-server --port "$REDIS_DURABLE_PORT" --bind 127.0.0.1 --save '' --appendonly yes \
+  --appendfsync always --dir "$work/redis-durable" --daemonize no >"$work/redis-durable.log" 2>&1 &
+echo $! >"$work/redis-durable.pid"
+for port in "$REDIS_PORT" "$REDIS_DURABLE_PORT"; do
+  for _ in $(seq 100); do
+    redis-cli -p "$port" ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  redis-cli -p "$port" ping >/dev/null || { echo "redis-server on port $port did not start" >&2; exit 1; }
+done
+# Answering is not enough: another redis-server may hold a port (set REDIS_PORT and
+# REDIS_DURABLE_PORT then); ours must still be running.
+for f in "$work"/redis.pid "$work"/redis-durable.pid; do
+  kill -0 "$(cat "$f")" 2>/dev/null || { echo "redis-server exited: see ${f%.pid}.log" >&2; cat "${f%.pid}.log" >&2; exit 1; }
+done
+echo "redis durable: $(redis-cli -p "$REDIS_DURABLE_PORT" config get appendfsync | tr '\n' ' ')$(redis-cli -p "$REDIS_DURABLE_PORT" config get appendonly | tr '\n' ' ')"
+echo "load: $(uptime)"
+flush_redis() {
+  redis-cli -p "$REDIS_PORT" flushall >/dev/null
+  redis-cli -p "$REDIS_DURABLE_PORT" flushall >/dev/null
+}
+peers=(--vs-redis "127.0.0.1:$REDIS_PORT" --vs-redis-durable "127.0.0.1:$REDIS_DURABLE_PORT")
 start() { # name args... ; prints the bound address
   "$bin" "$@" >"$work/$1.out" 2>"$work/$1.err" &
   echo $! >"$work/$1-$$-$BASHPID.pid"
@@ -37,15 +67,15 @@ start() { # name args... ; prints the bound address
   done
   echo "$1 did not start" >&2; cat "$work/$1.err" >&2; exit 1
 }
-sleep 0.5
 
 alone=$(start dupserver --listen 127.0.0.1:0 --data-dir "$work/alone")
 echo "== duplicate server alone"
-"$bin" bench dup --target "$alone" --total "$TOTAL" --connections "$CONNECTIONS" --pipeline "$PIPELINE" --vs-redis 127.0.0.1:16379 "$@"
+"$bin" bench dup --target "$alone" --total "$TOTAL" --connections "$CONNECTIONS" --pipeline "$PIPELINE" "${peers[@]}" "$@"
 
 replica=$(start dupreplica --listen 127.0.0.1:0 --data-dir "$work/replica")
 server=$(start dupserver --listen 127.0.0.1:0 --data-dir "$work/server" --replica "$replica")
 sleep 0.5
-redis-cli -p 16379 flushall >/dev/null 2>&1 || true
+flush_redis
 echo "== duplicate server with a replica"
-"$bin" bench dup --target "$server" --total "$TOTAL" --connections "$CONNECTIONS" --pipeline "$PIPELINE" --vs-redis 127.0.0.1:16379 "$@"
+"$bin" bench dup --target "$server" --total "$TOTAL" --connections "$CONNECTIONS" --pipeline "$PIPELINE" "${peers[@]}" "$@"
+echo "load: $(uptime)"

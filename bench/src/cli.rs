@@ -297,7 +297,13 @@ pub struct BenchDupArgs {
     /// A redis-server to run the same number of pipelined `SET <checksum> <uri> NX` against.
     #[arg(long)]
     pub vs_redis: Option<SocketAddr>,
-    /// Print one JSON object (rate, p50_us, p99_us; with --vs-redis peer_rate and ratio).
+    /// A second redis-server, keeping the duplicate server's guarantee (`appendonly yes`,
+    /// `appendfsync always`: every write on disk before its answer), to run the same requests
+    /// against with the same connections, pipeline and flow.
+    #[arg(long)]
+    pub vs_redis_durable: Option<SocketAddr>,
+    /// Print one JSON object (rate, p50_us, p99_us; with --vs-redis peer_rate and ratio; with
+    /// --vs-redis-durable durable_peer_rate and ratio_durable).
     #[arg(long)]
     pub json: bool,
 }

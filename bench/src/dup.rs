@@ -11,7 +11,9 @@
 //! `pipeline` requests, waits for their answers, and repeats; with `--flow stream` it sends a new
 //! request for every answer, so `pipeline` stay in flight. A request's latency is the time from
 //! handing it to the loop to the arrival of its answer. redis is spoken to in RESP, with exactly
-//! the same flow.
+//! the same flow: with `--vs-redis` a redis-server as a scrapy-redis deployment runs it (no
+//! persistence), with `--vs-redis-durable` one that keeps the duplicate server's guarantee
+//! (`appendfsync always`: each write fsync'd before it is answered), both in the same run.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -490,16 +492,21 @@ pub fn run(args: &BenchDupArgs) -> Result<(), BenchError> {
         collection: b"bench",
     };
     let dup = run_side(&dup_side, connections, pipeline, args.flow, args.total)?;
-    let peer = match args.vs_redis {
-        Some(addr) => Some(run_side(
-            &Redis { args, addr },
-            connections,
-            pipeline,
-            args.flow,
-            args.total,
-        )?),
-        None => None,
+    // Each redis-server gets the same requests, connections, pipeline and flow.
+    let redis = |addr: Option<SocketAddr>| {
+        addr.map(|addr| {
+            run_side(
+                &Redis { args, addr },
+                connections,
+                pipeline,
+                args.flow,
+                args.total,
+            )
+        })
+        .transpose()
     };
+    let peer = redis(args.vs_redis)?;
+    let durable = redis(args.vs_redis_durable)?;
     let mut out = json!({
         "target": args.target.to_string(),
         "connections": connections,
@@ -519,6 +526,14 @@ pub fn run(args: &BenchDupArgs) -> Result<(), BenchError> {
         out["peer_p99_us"] = json!(p.latency.value_at_quantile(0.99));
         out["peer_duplicates"] = json!(p.duplicates);
         out["ratio"] = json!(dup.rate() / p.rate());
+    }
+    if let Some(p) = &durable {
+        out["durable_peer"] = json!("redis SET NX, appendfsync always");
+        out["durable_peer_rate"] = json!(p.rate());
+        out["durable_peer_p50_us"] = json!(p.latency.value_at_quantile(0.5));
+        out["durable_peer_p99_us"] = json!(p.latency.value_at_quantile(0.99));
+        out["durable_peer_duplicates"] = json!(p.duplicates);
+        out["ratio_durable"] = json!(dup.rate() / p.rate());
     }
     if args.json {
         println!("{out}");
@@ -548,6 +563,16 @@ pub fn run(args: &BenchDupArgs) -> Result<(), BenchError> {
             p.duplicates
         );
         println!("  ratio           {:>12.2}", dup.rate() / p.rate());
+    }
+    if let Some(p) = &durable {
+        println!(
+            "  redis fsync'd   {:>12.0} sets/s   p50 {:>6} us   p99 {:>6} us   ({} duplicates; appendfsync always)",
+            p.rate(),
+            p.latency.value_at_quantile(0.5),
+            p.latency.value_at_quantile(0.99),
+            p.duplicates
+        );
+        println!("  ratio durable   {:>12.2}", dup.rate() / p.rate());
     }
     Ok(())
 }

@@ -107,6 +107,7 @@ fn serve(stream: TcpStream, keys: &Mutex<HashSet<Vec<u8>>>) {
 fn bench_dup_counts_the_same_duplicates_as_its_redis_peer() {
     let server = DupServer::start("dup");
     let redis = fake_redis().to_string();
+    let durable = fake_redis().to_string();
     let target = server.addr.to_string();
     for flow in ["windows", "stream"] {
         let j = run_json(&[
@@ -123,6 +124,8 @@ fn bench_dup_counts_the_same_duplicates_as_its_redis_peer() {
             flow,
             "--vs-redis",
             &redis,
+            "--vs-redis-durable",
+            &durable,
             "--json",
         ]);
         assert_eq!(j["total"], 6000, "{j}");
@@ -133,6 +136,15 @@ fn bench_dup_counts_the_same_duplicates_as_its_redis_peer() {
             // The second run's adds were all seen by the first run.
             assert_eq!(j["peer_duplicates"], dups, "{j}");
         }
+        // The durable peer gets the same requests as the other.
+        assert_eq!(j["durable_peer_duplicates"], j["peer_duplicates"], "{j}");
+        let durable_rate = j["durable_peer_rate"].as_f64().expect("durable_peer_rate");
+        let ratio = j["ratio_durable"].as_f64().expect("ratio_durable");
+        assert!(durable_rate > 0.0, "{j}");
+        assert!(
+            (ratio - j["rate"].as_f64().unwrap() / durable_rate).abs() < 1e-9,
+            "{j}"
+        );
         assert!(j["rate"].as_f64().expect("rate") > 0.0, "{j}");
         assert!(j["peer_rate"].as_f64().expect("peer_rate") > 0.0, "{j}");
         assert!(j["p99_us"].as_u64().expect("p99_us") >= j["p50_us"].as_u64().unwrap());

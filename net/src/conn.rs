@@ -30,6 +30,8 @@ const SHRINK_ABOVE: usize = 256 << 10;
 const READ_BUDGET: usize = 1 << 20;
 /// A batch is handed on once it holds this many bytes, even if the socket has more.
 const MAX_BATCH: usize = 256 << 10;
+/// Most message records reserved ahead for a batch (see `Conn::frames_room`).
+const MAX_FRAMES_ROOM: usize = 1024;
 
 /// Where a connection is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +110,12 @@ pub(crate) struct Conn<F> {
     /// Invariant: `framed <= filled == buf.len()` (so the slicing below cannot panic); `framed`
     /// only grows by a message length checked against the unframed bytes.
     buf: Vec<u8>,
+    /// The capacity `buf` starts with after it was given away with a batch: that buffer's (see
+    /// [`Conn::make_room`]); a connection holds no buffer between a batch and its next read.
+    room: usize,
+    /// Messages the last batch held (at most [`MAX_FRAMES_ROOM`]): the next one's records are
+    /// reserved for as many at its first message.
+    frames_room: usize,
     filled: usize,
     framed: usize,
     /// Messages in `buf[..framed]`, handed on by [`Conn::take_batch`].
@@ -146,6 +154,8 @@ impl<F: Framing> Conn<F> {
             refused: false,
             framing,
             buf: Vec::new(),
+            room: READ_BUF,
+            frames_room: 0,
             filled: 0,
             framed: 0,
             batch: FrameBatch::new(id),
@@ -348,6 +358,11 @@ impl<F: Framing> Conn<F> {
                     if m.len > pending.len() {
                         return Err(FramingError::Contract("message longer than the buffer"));
                     }
+                    if self.batch.is_empty() {
+                        // As many records as the last batch held: a pipelining peer's batches
+                        // are not regrown record by record.
+                        self.batch.reserve(self.frames_room);
+                    }
                     self.batch.push(self.framed, m.len, m.body, m.priority)?;
                     self.framed += m.len;
                     self.messages += 1;
@@ -397,7 +412,15 @@ impl<F: Framing> Conn<F> {
         }
         // Only the start of one message is in the buffer (filled == buf.capacity()). `needed`
         // has been checked against the framing's limit, so growth is bounded by it.
-        let doubled = (self.buf.capacity() * 2).max(READ_BUF);
+        // A buffer given away with a batch is followed by one of its size (`room`), allocated
+        // here, at the first read: a pipelining peer fills it again without regrowing it by
+        // doubling (a copy of everything read so far at each step), an idle one holds none.
+        let floor = if self.buf.capacity() == 0 {
+            self.room
+        } else {
+            READ_BUF
+        };
+        let doubled = (self.buf.capacity() * 2).max(floor);
         let target = if needed > self.filled + MIN_READ {
             doubled.min(needed).max(READ_BUF)
         } else {
@@ -413,11 +436,13 @@ impl<F: Framing> Conn<F> {
         if self.batch.is_empty() {
             return None;
         }
+        self.frames_room = self.batch.len().min(MAX_FRAMES_ROOM);
         let mut batch = std::mem::replace(&mut self.batch, FrameBatch::new(self.id));
         let framed = self.framed;
         if framed == self.filled && framed * 2 >= self.buf.capacity() {
-            // The buffer is mostly complete messages (a large one, typically): give it away
-            // instead of copying it.
+            // The buffer is mostly complete messages (a pipelined window, or a large one): give
+            // it away instead of copying it. The next starts at its size, up to a batch.
+            self.room = self.buf.capacity().clamp(READ_BUF, MAX_BATCH);
             batch.set_data(std::mem::take(&mut self.buf));
         } else {
             batch.set_data(self.buf[..framed].to_vec());

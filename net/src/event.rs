@@ -246,6 +246,11 @@ impl FrameBatch {
         }
     }
 
+    /// Makes room for the records of `frames` more messages.
+    pub(crate) fn reserve(&mut self, frames: usize) {
+        self.frames.reserve(frames);
+    }
+
     /// Records a message at `offset..offset + len` of the bytes that will become `data`; the
     /// body is `body` relative to `offset`. Refuses ranges that do not nest.
     pub(crate) fn push(

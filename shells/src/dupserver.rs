@@ -8,7 +8,7 @@
 //! every batch written meanwhile shares the next fdatasync). Frames to the replica leave after
 //! every event, before the commit (see `crawlfleet_core::dupserver`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -18,7 +18,9 @@ use crawlfleet_core::checksum::durable::DupStores;
 use crawlfleet_core::checksum::wal::SyncPoint;
 use crawlfleet_core::datadir::DirLock;
 use crawlfleet_core::dupserver::{DupServer, Mode, PeerId};
-use crawlfleet_net::{ConnId, Event, EventLoop, Handle, LinkId, Priority, TimerId};
+use crawlfleet_net::{
+    ConnId, Event, EventLoop, FscmtLengthFraming, Handle, LinkId, Priority, TimerId,
+};
 use crossbeam_channel::{Receiver, Sender};
 use log::{error, info, warn};
 use parking_lot::Mutex;
@@ -173,7 +175,11 @@ pub fn run(
         .clone()
         .unwrap_or_else(|| format!("dup-{}", args.listen));
     let mut sm = DupServer::new(mode, node_id.as_bytes(), stores, replica.is_some());
+    // The state machine decodes every frame (PPDUP_ADD and its kin once, without allocating) and
+    // tells an invalid one, whose connection is then closed here, so the loop only cuts frames
+    // by their length header.
     let spawned = EventLoop::builder()
+        .framing(FscmtLengthFraming::default())
         .listen(args.listen)
         .answer_half_closed(true)
         .thread_name(match mode {
@@ -220,6 +226,8 @@ pub fn run(
         None => None,
     };
     let mut conns: HashMap<PeerId, ConnId> = HashMap::new();
+    // Connections closed for an undecodable frame, until their `Closed`.
+    let mut refused: HashSet<ConnId> = HashSet::new();
     let (commit_tx, commit_rx) = crossbeam_channel::unbounded::<Commit>();
     let (failed_tx, failed_rx) = crossbeam_channel::bounded::<String>(1);
     let syncer_handle = handle.clone();
@@ -293,10 +301,21 @@ pub fn run(
                 } => {
                     warn!("replica {addr} unreachable ({error}); retrying in {retry_in:?}");
                 }
+                // Frames the loop read after an undecodable one are not handled.
+                Event::Frames(batch) if refused.contains(&batch.conn()) => {}
                 Event::Frames(batch) => {
-                    let peer = batch.conn().as_u64();
-                    for (_, body) in batch.iter() {
-                        sm.handle_frame(peer, body);
+                    let conn = batch.conn();
+                    let bodies = batch.iter().map(|(_, body)| body);
+                    if let Err(e) = sm.handle_frames(conn.as_u64(), bodies, batch.data().len()) {
+                        // What came before it is answered (if the connection still takes it).
+                        crawlfleet_core::warn_limited!(
+                            "dupserver-undecodable",
+                            "{conn}: undecodable frame: {e}; closing the connection"
+                        );
+                        refused.insert(conn);
+                        if handle.close(conn).is_err() {
+                            return Err(stopped_by_syncer(&failed_rx));
+                        }
                     }
                     if send_now(&handle, &conns, sm.take_direct()).is_err() {
                         return Err(stopped_by_syncer(&failed_rx));
@@ -304,6 +323,7 @@ pub fn run(
                 }
                 Event::Closed { conn, reason, .. } => {
                     info!("{conn} closed: {reason}");
+                    refused.remove(&conn);
                     conns.remove(&conn.as_u64());
                     sm.peer_closed(conn.as_u64());
                 }

@@ -32,19 +32,21 @@ use log::{debug, info, warn};
 use crate::checksum::durable::{record_room, DupError, DupStores};
 use crate::checksum::wal::{SyncPoint, WalError};
 use crate::checksum::AddOutcome;
-use crate::frame::{self, Priority};
+use crate::frame::{self, FrameError, MessageFrameError, Priority};
 use crate::marshal::{self, dict_get, Value};
 use crate::msg::{
-    Bytes, Checksum, CollectionOnly, Message, PpdupAddOk, PpdupChecksum, PpdupConfRemove,
-    PpdupConfigAck, PpdupError, PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
+    encode_add_ok_frame, Bytes, Checksum, CollectionOnly, Message, PpdupAddOk, PpdupChecksum,
+    PpdupConfRemove, PpdupConfigAck, PpdupError, PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
 };
 
 mod counters;
 mod inflight;
+mod outbox;
 
 pub use counters::DupCounters;
 
 use inflight::{InFlight, Released};
+use outbox::{push_add_ok, push_encoded, push_frame, Queue};
 
 /// A connected peer, as the role shell numbers its connections.
 pub type PeerId = u64;
@@ -84,14 +86,16 @@ pub struct DupServer {
     removing: HashSet<Vec<u8>>,
     /// Connected peers (node schedulers, or the server seen from the replica): the collections
     /// each has spoken about (for PPDUP_PROMOTE_REQ) and its keep-alive state.
-    peers: HashMap<PeerId, Peer>,
+    /// Looked up for every message, so hashed with foldhash (seeded per map) rather than SipHash:
+    /// the keys are the shell's connection numbers, not the peers' input.
+    peers: HashMap<PeerId, Peer, foldhash::fast::RandomState>,
     /// Checksum messages forwarded to the replica, in order (it answers in the order it was
     /// sent to, over one connection), with the held answers and what waits behind them.
     flight: InFlight,
     /// Our vector clock toward the replica (PKT_VCLOCK of forwarded SET_CONFIGs).
     vclock: i64,
     /// Frames to send once the log is committed, consecutive frames to one peer in one buffer.
-    outbox: Vec<(PeerId, Vec<u8>)>,
+    outbox: Queue,
     /// Answers released by the replica's _OK: each waits only for the log batch that holds its
     /// message's record, `(batch, peer, frames)`.
     released: Vec<(u64, PeerId, Vec<u8>)>,
@@ -99,7 +103,10 @@ pub struct DupServer {
     /// records of the messages handled now go to.
     batch: u64,
     /// Frames to the replica, which may leave before the commit (module docs).
-    direct: Vec<(PeerId, Vec<u8>)>,
+    direct: Queue,
+    /// Bytes a new output buffer starts with while a socket read's frames are handled (see
+    /// [`DupServer::handle_frames`]); 0 otherwise.
+    room: usize,
     /// The last collection forwarded and its PKT_DBNAME.
     dbname_of: Option<(Vec<u8>, Vec<u8>)>,
     /// A replica that has answered a node scheduler's checksum message itself (module docs).
@@ -128,30 +135,6 @@ pub struct Outgoing {
     pub batch: u64,
 }
 
-/// Appends encoded frames for `to` to `q`, into the last buffer when it is for the same peer.
-fn push_encoded(q: &mut Vec<(PeerId, Vec<u8>)>, to: PeerId, frames: &[u8]) {
-    match q.last_mut() {
-        Some((p, buf)) if *p == to => buf.extend_from_slice(frames),
-        _ => {
-            let mut buf = Vec::with_capacity(frames.len().max(4096));
-            buf.extend_from_slice(frames);
-            q.push((to, buf));
-        }
-    }
-}
-
-/// Appends a frame for `to` to `q`, into the last buffer when it is for the same peer.
-fn push_frame(q: &mut Vec<(PeerId, Vec<u8>)>, to: PeerId, m: &Message<'_>) {
-    match q.last_mut() {
-        Some((p, buf)) if *p == to => frame::encode_message(m, Priority::Normal, buf),
-        _ => {
-            let mut buf = Vec::with_capacity(4096);
-            frame::encode_message(m, Priority::Normal, &mut buf);
-            q.push((to, buf));
-        }
-    }
-}
-
 #[derive(Default)]
 struct Peer {
     collections: HashSet<Vec<u8>>,
@@ -170,13 +153,14 @@ impl DupServer {
             stores,
             replica: (mode == Mode::Server && with_replica).then(ReplicaLink::default),
             removing: HashSet::new(),
-            peers: HashMap::new(),
+            peers: HashMap::default(),
             flight: InFlight::default(),
             vclock: 0,
             outbox: Vec::new(),
             released: Vec::new(),
             batch: 0,
             direct: Vec::new(),
+            room: 0,
             dbname_of: None,
             served_nodes: false,
             counters: DupCounters::default(),
@@ -221,10 +205,16 @@ impl DupServer {
     }
 
     fn send(&mut self, to: PeerId, m: &Message<'_>) {
+        let room = self.room;
+        push_frame(self.queue_for(to), to, m, room);
+    }
+
+    /// The queue of frames to `to`: those to the replica leave before the commit.
+    fn queue_for(&mut self, to: PeerId) -> &mut Queue {
         if Some(to) == self.replica_peer() {
-            push_frame(&mut self.direct, to, m);
+            &mut self.direct
         } else {
-            push_frame(&mut self.outbox, to, m);
+            &mut self.outbox
         }
     }
 
@@ -260,7 +250,7 @@ impl DupServer {
         let mut frames = Vec::new();
         for name in &names {
             let c = self.stores.collection(name).expect("listed above");
-            let mut push = |m: &Message<'_>| push_frame(&mut frames, peer, m);
+            let mut push = |m: &Message<'_>| push_frame(&mut frames, peer, m, 1 << 16);
             push(&Message::PpdupConfRemove(PpdupConfRemove {
                 collection: owned(name),
                 ppdup_id: Some(owned(&self.node_id)),
@@ -314,12 +304,34 @@ impl DupServer {
         )
     }
 
-    /// Handles one frame body from `peer`. Bad input is answered with PPDUP_ERROR and the
-    /// connection kept (the shell closes only on framing errors, which never reach here).
-    pub fn handle_frame(&mut self, peer: PeerId, body: &[u8]) {
+    /// Handles the frame bodies of one socket read from `peer`, `bytes` long in all (their
+    /// answers start in a buffer of about that size), until one is not a valid frame: that
+    /// error is returned, and the frames after it are not handled.
+    pub fn handle_frames<'b>(
+        &mut self,
+        peer: PeerId,
+        bodies: impl IntoIterator<Item = &'b [u8]>,
+        bytes: usize,
+    ) -> Result<(), FrameError> {
+        // A PPDUP_ADD_OK is a little longer than its PPDUP_ADD (PKT_OWNURI for PKT_CSUM).
+        self.room = bytes + bytes / 2;
+        let r = bodies
+            .into_iter()
+            .try_for_each(|body| self.handle_frame(peer, body));
+        self.room = 0;
+        r
+    }
+
+    /// Handles one frame body from `peer` (as cut by its length header alone: each body is read
+    /// once, here). A body that is not a valid FSCMT frame (MS-FSCMT 2.2.1: a marshal
+    /// `(dict, 0|1)`) is the error returned, for the shell to close the connection on, as a
+    /// framing that checks the body would; a valid frame that is not a message this role takes
+    /// is answered with PPDUP_ERROR and the connection kept.
+    pub fn handle_frame(&mut self, peer: PeerId, body: &[u8]) -> Result<(), FrameError> {
         let limits = Default::default();
         match frame::decode_message(body, &limits) {
             Ok((_, m)) => self.handle_message(peer, m),
+            Err(MessageFrameError::Frame(e)) => return Err(e),
             Err(e) => {
                 let collection = frame::decode_body(body, &limits)
                     .ok()
@@ -333,6 +345,7 @@ impl DupServer {
                 self.error(peer, &collection, &e.to_string());
             }
         }
+        Ok(())
     }
 
     fn error(&mut self, peer: PeerId, collection: &[u8], why: &str) {
@@ -561,51 +574,60 @@ impl DupServer {
                 self.error(peer, &add.collection, &e.to_string());
                 return;
             }
-            self.send(
-                peer,
-                &Message::PpdupAddOk(PpdupAddOk {
-                    collection: add.collection,
-                    node_id: add.node_id,
-                    uri: add.uri,
-                    owner_uri: None,
-                    ppdup_id: add.ppdup_id,
-                    dbname: add.dbname,
-                }),
-            );
+            let ok = PpdupAddOk {
+                owner_uri: None,
+                ..add_ok(&add)
+            };
+            let room = self.room;
+            push_add_ok(self.queue_for(peer), peer, &ok, room);
             return;
         }
         self.served_nodes |= self.mode == Mode::Replica;
         if self.wait_behind(peer, &add, false) {
             return;
         }
-        let owner = match self
+        // The answer is written straight into its buffer; an owner's URI is read in place.
+        let rp = self.replica_peer();
+        let room = self.room;
+        let added = match self
             .stores
             .add(&add.collection, add.checksum, &add.uri, &add.node_id)
         {
-            Ok(AddOutcome::Added) => None,
-            Ok(AddOutcome::Exists { owner_uri, .. }) => Some(owner_uri.to_vec()),
-            Err(DupError::UnknownCollection) => {
-                self.error(peer, &add.collection, "unknown collection");
+            Ok(AddOutcome::Added) => Ok(()),
+            Ok(AddOutcome::Exists { owner_uri, .. }) => {
+                // Nothing changed: answered once the log is committed, with no forward.
+                let ok = PpdupAddOk {
+                    owner_uri: Some(Cow::Borrowed(owner_uri)),
+                    ppdup_id: None,
+                    dbname: None,
+                    ..add_ok(&add)
+                };
+                let q = if Some(peer) == rp {
+                    &mut self.direct
+                } else {
+                    &mut self.outbox
+                };
+                push_add_ok(q, peer, &ok, room);
                 return;
             }
-            Err(e) => {
-                self.error(peer, &add.collection, &e.to_string());
-                return;
-            }
+            Err(DupError::UnknownCollection) => Err("unknown collection".to_string()),
+            Err(e) => Err(e.to_string()),
         };
-        let added = owner.is_none();
-        let reply = Message::PpdupAddOk(PpdupAddOk {
-            collection: add.collection.clone(),
-            node_id: add.node_id.clone(),
-            uri: add.uri.clone(),
-            owner_uri: Some(owner.clone().map_or_else(|| add.uri.clone(), Cow::Owned)),
+        if let Err(why) = added {
+            self.error(peer, &add.collection, &why);
+            return;
+        }
+        let reply = PpdupAddOk {
             ppdup_id: None,
             dbname: None,
-        });
-        match self.replica_peer() {
+            ..add_ok(&add)
+        };
+        match rp {
             // A new mapping with a replica: forward, answer after its PPDUP_ADD_OK.
-            Some(rp) if added => self.forward(rp, peer, &add, false, &reply),
-            _ => self.send(peer, &reply),
+            Some(rp) => self.forward(rp, peer, &add, false, |held| {
+                encode_add_ok_frame(&reply, Priority::Normal, held)
+            }),
+            None => push_add_ok(self.queue_for(peer), peer, &reply, room),
         }
     }
 
@@ -650,7 +672,9 @@ impl DupServer {
         let _ = self.stores.remove(&rm.collection, &rm.checksum);
         let reply = reply_to(&rm, false);
         match self.replica_peer() {
-            Some(rp) => self.forward(rp, peer, &rm, true, &reply),
+            Some(rp) => self.forward(rp, peer, &rm, true, |held| {
+                frame::encode_message(&reply, Priority::Normal, held)
+            }),
             None => {
                 self.promote(&rm.collection, rm.checksum);
                 self.send(peer, &reply);
@@ -674,15 +698,15 @@ impl DupServer {
     }
 
     /// Forwards a node's PPDUP_ADD or PPDUP_REMOVE to the replica with PKT_PPDUP_ID and
-    /// PKT_DBNAME, after any pending SET_CONFIG, and holds `reply` until the replica's _OK
-    /// (3.3.5.4 steps 1-4, 3.3.5.5 step 2).
+    /// PKT_DBNAME, after any pending SET_CONFIG, and holds the reply (which `reply` appends,
+    /// encoded) until the replica's _OK (3.3.5.4 steps 1-4, 3.3.5.5 step 2).
     fn forward(
         &mut self,
         rp: PeerId,
         peer: PeerId,
         m: &PpdupChecksum<'_>,
         remove: bool,
-        reply: &Message<'_>,
+        reply: impl FnOnce(&mut Vec<u8>),
     ) {
         self.forward_pending_config(rp);
         if self
@@ -695,9 +719,12 @@ impl DupServer {
         }
         let dbname = self.dbname_of.as_ref().map(|(_, d)| Cow::Borrowed(&d[..]));
         let fwd = PpdupChecksum {
+            collection: Cow::Borrowed(&m.collection),
+            node_id: Cow::Borrowed(&m.node_id),
+            uri: Cow::Borrowed(&m.uri),
+            checksum: m.checksum,
             ppdup_id: Some(Cow::Borrowed(&self.node_id)),
             dbname,
-            ..m.clone()
         };
         let fwd = if remove {
             Message::PpdupRemove(fwd)
@@ -705,12 +732,10 @@ impl DupServer {
             Message::PpdupAdd(fwd)
         };
         // `rp` is the replica: its frames go out before the commit (module docs).
-        push_frame(&mut self.direct, rp, &fwd);
+        push_frame(&mut self.direct, rp, &fwd, self.room);
         let key = (self.flight.collection_index(&m.collection), m.checksum);
         let stamp = (remove, self.batch, self.clock);
-        self.flight.push(key, peer, stamp, |held| {
-            frame::encode_message(reply, Priority::Normal, held)
-        });
+        self.flight.push(key, peer, stamp, reply);
     }
 
     /// Sends a held answer (promoting first after a remove, 3.3.5.5 step 5) and handles the
@@ -723,7 +748,7 @@ impl DupServer {
             }
             let frames = self.flight.held(range);
             if Some(to) == self.replica_peer() {
-                push_encoded(&mut self.direct, to, frames);
+                push_encoded(&mut self.direct, to, frames, self.room);
             } else {
                 match self.released.last_mut() {
                     Some((b, p, buf)) if *b == batch && *p == to => buf.extend_from_slice(frames),
@@ -829,6 +854,19 @@ impl DupServer {
             sync,
             batch,
         })
+    }
+}
+
+/// The PPDUP_ADD_OK answering `add` with its own pairs (3.3.5.4, 3.4.5.3), borrowed from it;
+/// PKT_OWNURI its own URI.
+fn add_ok<'m>(add: &'m PpdupChecksum<'_>) -> PpdupAddOk<'m> {
+    PpdupAddOk {
+        collection: Cow::Borrowed(&add.collection),
+        node_id: Cow::Borrowed(&add.node_id),
+        uri: Cow::Borrowed(&add.uri),
+        owner_uri: Some(Cow::Borrowed(&add.uri)),
+        ppdup_id: add.ppdup_id.as_deref().map(Cow::Borrowed),
+        dbname: add.dbname.as_deref().map(Cow::Borrowed),
     }
 }
 

@@ -157,9 +157,10 @@ fn bad_input_is_answered_with_ppdup_error_naming_the_problem() {
         ("ur", Value::bytes(b"u")),
         ("cs", Value::bytes(b"0123")),
     ]);
-    s.handle_frame(NODE_A, &short[4..]);
+    s.handle_frame(NODE_A, &short[4..]).expect("a valid frame");
     let missing = frame_of(vec![("cm", Value::int(52)), ("dn", Value::bytes(b"c"))]);
-    s.handle_frame(NODE_B, &missing[4..]);
+    s.handle_frame(NODE_B, &missing[4..])
+        .expect("a valid frame");
     let out = sent(&mut s);
     assert_eq!(out.len(), 2);
     let why = |m: &Message<'_>| match m {
@@ -172,6 +173,78 @@ fn bad_input_is_answered_with_ppdup_error_naming_the_problem() {
         MessageError::MissingKey(Key::Id).to_string()
     );
     assert_eq!(out[1].0, NODE_B);
+}
+
+/// The shell cuts frames by their length only (MS-FSCMT 2.2.1), so a body that is not a marshal
+/// `(dict, priority)` reaches `handle_frames`: it is the error returned (the shell closes the
+/// connection on it), what came before it is answered, and nothing after it is handled.
+#[test]
+fn an_invalid_frame_ends_the_socket_read_and_is_the_shells_to_close_on() {
+    let (mut s, _dir) = server("invalid", Mode::Server, false);
+    s.handle_message(NODE_A, set_config("c", 1));
+    sent(&mut s);
+    let frame = |m: &Message<'_>| {
+        let mut out = Vec::new();
+        frame::encode_message(m, Priority::Normal, &mut out);
+        out
+    };
+    let first = frame(&add("c", "na", "http://a/", cs(1)));
+    let after = frame(&add("c", "na", "http://b/", cs(2)));
+    let bodies: [&[u8]; 3] = [&first[4..], b"\xffjunk", &after[4..]];
+    let e = s.handle_frames(NODE_A, bodies, 4096).unwrap_err();
+    assert!(matches!(e, FrameError::Marshal(_)), "{e:?}");
+    assert_eq!(
+        sent(&mut s),
+        vec![(NODE_A, add_ok("c", "na", "http://a/", "http://a/"))]
+    );
+    assert_eq!(s.counters().adds, 1);
+    // A valid frame that is not a message for this role is refused with PPDUP_ERROR instead.
+    let promote = frame(&Message::PpdupPromoteReq(PpdupPromoteReq {
+        collection: b("c"),
+        checksum: cs(1),
+    }));
+    s.handle_frames(NODE_A, [&promote[4..]], 64)
+        .expect("a valid frame");
+    assert!(matches!(
+        &sent(&mut s)[..],
+        [(NODE_A, Message::PpdupError(_))]
+    ));
+}
+
+/// Every answer to a window of adds leaves in one buffer per node, as the shell hands it to
+/// the connection, byte for byte what the general encoder writes.
+#[test]
+fn a_windows_answers_share_one_buffer_per_node() {
+    let (mut s, _dir) = server("window", Mode::Server, false);
+    s.handle_message(NODE_A, set_config("c", 1));
+    s.handle_message(NODE_B, set_config("c", 2));
+    sent(&mut s);
+    let mut wire = Vec::new();
+    let mut ends = Vec::new();
+    for i in 0..100u8 {
+        let uri = format!("http://a/{i}");
+        // Every fourth add repeats the checksum of the one before.
+        let m = add("c", "na", &uri, cs(i - u8::from(i % 4 == 3)));
+        frame::encode_message(&m, Priority::Normal, &mut wire);
+        ends.push(wire.len());
+    }
+    let bodies = ends.iter().scan(0, |start, &end| {
+        let body = &wire[*start + 4..end];
+        *start = end;
+        Some(body)
+    });
+    s.handle_frames(NODE_A, bodies, wire.len())
+        .expect("valid frames");
+    let out = s.flush().unwrap();
+    assert_eq!(out.len(), 1, "one buffer for the node");
+    let mut expected = Vec::new();
+    for i in 0..100u8 {
+        let uri = format!("http://a/{i}");
+        let owner = format!("http://a/{}", i - u8::from(i % 4 == 3));
+        let ok = add_ok("c", "na", &uri, &owner);
+        frame::encode_dict(&ok.to_dict(), Priority::Normal, &mut expected);
+    }
+    assert_eq!(out[0], (NODE_A, expected));
 }
 
 #[test]

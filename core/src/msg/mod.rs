@@ -20,6 +20,7 @@
 //! told apart by the shape of PKT_DATA, so a frame decodes the same whoever reads it; a role
 //! checks with [`Message::handled_by`] that the message is one it takes.
 
+mod answer;
 mod cmd_adm;
 mod cmd_um;
 mod codec;
@@ -31,6 +32,7 @@ pub mod types;
 
 use std::fmt;
 
+pub use answer::encode_add_ok_frame;
 pub use cmd_adm::{ConfRefresh, ConfSpec, ConfSuspend, FeedingSuspend, PreemptSite};
 pub use cmd_um::{
     AddRoute, ConfState, DeleteSite, DeleteUris, DnsReply, DnsRequest, Init, Log, Quarantine,
@@ -97,7 +99,7 @@ impl Key {
     ];
 
     /// The two-letter string on the wire.
-    pub fn wire(self) -> &'static str {
+    pub const fn wire(self) -> &'static str {
         match self {
             Key::Cmd => "cm",
             Key::Uri => "ur",

@@ -1,0 +1,148 @@
+//! Criterion benches of the duplicate server's hot path (MS-FSCMT 3.3.5.4), without sockets:
+//!
+//! - `handle_frames`: a node's pipelined window of PPDUP_ADD frames (10% of them repeating an
+//!   earlier checksum) through `DupServer::handle_frames`, as the shell hands it a socket read:
+//!   one decode per frame, the checksum store and its write-ahead log record, the PPDUP_ADD_OK
+//!   written into the peer's output buffer; then `write_log` (the log written, not synced: the
+//!   fdatasync is the disk's cost, not the handling's), once per window as the shell does.
+//! - `ppdup_add_ok`: the answer alone, `encode_add_ok_frame` (written straight into the output
+//!   buffer) against `frame::encode_message` of the same typed message.
+//!
+//! `cargo bench --bench dupserver`, in adds (answers) per second.
+
+use std::borrow::Cow;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use crawlfleet_core::checksum::durable::DupStores;
+use crawlfleet_core::dupserver::{DupServer, Mode};
+use crawlfleet_core::frame::{self, Priority};
+use crawlfleet_core::marshal::Value;
+use crawlfleet_core::msg::{
+    encode_add_ok_frame, Checksum, Message, PpdupAddOk, PpdupChecksum, PpdupSetConfig,
+};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+/// Adds in a window (`crawlfleet bench dup --pipeline`).
+const WINDOW: usize = 256;
+const NODE: u64 = 1;
+
+/// `n` PPDUP_ADD frames from one node, back to back, and where each body lies.
+fn adds(first: u64, n: usize, rng: &mut fastrand::Rng) -> (Vec<u8>, Vec<(usize, usize)>) {
+    let mut out = Vec::with_capacity(n * 180);
+    let mut bodies = Vec::with_capacity(n);
+    for i in first..first + n as u64 {
+        // One add in ten repeats an earlier checksum.
+        let k = if i > 0 && rng.u8(..10) == 0 {
+            rng.u64(0..i)
+        } else {
+            i
+        };
+        let mut cs = [0u8; 16];
+        cs[..8].copy_from_slice(&k.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes());
+        cs[8..].copy_from_slice(&k.to_le_bytes());
+        let uri = format!("http://www{}.example.com/section/page-{i}.html", i % 1000);
+        let m = Message::PpdupAdd(PpdupChecksum {
+            collection: Cow::Borrowed(b"bench"),
+            node_id: Cow::Borrowed(b"node-1"),
+            uri: Cow::Owned(uri.into_bytes()),
+            checksum: Checksum(cs),
+            ppdup_id: None,
+            dbname: None,
+        });
+        let start = out.len();
+        frame::encode_message(&m, Priority::Normal, &mut out);
+        bodies.push((start + frame::HEADER_LEN, out.len()));
+    }
+    (out, bodies)
+}
+
+/// A server on a fresh store in `dir`, with the collection configured and a node connected.
+fn server(dir: &std::path::Path) -> DupServer {
+    let (stores, _) = DupStores::open(dir, 64).expect("a fresh store");
+    let mut s = DupServer::new(Mode::Server, b"dup-bench", stores, false);
+    s.peer_connected(NODE);
+    s.handle_message(
+        NODE,
+        Message::PpdupSetConfig(PpdupSetConfig {
+            config: Value::Dict(vec![(Value::bytes(b"bench"), Value::Dict(Vec::new()))]),
+            vclock: 1,
+            collection: None,
+        }),
+    );
+    s.write_log().expect("log written");
+    s
+}
+
+fn handle_frames(c: &mut Criterion) {
+    let mut g = c.benchmark_group("dupserver");
+    g.throughput(Throughput::Elements(WINDOW as u64))
+        .sample_size(20);
+    g.bench_function("handle_frames", |b| {
+        // A fresh store per sample: `iters` windows of new adds, encoded before the clock runs.
+        b.iter_custom(|iters| {
+            let dir = tempfile::TempDir::with_prefix("crawlfleet-bench-dup-").expect("tempdir");
+            let mut s = server(dir.path());
+            let mut rng = fastrand::Rng::with_seed(iters);
+            let (wire, bodies) = adds(0, iters as usize * WINDOW, &mut rng);
+            let started = Instant::now();
+            for window in bodies.chunks(WINDOW) {
+                let bytes = window.last().map_or(0, |w| w.1) - window[0].0;
+                let frames = window.iter().map(|&(a, z)| &wire[a..z]);
+                s.handle_frames(NODE, frames, bytes).expect("valid frames");
+                black_box(s.write_log().expect("log written").after_sync.len());
+            }
+            started.elapsed()
+        })
+    });
+    g.finish();
+}
+
+fn add_ok(c: &mut Criterion) {
+    let uri = b"http://www7.example.com/section/page-1-7.html";
+    let ok = PpdupAddOk {
+        collection: Cow::Borrowed(b"bench"),
+        node_id: Cow::Borrowed(b"node-1"),
+        uri: Cow::Borrowed(uri),
+        owner_uri: Some(Cow::Borrowed(uri)),
+        ppdup_id: None,
+        dbname: None,
+    };
+    let typed = Message::PpdupAddOk(ok.clone());
+    let mut flat = Vec::new();
+    encode_add_ok_frame(&ok, Priority::Normal, &mut flat);
+    let mut general = Vec::new();
+    frame::encode_message(&typed, Priority::Normal, &mut general);
+    assert_eq!(flat, general, "the same bytes either way");
+    let mut g = c.benchmark_group("ppdup_add_ok");
+    g.throughput(Throughput::Elements(WINDOW as u64));
+    let mut out = Vec::with_capacity(WINDOW * flat.len());
+    g.bench_function("encode_add_ok_frame", |b| {
+        b.iter(|| {
+            out.clear();
+            for _ in 0..WINDOW {
+                encode_add_ok_frame(black_box(&ok), Priority::Normal, &mut out);
+            }
+            black_box(out.len())
+        })
+    });
+    g.bench_function("encode_message", |b| {
+        b.iter(|| {
+            out.clear();
+            for _ in 0..WINDOW {
+                frame::encode_message(black_box(&typed), Priority::Normal, &mut out);
+            }
+            black_box(out.len())
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = handle_frames, add_ok
+}
+criterion_main!(benches);

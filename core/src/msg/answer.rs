@@ -1,0 +1,213 @@
+//! PPDUP_ADD_OK (MS-FSCMT 2.2.5.3) written as a whole frame straight into an output buffer: the
+//! duplicate server answers every PPDUP_ADD with one, and its replica every forwarded add, so
+//! neither goes through a typed [`Message`](super::Message) and the frame encoder. The frame's
+//! length is known before its first byte is written (one reservation, no length patched
+//! afterwards); the bytes are exactly those of [`crate::frame::encode_message`] (keys in the
+//! canonical order of [`Key`], `'s'` strings, `'i'` PKT_CMD and priority), which the tests
+//! check against the general encoder and the golden vectors.
+
+use super::{Command, Key, PpdupAddOk};
+use crate::frame::{Priority, HEADER_LEN};
+use crate::marshal::tag;
+
+/// Bytes of a string key and the tag and length of its value (every key here is written as an
+/// `'s'` string, every value as an `'s'` string or an `'i'` integer: 1 + 4 bytes of header).
+const fn pair(key: Key) -> usize {
+    5 + key.wire().len() + 5
+}
+
+/// Bytes of the frame body's fixed parts: the 2-tuple header, the dict's open and close tags,
+/// the PKT_CMD pair (its `'i'` value 4 bytes after the tag) and the `'i'` priority.
+const FIXED: usize = 5 + 1 + 1 + pair(Key::Cmd) + 5;
+
+/// Writes the pieces of a frame into room already made for it, front to back.
+struct Room<'a> {
+    rest: &'a mut [u8],
+}
+
+impl Room<'_> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        let (head, rest) = std::mem::take(&mut self.rest).split_at_mut(bytes.len());
+        head.copy_from_slice(bytes);
+        self.rest = rest;
+    }
+
+    /// An `'s'` string.
+    #[inline]
+    fn str(&mut self, v: &[u8]) {
+        let mut head = [tag::STRING, 0, 0, 0, 0];
+        head[1..].copy_from_slice(&(v.len() as u32).to_le_bytes());
+        self.put(&head);
+        self.put(v);
+    }
+
+    #[inline]
+    fn pair(&mut self, key: Key, v: &[u8]) {
+        self.str(key.wire().as_bytes());
+        self.str(v);
+    }
+
+    /// An `'i'` integer.
+    #[inline]
+    fn int(&mut self, v: i32) {
+        let mut i = [tag::INT, 0, 0, 0, 0];
+        i[1..].copy_from_slice(&v.to_le_bytes());
+        self.put(&i);
+    }
+}
+
+/// Appends one whole frame (length header included) carrying `ok` at `priority`: the bytes
+/// `frame::encode_message(&Message::PpdupAddOk(ok.clone()), priority, out)` appends. The room is
+/// made in one step and filled piece by piece, without a capacity check per piece.
+pub fn encode_add_ok_frame(ok: &PpdupAddOk<'_>, priority: Priority, out: &mut Vec<u8>) {
+    let opt =
+        |key: Key, v: &Option<super::Bytes<'_>>| v.as_deref().map_or(0, |v| pair(key) + v.len());
+    let body = FIXED
+        + pair(Key::CollectionName)
+        + ok.collection.len()
+        + pair(Key::Id)
+        + ok.node_id.len()
+        + pair(Key::Uri)
+        + ok.uri.len()
+        + opt(Key::OwnerUri, &ok.owner_uri)
+        + opt(Key::PpdupId, &ok.ppdup_id)
+        + opt(Key::DbName, &ok.dbname);
+    let start = out.len();
+    out.resize(start + HEADER_LEN + body, 0);
+    let mut w = Room {
+        rest: &mut out[start..],
+    };
+    w.put(&(body as u32).to_be_bytes());
+    w.put(&[tag::TUPLE, 2, 0, 0, 0, tag::DICT]);
+    w.pair(Key::CollectionName, &ok.collection);
+    w.pair(Key::Id, &ok.node_id);
+    w.str(Key::Cmd.wire().as_bytes());
+    w.int(Command::PpdupAddOk as i32);
+    w.pair(Key::Uri, &ok.uri);
+    for (key, v) in [
+        (Key::OwnerUri, &ok.owner_uri),
+        (Key::PpdupId, &ok.ppdup_id),
+        (Key::DbName, &ok.dbname),
+    ] {
+        if let Some(v) = v {
+            w.pair(key, v);
+        }
+    }
+    w.put(&[tag::NULL]);
+    w.int(priority.as_i64() as i32);
+    debug_assert!(w.rest.is_empty(), "the frame fills the room made for it");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+    use crate::frame;
+    use crate::marshal::Limits;
+    use crate::msg::Message;
+
+    fn b(s: &str) -> Cow<'static, [u8]> {
+        Cow::Owned(s.as_bytes().to_vec())
+    }
+
+    /// The general encoder: the message's dict built as marshal values, pairs sorted by key.
+    fn general(m: &Message<'_>, p: Priority) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::encode_dict(&m.to_dict(), p, &mut out);
+        out
+    }
+
+    #[test]
+    fn the_frame_is_byte_for_byte_the_general_encoders() {
+        let long = "x".repeat(70_000);
+        let base = PpdupAddOk {
+            collection: b("coll"),
+            node_id: b("node-1"),
+            uri: b("http://www.example.com/a.html"),
+            owner_uri: None,
+            ppdup_id: None,
+            dbname: None,
+        };
+        let cases = [
+            base.clone(),
+            PpdupAddOk {
+                owner_uri: Some(b("http://www.example.com/b.html")),
+                ..base.clone()
+            },
+            PpdupAddOk {
+                ppdup_id: Some(b("dup-1")),
+                dbname: Some(b("/var/lib/dup/coll")),
+                ..base.clone()
+            },
+            PpdupAddOk {
+                owner_uri: Some(b("")),
+                ppdup_id: Some(b("dup-1")),
+                dbname: Some(b("")),
+                ..base.clone()
+            },
+            PpdupAddOk {
+                collection: b(""),
+                node_id: b(""),
+                uri: Cow::Owned(long.clone().into_bytes()),
+                owner_uri: Some(Cow::Owned(long.into_bytes())),
+                ppdup_id: None,
+                dbname: Some(b("d")),
+            },
+        ];
+        for ok in cases {
+            for p in [Priority::Normal, Priority::High] {
+                let m = Message::PpdupAddOk(ok.clone());
+                // Appended after other bytes, as into an output buffer holding earlier frames.
+                let mut fast = b"earlier".to_vec();
+                encode_add_ok_frame(&ok, p, &mut fast);
+                assert_eq!(&fast[..7], b"earlier");
+                assert_eq!(fast[7..], general(&m, p)[..], "{ok:?}");
+                let mut typed = Vec::new();
+                frame::encode_message(&m, p, &mut typed);
+                assert_eq!(fast[7..], typed[..]);
+                let (priority, back) =
+                    frame::decode_message(&fast[7 + 4..], &Limits::default()).expect("decodes");
+                assert_eq!((priority, back), (p, m));
+            }
+        }
+    }
+
+    /// The golden vectors of PPDUP_ADD_OK (tests/data/wire-vectors.tsv, a copy of the shared
+    /// vectors), re-encoded from their decoded message.
+    #[test]
+    fn the_golden_vectors_come_out_the_same() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/wire-vectors.tsv"
+        );
+        let text = std::fs::read_to_string(path).expect("the wire vectors");
+        let mut seen = 0;
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let mut cols = line.split('\t');
+            let (Some(name), Some(hex)) = (cols.next(), cols.next()) else {
+                continue;
+            };
+            if !name.starts_with("PPDUP_ADD_OK") {
+                continue;
+            }
+            let wire: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+                .collect();
+            let (p, m) = frame::decode_message(&wire[4..], &Limits::default()).expect("decodes");
+            let Message::PpdupAddOk(ok) = m else {
+                panic!("{name} is not a PPDUP_ADD_OK");
+            };
+            let mut out = Vec::new();
+            encode_add_ok_frame(&ok, p, &mut out);
+            assert_eq!(out, wire, "{name}");
+            seen += 1;
+        }
+        assert!(
+            seen >= 2,
+            "PPDUP_ADD_OK and PPDUP_ADD_OK_OWNER are among the vectors"
+        );
+    }
+}
