@@ -336,7 +336,8 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
     let _ = fs::remove_dir_all(&work);
     let logs = work.join("logs");
     fs::create_dir_all(&logs).map_err(err("the work directory"))?;
-    let _cleanup = Cleanup(work.clone());
+    // Kept when the run fails, for its logs and data (the error names the directory).
+    let mut cleanup = Cleanup(work.clone(), true);
     let say = |line: String| {
         if !args.json {
             eprintln!("{line}");
@@ -608,6 +609,7 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
         })
         .collect();
     let killed_tenth = killed_at_pages.map(|p| ((p * 10 / expected.max(1)) as usize).min(9));
+    cleanup.1 = false;
     Ok(Outcome {
         pages: tail.pages,
         repeats: tail.repeats,
@@ -636,12 +638,19 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
     })
 }
 
-/// Removes the work directory when dropped.
-struct Cleanup(PathBuf);
+/// Removes the work directory when dropped, unless told to keep it (a failed run).
+struct Cleanup(PathBuf, bool);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
+        if self.1 {
+            eprintln!(
+                "scale: the failed run's directory is kept: {}",
+                self.0.display()
+            );
+        } else {
+            let _ = fs::remove_dir_all(&self.0);
+        }
     }
 }
 
