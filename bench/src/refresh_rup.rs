@@ -218,7 +218,9 @@ fn session(
 ) -> std::io::Result<()> {
     c.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut out = c.try_clone()?;
-    let mut r = BufReader::new(c.take(64 << 20));
+    // Acknowledged at once, as the node's receiver does (`QuickAck`): lettre, which the
+    // rup-servers send with, writes a message's final "." apart from it.
+    let mut r = BufReader::new(crawlfleet_shells::node::QuickAck(c).take(64 << 20));
     out.write_all(b"220 crawlfleet-bench relay\r\n")?;
     let (mut from, mut to) = (None, Vec::new());
     loop {

@@ -6,6 +6,7 @@
 mod rup;
 pub use rup::RupCounters;
 mod rup_smtp;
+pub use rup_smtp::QuickAck;
 pub mod rup_spool;
 
 use std::collections::{HashMap, VecDeque};

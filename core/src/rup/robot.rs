@@ -253,6 +253,20 @@ impl Book {
         Ok(())
     }
 
+    /// Takes `r` at once (what [`Book::for_url_base`] and [`Book::get`] answer) and appends
+    /// it to the log without a commit: durable with the next [`Book::commit_staged`] (or any
+    /// [`Book::put`] / [`Book::remove`]). Lets a batch of reports cost one fdatasync.
+    pub fn stage(&mut self, r: Registration) {
+        self.log.append_with(|out| encode(&r, out));
+        self.regs
+            .insert((r.collection.clone(), r.url_base.clone()), r);
+    }
+
+    /// Makes what [`Book::stage`] took durable (nothing to do: no write).
+    pub fn commit_staged(&mut self) -> Result<(), LogError> {
+        self.commit()
+    }
+
     /// Removes a registration durably.
     pub fn remove(&mut self, collection: &[u8], url_base: &str) -> Result<(), LogError> {
         self.log

@@ -434,9 +434,17 @@ impl Robot {
     }
 
     /// Applies the spooled mails in order, removing each once applied.
+    /// Applies the reports waiting in the spool. The sequence numbers they move on are
+    /// committed together, once, before their files leave the spool (a crash before that reads
+    /// them again: applying a report is idempotent), so a burst of reports (every site's at
+    /// the same second) costs one fdatasync rather than one each.
     fn read_spool(&mut self) {
-        for path in rup_spool::waiting(&self.data_dir) {
-            let raw = match std::fs::read(&path) {
+        let waiting = rup_spool::waiting(&self.data_dir);
+        if waiting.is_empty() {
+            return;
+        }
+        for path in &waiting {
+            let raw = match std::fs::read(path) {
                 Ok(r) => r,
                 Err(e) => {
                     warn_limited!("rup-robot", "{}: {e}", path.display());
@@ -447,7 +455,12 @@ impl Robot {
                 Ok(rep) => self.report(&rep),
                 Err(e) => warn!("{}: not a RUP report ({e}): dropped", path.display()),
             }
-            if let Err(e) = std::fs::remove_file(&path) {
+        }
+        if let Err(e) = self.book.commit_staged() {
+            warn_limited!("rup-robot", "RUP registrations not written: {e}");
+        }
+        for path in &waiting {
+            if let Err(e) = std::fs::remove_file(path) {
                 warn_limited!("rup-robot", "{}: {e}", path.display());
             }
         }
@@ -477,7 +490,8 @@ impl Robot {
                     self.apply(&r.collection, rep);
                     r.seq = rep.seq;
                     r.heard_at = now;
-                    self.save(r);
+                    // Committed with the rest of the spool's reports (read_spool).
+                    self.book.stage(r);
                 }
                 Intake::Gap => {
                     info!(
