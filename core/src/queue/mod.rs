@@ -233,6 +233,9 @@ pub struct CrawlQueue {
     last_sync: Instant,
     ops_since_clock: u32,
     resumed: Resumed,
+    /// Pops taken with [`CrawlQueue::pop_front_unpublished`] that the live cursor does not
+    /// show yet.
+    unpublished: bool,
 }
 
 impl CrawlQueue {
@@ -290,6 +293,7 @@ impl CrawlQueue {
             last_sync: Instant::now(),
             ops_since_clock: 0,
             resumed,
+            unpublished: false,
         };
         if resumed == Resumed::LastSync {
             log::info!(
@@ -318,6 +322,7 @@ impl CrawlQueue {
     /// Publishes the state after a push or pop and applies the sync policy.
     #[inline]
     fn after_op(&mut self) -> Result<(), QueueError> {
+        self.unpublished = false;
         self.cursor.write_live(&self.state);
         match self.opts.sync {
             SyncPolicy::Always => self.sync(),
@@ -375,6 +380,35 @@ impl CrawlQueue {
         Ok(r)
     }
 
+    /// Takes the first record like [`CrawlQueue::pop_front`], without publishing the pop: a
+    /// process killed before [`CrawlQueue::publish`] (or the next push or sync, which publish
+    /// it too) finds the record still queued. A caller that keeps the record elsewhere (a
+    /// journal) writes it there first, then publishes, so a kill at any point leaves the record
+    /// in the queue, in both places, or in the other place, never in neither.
+    pub fn pop_front_unpublished(&mut self) -> Result<Option<Vec<u8>>, QueueError> {
+        let r = if self.state.top != 0 {
+            self.front.pop_with(&mut self.state, <[u8]>::to_vec)
+        } else {
+            self.back.pop_with(&mut self.state, <[u8]>::to_vec)
+        };
+        self.unpublished = true;
+        r
+    }
+
+    /// Publishes the pops taken by [`CrawlQueue::pop_front_unpublished`]: from here they
+    /// outlive the process.
+    pub fn publish(&mut self) -> Result<(), QueueError> {
+        if std::mem::take(&mut self.unpublished) {
+            self.after_op()?;
+        }
+        Ok(())
+    }
+
+    /// True when pops taken by [`CrawlQueue::pop_front_unpublished`] wait to be published.
+    pub fn has_unpublished(&self) -> bool {
+        self.unpublished
+    }
+
     /// Records queued.
     pub fn len(&self) -> u64 {
         self.state.tail_seq - self.state.head_seq + self.state.front_len
@@ -403,6 +437,9 @@ impl CrawlQueue {
     }
 
     fn force_sync(&mut self) -> Result<(), QueueError> {
+        if std::mem::take(&mut self.unpublished) {
+            self.cursor.write_live(&self.state);
+        }
         self.back.flush(&self.state)?;
         self.front.flush(&self.state)?;
         if self.back.dir_changed || self.front.dir_changed {

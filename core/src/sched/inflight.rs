@@ -1,7 +1,9 @@
 //! Crawl queue entries a node scheduler has taken from its queue and not finished: the site
 //! manager's ready and waiting entries and the crawl engine's, which live in memory. Each is
 //! journaled when taken (`+`) and when finished (`-`); a restart puts what was taken and not
-//! finished back at the front of the crawl queue, so a SIGKILL loses no entry. An entry whose
+//! finished back at the front of the crawl queue, so a SIGKILL loses no entry: the queue's
+//! pop of an entry is published only after its `+` is written (no fdatasync: a killed process's
+//! writes stay in the page cache), once per dispatch (`node_sites.rs`). An entry whose
 //! `-` was not synced before the kill is crawled again: the re-fetch window is the sync
 //! interval (100 ms by default).
 //!
@@ -175,9 +177,9 @@ impl Inflight {
     }
 
     /// Makes sure the journal can take an entry of up to `need` bytes without room from the
-    /// file system (allocating ahead): call before taking the entry from its queue, whose pop
-    /// outlives the process at once while the journal record waits for the next write. A full
-    /// disk fails here, with the entry still in its queue.
+    /// file system (allocating ahead): call before taking the entry from its queue. The pop is
+    /// published (outlives the process) only after [`Inflight::write`] has written the record
+    /// (`NodeScheduler::dispatch`). A full disk fails here, with the entry still in its queue.
     pub fn reserve(&mut self, need: u64) -> Result<(), StoreError> {
         // The record: its header, `+`, the sequence number, the entry.
         let record = (HEADER + 9) as u64 + need;

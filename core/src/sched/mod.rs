@@ -149,4 +149,6 @@ pub fn show(name: &[u8]) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_kill;
+#[cfg(test)]
 mod tests_store;

@@ -73,6 +73,11 @@ impl Collection {
     }
 
     fn push_to(&mut self, to: Target, front: bool, rec: &[u8]) -> Result<(), SchedError> {
+        // A push publishes the pops taken before it without publishing (the site manager's,
+        // `dispatch`): the journal records of the entries they took are written first.
+        if matches!(to, Target::Queue) && self.queue.has_unpublished() {
+            self.inflight.write()?;
+        }
         let q = self.queue_of(to);
         if front {
             q.push_front(rec)?;
@@ -173,7 +178,8 @@ impl Collection {
     /// depends on is durable (see `node_store.rs`).
     fn sync_all(&mut self) -> Result<(), SchedError> {
         // First the journal of the entries taken from the queues (into room reserved for
-        // them): their pops already outlive a kill, so must their records.
+        // them): the queue's sync publishes any pop not published yet, and a published pop
+        // outlives a kill, so must its record.
         self.inflight.write()?;
         self.drain_spill()?;
         self.queue.sync()?;

@@ -350,7 +350,9 @@ impl NodeScheduler {
         for to in [Target::Queue, Target::Quarantine] {
             let n = c.queue_of(to).len();
             for _ in 0..n {
-                let Some(rec) = c.queue_of(to).pop_front()? else {
+                // Published by the push that puts it back (or at the end, when dropped): a kill
+                // in between leaves it queued.
+                let Some(rec) = c.queue_of(to).pop_front_unpublished()? else {
                     break;
                 };
                 if matches(&rec) {
@@ -359,6 +361,7 @@ impl NodeScheduler {
                     c.enqueue(to, false, &rec, None)?;
                 }
             }
+            c.queue_of(to).publish()?;
         }
         let mut finished = Vec::new();
         c.sites.ready.retain(|r| {

@@ -17,16 +17,53 @@ impl NodeScheduler {
             .map(|(n, _)| n.clone())
             .collect();
         for name in names {
+            let taken = self.dispatch_collection(&name, capacity, now);
+            // The queue's pops are published only once the journal records of the entries
+            // taken are written: a kill before that leaves them queued (fetched again if they
+            // were journaled too), never in neither place. One write per turn, no fdatasync
+            // (the sync timer's).
+            let Some(c) = self.collections.get_mut(&name) else {
+                continue;
+            };
+            match c.inflight.write() {
+                Ok(()) => c.queue.publish()?,
+                Err(e) => {
+                    let e = SchedError::from(e);
+                    if !e.is_disk_full() {
+                        return Err(e);
+                    }
+                    // The records wait in memory and the pops stay unpublished until a sync
+                    // writes them (it writes the journal before the queue).
+                    c.pause_disk_full(&e, std::time::Instant::now());
+                }
+            }
+            taken?;
+        }
+        Ok(())
+    }
+
+    /// [`NodeScheduler::dispatch`] for collection `name`; the pops of its crawl queue are left
+    /// for the caller to publish.
+    fn dispatch_collection(
+        &mut self,
+        name: &[u8],
+        capacity: usize,
+        now: i64,
+    ) -> Result<(), SchedError> {
+        {
+            let name = name.to_vec();
             let c = self.collections.get_mut(&name).expect("listed above");
             let refresh_only = c.refresh_only().is_some();
             if !refresh_only && !c.refresh.new_held.is_empty() {
                 // New content may be crawled again: what was held goes back to the queue.
                 let mut n = 0u64;
                 while !c.is_disk_full() {
-                    let Some(rec) = c.refresh.new_held.pop_front()? else {
+                    let Some(rec) = c.refresh.new_held.pop_front_unpublished()? else {
                         break;
                     };
                     c.enqueue(diskfull::Target::Queue, false, &rec, None)?;
+                    // Taken from `new_held` once it is in the crawl queue.
+                    c.refresh.new_held.publish()?;
                     n += 1;
                 }
                 info!(
@@ -53,7 +90,7 @@ impl NodeScheduler {
                     c.pause_disk_full(&e, std::time::Instant::now());
                     break;
                 }
-                let Some(rec) = c.queue.pop_front()? else {
+                let Some(rec) = c.queue.pop_front_unpublished()? else {
                     break;
                 };
                 let parsed = parse_record(&rec).ok();

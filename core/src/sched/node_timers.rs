@@ -54,9 +54,13 @@ impl NodeScheduler {
                 continue;
             }
             let n = c.quarantine_queue.len();
+            // The pops are published (by the pushes back into the quarantine queue, or at the
+            // end) only once every entry is in the queue it goes to: a kill in between leaves
+            // them in the quarantine queue, not in memory alone.
             let mut free = Vec::new();
+            let mut held = Vec::new();
             for _ in 0..n {
-                let Some(rec) = c.quarantine_queue.pop_front()? else {
+                let Some(rec) = c.quarantine_queue.pop_front_unpublished()? else {
                     break;
                 };
                 let site = parse_record(&rec)
@@ -64,7 +68,7 @@ impl NodeScheduler {
                     .and_then(|(e, _)| crawl_site(&e.uri.uri))
                     .unwrap_or_default();
                 if c.sites.quarantine.contains_key(&site) || c.sites.blocked.contains_key(&site) {
-                    c.enqueue(Target::Quarantine, false, &rec, None)?;
+                    held.push(rec);
                 } else {
                     free.push(rec);
                 }
@@ -72,6 +76,10 @@ impl NodeScheduler {
             for r in free.iter().rev() {
                 c.enqueue(Target::Queue, true, r, None)?;
             }
+            for r in &held {
+                c.enqueue(Target::Quarantine, false, r, None)?;
+            }
+            c.quarantine_queue.publish()?;
             debug!(
                 "collection {}: {} entries back from quarantine",
                 show(name),
