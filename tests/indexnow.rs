@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use crate::sitemaps::{collection_xml, free_admin, standalone_node, Resource, TestSite};
-use crate::util::{python3, temp_dir, wait_until};
+use crate::util::{json_line, python3, temp_dir, wait_until, KillOnDrop};
 
 /// A client as the IndexNow documentation describes one: POST of a JSON body
 /// (`Content-Type: application/json; charset=utf-8`) or GET with a query, `N` times; prints
@@ -220,7 +220,7 @@ fn indexnow_submissions_are_checked_answered_and_queued() {
 /// no collection): every submission answered 200 or 202 hands its URL on, once the key holds.
 #[test]
 fn up_summary_counts_the_indexnow_urls_dropped() {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::{BufReader, Read};
     use std::process::{Command, Stdio};
     let dir = temp_dir("indexnow-up");
     let other = TestSite::start(Ipv4Addr::new(127, 94, 1, 2));
@@ -234,17 +234,9 @@ fn up_summary_counts_the_indexnow_urls_dropped() {
         .spawn()
         .expect("crawlfleet up runs");
     // Ended when the test fails before the SIGINT.
-    struct Kill(u32);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = Command::new("kill").arg(self.0.to_string()).status();
-        }
-    }
-    let _kill = Kill(up.id());
+    let _kill = KillOnDrop(up.id());
     let mut out = BufReader::new(up.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let start: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let start = json_line(&mut out);
     let admin = start["node_admins"][0].as_str().unwrap().to_string();
     // Every node has an SMTP receiver for RUP reports (docs/rup.md).
     assert_eq!(

@@ -4,13 +4,13 @@
 //! names are fetched again, and no other.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::rup::peer::{post, pre};
-use crate::util::{temp_dir, wait_until};
+use crate::util::{json_line, temp_dir, wait_until, KillOnDrop};
 
 /// The access log's lines: host, path, start (Unix seconds).
 fn accesses(log: &Path) -> Vec<(String, String, f64)> {
@@ -66,17 +66,9 @@ fn up_shows_rup_registrations_reports_and_refetches_of_changed_pages_only() {
         .spawn()
         .expect("crawlfleet up runs");
     // Ended when the test fails before the SIGINT.
-    struct Kill(u32);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = Command::new("kill").arg(self.0.to_string()).status();
-        }
-    }
-    let _kill = Kill(up.id());
+    let _kill = KillOnDrop(up.id());
     let mut out = BufReader::new(up.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let start: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let start = json_line(&mut out);
     assert_eq!(start["event"], "start", "{start}");
 
     // Each host's rupinfo.txt is read and its CGI called (Register) by the node crawling it.

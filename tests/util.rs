@@ -288,3 +288,20 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Sends SIGTERM to a process when dropped: a test that fails before it stops what it started
+/// (e.g. `up` before its SIGINT) leaves nothing running.
+pub struct KillOnDrop(pub u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.to_string()).status();
+    }
+}
+
+/// Reads one line of a `--json` output (e.g. `up --json`'s start record) as JSON.
+pub fn json_line(out: &mut impl BufRead) -> serde_json::Value {
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+}
