@@ -368,11 +368,7 @@ impl CrawlQueue {
         &mut self,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, QueueError> {
-        let r = if self.state.top != 0 {
-            self.front.pop_with(&mut self.state, f)
-        } else {
-            self.back.pop_with(&mut self.state, f)
-        };
+        let r = self.take_front_with(f);
         // Even a failed pop may have moved past damage: publish the state either way.
         let after = self.after_op();
         let r = r?;
@@ -386,13 +382,20 @@ impl CrawlQueue {
     /// journal) writes it there first, then publishes, so a kill at any point leaves the record
     /// in the queue, in both places, or in the other place, never in neither.
     pub fn pop_front_unpublished(&mut self) -> Result<Option<Vec<u8>>, QueueError> {
-        let r = if self.state.top != 0 {
-            self.front.pop_with(&mut self.state, <[u8]>::to_vec)
-        } else {
-            self.back.pop_with(&mut self.state, <[u8]>::to_vec)
-        };
+        let r = self.take_front_with(<[u8]>::to_vec);
         self.unpublished = true;
         r
+    }
+
+    /// Takes the first record (the front stack before the back queue) and hands it to `f`,
+    /// without publishing the state.
+    #[inline]
+    fn take_front_with<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, QueueError> {
+        if self.state.top != 0 {
+            self.front.pop_with(&mut self.state, f)
+        } else {
+            self.back.pop_with(&mut self.state, f)
+        }
     }
 
     /// Publishes the pops taken by [`CrawlQueue::pop_front_unpublished`]: from here they
