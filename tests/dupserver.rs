@@ -26,6 +26,16 @@ fn dupserver(dir: &Path, extra: &[&str]) -> Role {
     Role::start(&args)
 }
 
+fn dupreplica(dir: &Path) -> Role {
+    Role::start(&[
+        "dupreplica",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.to_str().unwrap(),
+    ])
+}
+
 /// Asks the server at `addr`, as another node, to add checksums 0..n with other URIs: each
 /// answer must name the URI node "na" added first (`http://a/<i>`) as the owner.
 fn assert_owned_by_a(addr: SocketAddr, n: u32) {
@@ -131,13 +141,7 @@ fn acknowledged_adds_survive_sigkill() {
 fn the_replica_holds_every_acknowledged_add_when_the_server_dies() {
     let rdir = temp_dir("replica-r");
     let sdir = temp_dir("replica-s");
-    let replica = Role::start(&[
-        "dupreplica",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        rdir.path().to_str().unwrap(),
-    ]);
+    let replica = dupreplica(rdir.path());
     let raddr = replica.addr().to_string();
     let server = dupserver(sdir.path(), &["--replica", &raddr]);
     let mut a = Client::connect(server.addr());
@@ -215,13 +219,7 @@ fn the_failover_client_loses_no_acknowledged_add_when_the_server_is_killed_under
 
     let rdir = temp_dir("failover-r");
     let sdir = temp_dir("failover-s");
-    let replica = Role::start(&[
-        "dupreplica",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        rdir.path().to_str().unwrap(),
-    ]);
+    let replica = dupreplica(rdir.path());
     let raddr = replica.addr().to_string();
     let server = dupserver(sdir.path(), &["--replica", &raddr]);
     let lp = EventLoop::builder().spawn().unwrap();
@@ -337,13 +335,7 @@ fn signal(pid: u32, sig: &str) {
 fn the_replicas_lag_in_seconds_grows_while_it_stalls_and_clears_when_it_answers() {
     let rdir = temp_dir("lag-r");
     let sdir = temp_dir("lag-s");
-    let replica = Role::start(&[
-        "dupreplica",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        rdir.path().to_str().unwrap(),
-    ]);
+    let replica = dupreplica(rdir.path());
     let metrics = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
