@@ -178,9 +178,13 @@ pub struct BenchCrawlArgs {
     #[arg(long)]
     pub skip_scrapy: bool,
     /// spider_cli's `spider` executable: run it (one process per host, robots.txt obeyed) in
-    /// its default concurrent mode and with `crawl --sync`, each for at most --duration.
+    /// its default concurrent mode and with `crawl --sync`, each until it ends or for at most
+    /// --spider-timeout.
     #[arg(long)]
     pub spider: Option<PathBuf>,
+    /// Stop spider's processes of a mode still running after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    pub spider_timeout: u64,
     /// No wrk run.
     #[arg(long)]
     pub skip_wrk: bool,

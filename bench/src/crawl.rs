@@ -194,6 +194,8 @@ pub(super) struct Served {
     pub(super) not_modified: u64,
     /// Distinct pages (robots.txt aside) requested.
     pub(super) pages: u64,
+    /// Of those, by host (`address:port`).
+    pub(super) host_pages: std::collections::HashMap<String, u64>,
     /// Requests for a page already requested.
     pub(super) repeats: u64,
     /// The first few of them, `address:port/path`.
@@ -273,6 +275,9 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
             out.rup += 1;
         } else if seen.insert((host.map(str::to_string), uri.map(str::to_string))) {
             out.pages += 1;
+            *out.host_pages
+                .entry(host.unwrap_or_default().into())
+                .or_default() += 1;
             out.pages_first_at = earliest(out.pages_first_at);
             let h = out
                 .by_host
@@ -517,12 +522,18 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
                 say(
                     args.json,
                     format_args!(
-                        "spider{}, one process per host, at most {seconds} s...",
-                        if sync { " --sync" } else { "" }
+                        "spider{}, one process per host, at most {} s...",
+                        if sync { " --sync" } else { "" },
+                        args.spider_timeout
                     ),
                 );
                 runs.push(crate::spider::run(
-                    exe, &work.dir, &web, &log_path, sync, seconds,
+                    exe,
+                    &work.dir,
+                    &web,
+                    &log_path,
+                    sync,
+                    Duration::from_secs(args.spider_timeout.max(1)),
                 )?);
             }
             let sync = runs.pop();
@@ -597,10 +608,12 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
             "spider_pages": spiders.as_ref().map(|(c, _)| c.pages),
             "spider_seconds": spiders.as_ref().map(|(c, _)| round(c.seconds)),
             "spider_stopped": spiders.as_ref().map(|(c, _)| c.stopped),
+            "spider_complete_hosts": spiders.as_ref().map(|(c, _)| c.complete_hosts),
             "spider_sync_rate": spiders.as_ref().map(|(_, s)| s.rate().round()),
             "spider_sync_pages": spiders.as_ref().map(|(_, s)| s.pages),
             "spider_sync_seconds": spiders.as_ref().map(|(_, s)| round(s.seconds)),
             "spider_sync_stopped": spiders.as_ref().map(|(_, s)| s.stopped),
+            "spider_sync_complete_hosts": spiders.as_ref().map(|(_, s)| s.complete_hosts),
             "ratio_spider": ratio(spiders.as_ref().map(|(c, _)| c.rate())).map(round),
             "ratio_spider_sync": ratio(spiders.as_ref().map(|(_, s)| s.rate())).map(round),
             "scrapy_pages": scrapy.as_ref().map(|s| s.pages),
@@ -638,11 +651,13 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
         if let Some((c, s)) = &spiders {
             for (name, r) in [("spider:    ", c), ("spider sync:", s)] {
                 println!(
-                    "{name} {} pages in {:.2} s = {:.0} pages/s ({} processes stopped at the \
-                     deadline): crawlfleet {:.1}x",
+                    "{name} {} pages in {:.2} s = {:.0} pages/s (every page of {} of {} hosts; \
+                     {} processes stopped at the time limit): crawlfleet {:.1}x",
                     r.pages,
                     r.seconds,
                     r.rate(),
+                    r.complete_hosts,
+                    spec.hosts,
                     r.stopped,
                     rate / r.rate().max(1e-9)
                 );

@@ -1,9 +1,9 @@
 //! `crawlfleet bench crawl` with the spider column, on a small web: the harness starts one
 //! spider process per host in each mode and counts what they fetched from nginx's access log.
 //! The spider here is a stand-in written for the test (it fetches its host's robots.txt and
-//! `/`, then a page given by `--sync`'s presence), so the counts are known; the real spider_cli
-//! runs in scripts/bench-crawl.sh. Skipped when nginx or python3 is missing (`.ci/run`
-//! installs nginx).
+//! `/`, and with `--sync` every other page of its host), so the counts are known; the real
+//! spider_cli runs in scripts/bench-crawl.sh. Skipped when nginx or python3 is missing
+//! (`.ci/run` installs nginx).
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -13,10 +13,14 @@ const FAKE_SPIDER: &str = r#"#!/usr/bin/env python3
 import sys, urllib.request
 url = sys.argv[sys.argv.index("--url") + 1]
 assert "--respect-robots-txt" in sys.argv and "crawl" in sys.argv
+# spider_cli's crawl returns before fetching anything without --output-links.
+assert "--output-links" in sys.argv
 urllib.request.urlopen(url + "robots.txt").read()
 urllib.request.urlopen(url).read()
 if "--sync" in sys.argv:
-    urllib.request.urlopen(url + "s0/p1.html").read()
+    # Every other tree page of the host (3:30: pages 1..29 under /s0/ and /s1/).
+    for i in range(1, 30):
+        urllib.request.urlopen(url + "s%d/p%d.html" % (i // 20, i)).read()
 "#;
 
 #[test]
@@ -44,8 +48,8 @@ fn the_spider_column_counts_each_mode_from_the_access_log() {
         "--skip-scrapy",
         "--spider",
         spider.to_str().unwrap(),
-        "--duration",
-        "30",
+        "--spider-timeout",
+        "60",
         "--timeout",
         "120",
         "--json",
@@ -53,10 +57,12 @@ fn the_spider_column_counts_each_mode_from_the_access_log() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(v["complete"], true, "{v}");
     assert_eq!(v["pages"].as_u64(), Some(90), "{v}");
-    // One process per host: each fetched `/` (robots.txt is not a page); with --sync also one
-    // page more.
+    // One process per host: each fetched `/` (robots.txt is not a page), so no host whole;
+    // with --sync every page of its host.
     assert_eq!(v["spider_pages"].as_u64(), Some(3), "{v}");
-    assert_eq!(v["spider_sync_pages"].as_u64(), Some(6), "{v}");
+    assert_eq!(v["spider_complete_hosts"].as_u64(), Some(0), "{v}");
+    assert_eq!(v["spider_sync_pages"].as_u64(), Some(90), "{v}");
+    assert_eq!(v["spider_sync_complete_hosts"].as_u64(), Some(3), "{v}");
     assert_eq!(v["spider_stopped"].as_u64(), Some(0), "{v}");
     assert!(v["spider_rate"].as_f64().unwrap() > 0.0, "{v}");
     assert!(v["ratio_spider_sync"].as_f64().unwrap() > 0.0, "{v}");
