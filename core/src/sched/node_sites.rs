@@ -50,112 +50,108 @@ impl NodeScheduler {
         capacity: usize,
         now: i64,
     ) -> Result<(), SchedError> {
-        {
-            let name = name.to_vec();
-            let c = self.collections.get_mut(&name).expect("listed above");
-            let refresh_only = c.refresh_only().is_some();
-            if !refresh_only && !c.refresh.new_held.is_empty() {
-                // New content may be crawled again: what was held goes back to the queue.
-                let mut n = 0u64;
-                while !c.is_disk_full() {
-                    let Some(rec) = c.refresh.new_held.pop_front_unpublished()? else {
-                        break;
-                    };
-                    c.enqueue(diskfull::Target::Queue, false, &rec, None)?;
-                    // Taken from `new_held` once it is in the crawl queue.
-                    c.refresh.new_held.publish()?;
-                    n += 1;
-                }
-                info!(
-                    "collection {}: {n} new URIs held while refreshing only are queued",
-                    show(&name)
-                );
+        let c = self.collections.get_mut(name).expect("listed above");
+        let refresh_only = c.refresh_only().is_some();
+        if !refresh_only && !c.refresh.new_held.is_empty() {
+            // New content may be crawled again: what was held goes back to the queue.
+            let mut n = 0u64;
+            while !c.is_disk_full() {
+                let Some(rec) = c.refresh.new_held.pop_front_unpublished()? else {
+                    break;
+                };
+                c.enqueue(diskfull::Target::Queue, false, &rec, None)?;
+                // Taken from `new_held` once it is in the crawl queue.
+                c.refresh.new_held.publish()?;
+                n += 1;
             }
-            // Entries of sites waiting for an address or a grant, counted once here and kept up
-            // to date below (counting them for every entry taken made a dispatch cost the
-            // number of waiting sites per entry: quadratic when many new sites start at once).
-            let c = self.collections.get_mut(&name).expect("listed above");
-            let mut held: usize = c.sites.waiting.values().map(|w| w.records.len()).sum();
-            loop {
-                let c = self.collections.get_mut(&name).expect("listed above");
-                if c.sites.ready.len() + held >= capacity || c.is_disk_full() {
-                    break;
+            info!(
+                "collection {}: {n} new URIs held while refreshing only are queued",
+                show(name)
+            );
+        }
+        // Entries of sites waiting for an address or a grant, counted once here and kept up
+        // to date below (counting them for every entry taken made a dispatch cost the
+        // number of waiting sites per entry: quadratic when many new sites start at once).
+        let mut held: usize = c.sites.waiting.values().map(|w| w.records.len()).sum();
+        loop {
+            let c = self.collections.get_mut(name).expect("listed above");
+            if c.sites.ready.len() + held >= capacity || c.is_disk_full() {
+                break;
+            }
+            // The entry is journaled once taken: no room for that, no entry taken.
+            if let Err(e) = c.inflight.reserve(diskfull::ENTRY_RESERVE) {
+                let e = SchedError::from(e);
+                if !e.is_disk_full() {
+                    return Err(e);
                 }
-                // The entry is journaled once taken: no room for that, no entry taken.
-                if let Err(e) = c.inflight.reserve(diskfull::ENTRY_RESERVE) {
-                    let e = SchedError::from(e);
-                    if !e.is_disk_full() {
-                        return Err(e);
-                    }
-                    c.pause_disk_full(&e, std::time::Instant::now());
-                    break;
-                }
-                let Some(rec) = c.queue.pop_front_unpublished()? else {
-                    break;
-                };
-                let parsed = parse_record(&rec).ok();
-                // FSCADM 2.2.10.2: while refreshing only, nothing outside the crawl store is
-                // downloaded; new URIs wait in `new_held`.
-                if refresh_only
-                    && parsed.as_ref().is_some_and(|(e, _)| {
-                        c.store.get(&e.uri.uri).is_none()
-                            && crate::crawl::sitemaps::entry_kind(e).is_none()
-                    })
-                {
-                    c.enqueue(diskfull::Target::NewHeld, false, &rec, None)?;
-                    c.counters.uris_held_refresh_only += 1;
-                    continue;
-                }
-                let site = parsed.and_then(|(e, _)| crawl_site(&e.uri.uri));
-                let Some(site) = site else {
-                    c.counters.uris_dropped += 1;
-                    warn!(
-                        "collection {}: entry without a crawl site dropped",
-                        show(&name)
-                    );
-                    continue;
-                };
-                if c.sites.quarantine.get(&site).is_some_and(|&t| t > now)
-                    || c.sites.blocked.get(&site).is_some_and(|&t| t > now)
-                {
-                    c.enqueue(diskfull::Target::Quarantine, false, &rec, None)?;
-                    c.counters.uris_quarantined += 1;
-                    continue;
-                }
-                // From here the entry lives in memory: journaled until it is finished.
-                let seq = c.inflight.add(&rec)?;
-                if let Some(ip) = c.sites.active.get(&site) {
-                    let ip = ip.clone();
-                    c.sites.ready.push_back(Ready {
-                        collection: name.clone(),
-                        site,
-                        ip,
-                        record: rec,
-                        seq,
-                        conditional: Vec::new(),
-                    });
-                    continue;
-                }
-                held += 1;
-                if let Some(w) = c.sites.waiting.get_mut(&site) {
-                    w.records.push((seq, rec));
-                    continue;
-                }
-                let host = site_host(&site).to_string();
-                c.sites.waiting.insert(
-                    site.clone(),
-                    Waiting {
-                        host: host.clone(),
-                        ip: None,
-                        records: vec![(seq, rec)],
-                    },
+                c.pause_disk_full(&e, std::time::Instant::now());
+                break;
+            }
+            let Some(rec) = c.queue.pop_front_unpublished()? else {
+                break;
+            };
+            let parsed = parse_record(&rec).ok();
+            // FSCADM 2.2.10.2: while refreshing only, nothing outside the crawl store is
+            // downloaded; new URIs wait in `new_held`.
+            if refresh_only
+                && parsed.as_ref().is_some_and(|(e, _)| {
+                    c.store.get(&e.uri.uri).is_none()
+                        && crate::crawl::sitemaps::entry_kind(e).is_none()
+                })
+            {
+                c.enqueue(diskfull::Target::NewHeld, false, &rec, None)?;
+                c.counters.uris_held_refresh_only += 1;
+                continue;
+            }
+            let site = parsed.and_then(|(e, _)| crawl_site(&e.uri.uri));
+            let Some(site) = site else {
+                c.counters.uris_dropped += 1;
+                warn!(
+                    "collection {}: entry without a crawl site dropped",
+                    show(name)
                 );
-                self.resolve_site(&name, &site, &host, now)?;
-                // Answered at once (standalone, or a failed name): its one entry left waiting.
-                let c = self.collections.get(&name).expect("listed above");
-                if !c.sites.waiting.contains_key(&site) {
-                    held -= 1;
-                }
+                continue;
+            };
+            if c.sites.quarantine.get(&site).is_some_and(|&t| t > now)
+                || c.sites.blocked.get(&site).is_some_and(|&t| t > now)
+            {
+                c.enqueue(diskfull::Target::Quarantine, false, &rec, None)?;
+                c.counters.uris_quarantined += 1;
+                continue;
+            }
+            // From here the entry lives in memory: journaled until it is finished.
+            let seq = c.inflight.add(&rec)?;
+            if let Some(ip) = c.sites.active.get(&site) {
+                let ip = ip.clone();
+                c.sites.ready.push_back(Ready {
+                    collection: name.to_vec(),
+                    site,
+                    ip,
+                    record: rec,
+                    seq,
+                    conditional: Vec::new(),
+                });
+                continue;
+            }
+            held += 1;
+            if let Some(w) = c.sites.waiting.get_mut(&site) {
+                w.records.push((seq, rec));
+                continue;
+            }
+            let host = site_host(&site).to_string();
+            c.sites.waiting.insert(
+                site.clone(),
+                Waiting {
+                    host: host.clone(),
+                    ip: None,
+                    records: vec![(seq, rec)],
+                },
+            );
+            self.resolve_site(name, &site, &host, now)?;
+            // Answered at once (standalone, or a failed name): its one entry left waiting.
+            let c = self.collections.get(name).expect("listed above");
+            if !c.sites.waiting.contains_key(&site) {
+                held -= 1;
             }
         }
         Ok(())
