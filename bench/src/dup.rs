@@ -547,32 +547,26 @@ pub fn run(args: &BenchDupArgs) -> Result<(), BenchError> {
         args.pipeline,
         args.flow.name()
     );
-    println!(
-        "  crawlfleet      {:>12.0} adds/s   p50 {:>6} us   p99 {:>6} us   ({} duplicates)",
-        dup.rate(),
-        dup.latency.value_at_quantile(0.5),
-        dup.latency.value_at_quantile(0.99),
-        dup.duplicates
-    );
+    print_server("crawlfleet", "adds", &dup, "");
     if let Some(p) = &peer {
-        println!(
-            "  redis SET NX    {:>12.0} sets/s   p50 {:>6} us   p99 {:>6} us   ({} duplicates)",
-            p.rate(),
-            p.latency.value_at_quantile(0.5),
-            p.latency.value_at_quantile(0.99),
-            p.duplicates
-        );
+        print_server("redis SET NX", "sets", p, "");
         println!("  ratio           {:>12.2}", dup.rate() / p.rate());
     }
     if let Some(p) = &durable {
-        println!(
-            "  redis fsync'd   {:>12.0} sets/s   p50 {:>6} us   p99 {:>6} us   ({} duplicates; appendfsync always)",
-            p.rate(),
-            p.latency.value_at_quantile(0.5),
-            p.latency.value_at_quantile(0.99),
-            p.duplicates
-        );
+        print_server("redis fsync'd", "sets", p, "; appendfsync always");
         println!("  ratio durable   {:>12.2}", dup.rate() / p.rate());
     }
     Ok(())
+}
+
+/// One server's line of the text report: its rate in `unit`s per second, latency quantiles
+/// and duplicates, with `note` after the duplicates.
+fn print_server(name: &str, unit: &str, run: &Run, note: &str) {
+    println!(
+        "  {name:<16}{:>12.0} {unit}/s   p50 {:>6} us   p99 {:>6} us   ({} duplicates{note})",
+        run.rate(),
+        run.latency.value_at_quantile(0.5),
+        run.latency.value_at_quantile(0.99),
+        run.duplicates
+    );
 }
