@@ -9,20 +9,10 @@ use std::time::Instant;
 
 use serde_json::{json, Value as Json};
 
-use crate::util::{python3, temp_dir, wait_until, Role};
+use crate::util::{nameserver, python3, temp_dir, wait_until, Role};
 
 const PEER: &str = include_str!("nameserver_peer.py");
 const CHECKSUM: i64 = -1_479_218_033;
-
-pub(crate) fn nameserver(dir: &std::path::Path) -> Role {
-    Role::start(&[
-        "nameserver",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        dir.to_str().unwrap(),
-    ])
-}
 
 /// A distributor holding the collection `web`, checking every 100 ms. A dead peer shows as a
 /// refused connection on loopback; the generous call timeout keeps a busy machine from

@@ -16,7 +16,7 @@ use crawlfleet_core::feed::{DocLogReader, FeedOp, DOCS_DIR};
 use crawlfleet_core::sched::node::collection_dir;
 use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
 
-use crate::util::{hex, temp_dir, wait_until, Role};
+use crate::util::{hex, nameserver, temp_dir, wait_until, Role};
 
 const COLLECTION: &str = "synthweb";
 
@@ -185,13 +185,7 @@ fn a_session_whose_distributor_dies_is_recreated_and_nothing_is_lost() {
     let web = SyntheticWeb::generate(&spec, base, web_role.addr().port());
     let expected = web.expected().stored.len();
 
-    let ns = Role::start(&[
-        "nameserver",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        scratch.path().join("ns").to_str().unwrap(),
-    ]);
+    let ns = nameserver(&scratch.path().join("ns"));
     let dirs: Vec<PathBuf> = (1..=2)
         .map(|i| scratch.path().join(format!("d{i}")))
         .collect();
@@ -272,13 +266,7 @@ fn up_with_its_distributors_indexes_every_stored_document() {
 #[test]
 fn up_feeds_the_distributors_of_an_existing_name_server_adding_its_collections() {
     let dir = temp_dir("up-nameserver");
-    let ns = Role::start(&[
-        "nameserver",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        dir.path().join("ns").to_str().unwrap(),
-    ]);
+    let ns = nameserver(&dir.path().join("ns"));
     // Distributors holding no collection: up adds the crawl's (add_collection).
     let dirs: Vec<PathBuf> = (1..=2).map(|i| dir.path().join(format!("d{i}"))).collect();
     let _dists: Vec<Role> = dirs

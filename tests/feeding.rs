@@ -14,8 +14,8 @@ use crawlfleet_core::distributor::index::{log_path, reader};
 use serde_json::{json, Value as Json};
 
 use crate::disk_full::Tmpfs;
-use crate::distributor::{crawlfleet_json, guarantees, nameserver, settle, status};
-use crate::util::{python3, temp_dir, Role};
+use crate::distributor::{crawlfleet_json, guarantees, settle, status};
+use crate::util::{nameserver, python3, temp_dir, Role};
 
 const PEER: &str = include_str!("feed_peer.py");
 const SF: &str = "dispatcher/1/session_factory";

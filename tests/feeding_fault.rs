@@ -17,7 +17,7 @@ use crawlfleet_core::feed::{DocLogReader, FeedOp, DOCS_DIR};
 use crawlfleet_core::sched::node::collection_dir;
 use serde_json::Value as Json;
 
-use crate::util::{hex, temp_dir, Role};
+use crate::util::{hex, nameserver, temp_dir, Role};
 
 const COLLECTION: &str = "synthetic";
 const NODES: usize = 2;
@@ -168,13 +168,7 @@ fn check_all_indexed(up_dir: &Path, dirs: &[PathBuf]) -> usize {
 #[test]
 fn no_fed_document_is_lost_or_doubled_when_the_master_distributor_or_the_crawl_is_killed() {
     let dir = temp_dir("feeding-fault");
-    let ns_role = Role::start(&[
-        "nameserver",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        dir.path().join("ns").to_str().unwrap(),
-    ]);
+    let ns_role = nameserver(&dir.path().join("ns"));
     let ns = ns_role.addr().to_string();
     let dirs: Vec<PathBuf> = (1..=3).map(|i| dir.path().join(format!("d{i}"))).collect();
     let mut ds: Vec<Option<Role>> = Vec::new();

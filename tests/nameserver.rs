@@ -2,18 +2,15 @@
 //! written with CPython's marshal module alone (tests/nameserver_peer.py), restarted after a
 //! SIGKILL, refused a held data directory, fed hostile input.
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value as Json};
 
-use crate::util::{python3, temp_dir, Role};
+use crate::util::{nameserver, python3, temp_dir, Role};
 
 const PEER: &str = include_str!("nameserver_peer.py");
 const DISPATCHER: &str = "esp/subsystems/processing/dispatcher";
-
-fn start(dir: &str) -> Role {
-    Role::start(&["nameserver", "--listen", "127.0.0.1:0", "--data-dir", dir])
-}
 
 /// Runs the python peer against `ns` through `steps`; one reply per step.
 fn speak(ns: &Role, steps: &[Json]) -> Vec<Json> {
@@ -84,7 +81,7 @@ fn list_json(ns: &Role) -> Json {
 #[test]
 fn nameserver_speaks_its_wire_format_to_python_marshal() {
     let dir = temp_dir("ns-wire");
-    let ns = start(dir.path().to_str().unwrap());
+    let ns = nameserver(dir.path());
     let unbind = |id: i64, interface: &str, version: &str, object_id: &str| {
         let mut args = triple(interface, version);
         args["object_id"] = json!(object_id);
@@ -130,7 +127,7 @@ fn nameserver_speaks_its_wire_format_to_python_marshal() {
 fn nameserver_keeps_its_bindings_across_a_sigkill() {
     let dir = temp_dir("ns-restart");
     let d = dir.path().to_str().unwrap();
-    let ns = start(d);
+    let ns = nameserver(Path::new(d));
     let node = aor("cd7-node", "processing::dispatcher_node", "5.1", 14390);
     let r = speak(
         &ns,
@@ -155,7 +152,7 @@ fn nameserver_keeps_its_bindings_across_a_sigkill() {
         "{err}"
     );
     ns.kill();
-    let ns = start(d);
+    let ns = nameserver(Path::new(d));
     // Listed in triple order: name, then interface type (dispatcher_node first).
     assert_eq!(list_json(&ns), json!([node, master("cd1"), factory("cd1")]));
 }
@@ -163,7 +160,7 @@ fn nameserver_keeps_its_bindings_across_a_sigkill() {
 #[test]
 fn nameserver_answers_hostile_input_closes_and_serves_the_next_client() {
     let dir = temp_dir("ns-hostile");
-    let ns = start(dir.path().to_str().unwrap());
+    let ns = nameserver(dir.path());
     let ping = |id: i64| json!({"method": "__ping", "id": id});
     let mut bad_port = factory("cd1");
     bad_port["port"] = json!("13390");
@@ -210,7 +207,7 @@ fn nameserver_answers_hostile_input_closes_and_serves_the_next_client() {
 fn nameserver_answers_pipelined_requests_before_a_broken_one_and_after_a_half_close() {
     use crawlfleet_core::nameserver::{Call, Request};
     let dir = temp_dir("ns-pipeline");
-    let ns = start(dir.path().to_str().unwrap());
+    let ns = nameserver(dir.path());
     let mut wire = Vec::new();
     for id in 1..=2 {
         Request {

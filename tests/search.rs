@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value as Json};
 
-use crate::distributor::{crawlfleet_json, guarantees, nameserver, settle};
-use crate::util::{python3, temp_dir, wait_until, Role};
+use crate::distributor::{crawlfleet_json, guarantees, settle};
+use crate::util::{nameserver, python3, temp_dir, wait_until, Role};
 
 const PEER: &str = include_str!("feed_peer.py");
 const XMLRPC: &str = include_str!("search_client.py");

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -196,6 +196,17 @@ impl Drop for Role {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A name server (`crawlfleet nameserver`) on a free loopback port, its bindings in `dir`.
+pub fn nameserver(dir: &Path) -> Role {
+    Role::start(&[
+        "nameserver",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        dir.to_str().unwrap(),
+    ])
 }
 
 pub use tempfile::TempDir;
