@@ -10,7 +10,9 @@ use std::os::unix::fs::PermissionsExt;
 use crate::util::run_json;
 
 const FAKE_SPIDER: &str = r#"#!/usr/bin/env python3
-import sys, urllib.request
+import os, sys, urllib.request
+# Its spool directories go to the work directory's temporary directory.
+assert os.path.isdir(os.environ["TMPDIR"]) and os.environ["TMPDIR"].endswith("-tmp")
 url = sys.argv[sys.argv.index("--url") + 1]
 assert "--respect-robots-txt" in sys.argv and "crawl" in sys.argv
 # spider_cli's crawl returns before fetching anything without --output-links.
