@@ -75,6 +75,12 @@ pub struct RobotLink {
     pub recipients: Recipients,
     /// Wakes the robot when a mail is spooled.
     pub wake: Sender<()>,
+    /// Wakes the node's loop when the robot asked something (`rx`), so that what a report
+    /// names is queued at once rather than at the loop's next event.
+    pub asked: Receiver<()>,
+    /// Keeps `asked` connected whatever becomes of the robot thread (a loop selecting on a
+    /// disconnected channel would spin).
+    _asked_kept: Sender<()>,
     /// The `rup` sections last sent, and when they were last compared.
     configs: Option<BTreeMap<Vec<u8>, Option<RupRobot>>>,
     configs_at: Instant,
@@ -155,6 +161,8 @@ struct Robot {
     /// Registrations whose recovery failed, and when to try again.
     retry_at: HashMap<(Vec<u8>, String), Instant>,
     out: Sender<RobotOut>,
+    /// Wakes the node's loop after `out` (`RobotLink::asked`).
+    asked: Sender<()>,
     recipients: Recipients,
     counters: SharedCounters,
 }
@@ -173,6 +181,7 @@ pub fn start(data_dir: &Path, user_agent: &str) -> Result<RobotLink, String> {
     let (tx, in_rx) = crossbeam_channel::unbounded();
     let (out, rx) = crossbeam_channel::unbounded();
     let (wake, wake_rx) = crossbeam_channel::bounded(1);
+    let (asked_tx, asked) = crossbeam_channel::bounded(1);
     let recipients = Recipients::default();
     let counters = SharedCounters::default();
     counters.lock().sites_registered = book.all().count() as u64;
@@ -184,6 +193,7 @@ pub fn start(data_dir: &Path, user_agent: &str) -> Result<RobotLink, String> {
         looked: HashMap::new(),
         retry_at: HashMap::new(),
         out,
+        asked: asked_tx.clone(),
         recipients: recipients.clone(),
         counters: counters.clone(),
     };
@@ -197,6 +207,8 @@ pub fn start(data_dir: &Path, user_agent: &str) -> Result<RobotLink, String> {
         rx,
         recipients,
         wake,
+        asked,
+        _asked_kept: asked_tx,
         configs: None,
         configs_at: Instant::now(),
         counters,
@@ -234,6 +246,7 @@ impl Robot {
 
     fn send(&self, m: RobotOut) {
         let _ = self.out.send(m);
+        let _ = self.asked.try_send(());
     }
 
     fn setting(&self, collection: &[u8]) -> Option<&RupRobot> {
