@@ -562,5 +562,23 @@ fn rup_smtp_receiver_keeps_its_limits_and_bad_mail_is_dropped() {
     });
     assert!(!pipe(&data, b""));
     assert!(!pipe(&dir.path().join("nowhere"), b"Subject: x\r\n\r\n"));
+    // A report of a site this node never registered with is taken (250) and dropped without
+    // being spooled: the robot would drop it (a mail server may hand every node each report).
+    let (mut w, mut r) = session(addr);
+    assert_eq!(say(&mut w, &mut r, "HELO t"), "250");
+    assert_eq!(say(&mut w, &mut r, "MAIL FROM:<rup@example.org>"), "250");
+    assert_eq!(say(&mut w, &mut r, &format!("RCPT TO:<{ROBOT}>")), "250");
+    assert_eq!(say(&mut w, &mut r, "DATA"), "354");
+    w.write_all(
+        b"Subject: RUP report\r\n\r\nSequenceNumber: 1\r\nURLBase: http://127.0.0.9:1/\r\n\r\n\
+          New[2026-11-25T10:00:00Z]: a.html\r\n.\r\n",
+    )
+    .unwrap();
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("250 ") && line.contains("dropped"),
+        "{line:?}"
+    );
     node.kill();
 }

@@ -212,8 +212,8 @@ pub(super) struct Served {
     pub(super) first_at: f64,
     pub(super) sitemaps_last_at: f64,
     pub(super) pages_first_at: f64,
-    /// By host: its last sitemap's answer and its first page's (0 when none).
-    pub(super) by_host: std::collections::HashMap<String, (f64, f64)>,
+    /// By host: its last sitemap's answer, its first page's and its last page's (0 when none).
+    pub(super) by_host: std::collections::HashMap<String, (f64, f64, f64)>,
 }
 
 impl Served {
@@ -223,8 +223,8 @@ impl Served {
         let mut gaps: Vec<f64> = self
             .by_host
             .values()
-            .filter(|(s, p)| *s > 0.0 && *p > 0.0)
-            .map(|(s, p)| p - s)
+            .filter(|(s, p, _)| *s > 0.0 && *p > 0.0)
+            .map(|(s, p, _)| p - s)
             .collect();
         gaps.sort_by(f64::total_cmp);
         gaps
@@ -284,6 +284,7 @@ pub(super) fn access_log(path: &Path, skip: u64) -> Result<Served, BenchError> {
                 .entry(host.unwrap_or_default().into())
                 .or_default();
             h.1 = if h.1 == 0.0 { at } else { h.1.min(at) };
+            h.2 = h.2.max(at);
         } else {
             out.repeats += 1;
             if out.repeated.len() < 5 {

@@ -154,6 +154,9 @@ struct Cycle {
     started: f64,
     reports: u64,
     report_paths: u64,
+    /// RUP: each report naming changes: its site, when the relay got it, when the last node
+    /// took it.
+    arrivals: Vec<(String, f64, f64)>,
     /// Why the cycle was not exact, if it was not.
     problem: Option<String>,
 }
@@ -351,12 +354,12 @@ fn cycle(
         .map_err(BenchError)?;
     let served = access_log(&log_path, served0.lines)?;
     let t1 = totals(&second);
-    let (from, reports, report_paths) = match sites {
+    let (from, reports, report_paths, arrivals) = match sites {
         Some(s) => {
             let (first, _, n, paths) = s.changes_since(changed_at);
-            (first, n, paths)
+            (first, n, paths, s.arrivals_since(changed_at))
         }
-        None => (started, 0, 0),
+        None => (started, 0, 0, Vec::new()),
     };
     let mut c = Cycle {
         method,
@@ -365,6 +368,7 @@ fn cycle(
         started: from,
         reports,
         report_paths,
+        arrivals,
         unchanged: t1.1 - t0.1,
         modified: t1.2 - t0.2,
         skipped: t1.3 - t0.3,
@@ -427,6 +431,37 @@ fn exactness(c: &Cycle, expected: u64, hosts: u64) -> Option<String> {
             s.not_ok
         )
     })
+}
+
+/// Where a RUP cycle's time went: the reports' arrival at the relay and at the nodes, and
+/// from each site's report to its first and last page answered.
+fn print_arrivals(c: &Cycle) {
+    let after = |t: f64| t - c.started;
+    let last =
+        |f: &dyn Fn(&(String, f64, f64)) -> f64| c.arrivals.iter().map(f).fold(0.0, f64::max);
+    println!(
+        "  rup: the reports reached the relay by {:.3} s and the nodes by {:.3} s after the start",
+        after(last(&|a| a.1)),
+        after(last(&|a| a.2))
+    );
+    let mut first = Vec::new();
+    let mut end = Vec::new();
+    for (site, at, _) in &c.arrivals {
+        if let Some(h) = c.served.by_host.get(site).filter(|h| h.1 > 0.0) {
+            first.push(h.1 - at);
+            end.push(h.2 - at);
+        }
+    }
+    for (what, v) in [("first", &mut first), ("last", &mut end)] {
+        v.sort_by(f64::total_cmp);
+        if let (Some(lo), Some(hi), Some(m)) = (v.first(), v.last(), median(v)) {
+            println!(
+                "  rup: from a site's report (at the relay) to its {what} page: median {m:.3} s, \
+                 {lo:.3}-{hi:.3} s over {} sites",
+                v.len()
+            );
+        }
+    }
 }
 
 /// The middle value of sorted `x`, if any.
@@ -575,6 +610,7 @@ pub fn run(args: &BenchRefreshArgs) -> Result<(), BenchError> {
                 );
             }
             if c.method == RefreshMethod::Rup {
+                print_arrivals(c);
                 println!(
                     "  rup: {} reports named {} pages; {:.3} s from the change to the last answer \
                      (the reports leave at the second after the change: latency 1-second)",

@@ -32,8 +32,11 @@ pub(super) const ROBOT: &str = "robot@bench.example.org";
 const FROM: &str = "rup@bench.example.org";
 /// The CGI's path on every site.
 const CGI: &str = "/rup-cgi";
-/// Concurrent deliveries to one node (its receiver serves 16 sessions at once).
-const DELIVERERS: usize = 4;
+/// Concurrent deliveries to one node: as many sessions as its receiver serves at once (16),
+/// as a mail server delivers a burst to one destination in parallel (Postfix, for one, up to
+/// 20 connections by default). The receiver spools the mails of sessions waiting together
+/// with one write (`rup_spool::Spooler`).
+const DELIVERERS: usize = 16;
 
 /// The port a host's rup-server listens on (beside nginx's, on the host's address).
 fn rup_port(site: SocketAddr) -> SocketAddr {
@@ -61,6 +64,8 @@ pub(super) struct Relayed {
     /// The URLs its change lines named (a path may be on several lines of a report: each
     /// change the server saw is one).
     pub(super) urls: Vec<String>,
+    /// When each node's receiver took it (answered 250), in no particular order.
+    pub(super) delivered: Vec<f64>,
 }
 
 /// The rup-servers and the relay; the servers are stopped when this is dropped.
@@ -145,10 +150,30 @@ impl RupSites {
             urls.len() as u64,
         )
     }
+
+    /// The reports naming changes that arrived at or after `since`: each one's site
+    /// (`address:port`, as nginx logs it), when the relay got it and when the last node took
+    /// it (0 while none has).
+    pub(super) fn arrivals_since(&self, since: f64) -> Vec<(String, f64, f64)> {
+        self.relayed
+            .lock()
+            .iter()
+            .filter(|m| m.at >= since && !m.urls.is_empty())
+            .map(|m| {
+                let site = m
+                    .url_base
+                    .trim_start_matches("http://")
+                    .trim_end_matches('/');
+                let took = m.delivered.iter().copied().fold(0.0, f64::max);
+                (site.to_string(), m.at, took)
+            })
+            .collect()
+    }
 }
 
-/// One message to deliver: envelope and the message as received.
-type Outgoing = (Envelope, Arc<Vec<u8>>);
+/// One message to deliver: envelope, the message as received, and its place among the
+/// reports relayed (to note when each node took it), if it is one.
+type Outgoing = (Envelope, Arc<Vec<u8>>, Option<usize>);
 
 /// Starts the relay on a loopback port; returns its address. Messages wait until the nodes
 /// are known (`nodes`), then go to each.
@@ -159,14 +184,15 @@ fn start_relay(
     let l = TcpListener::bind("127.0.0.1:0").map_err(err("the relay's port"))?;
     let addr = l.local_addr().map_err(err("the relay's port"))?;
     let (incoming, waiting) = crossbeam_channel::unbounded::<Outgoing>();
+    let noted = relayed.clone();
     std::thread::spawn(move || {
         let Ok(nodes) = nodes.recv() else { return };
         let mut queues: Vec<Sender<Outgoing>> = Vec::new();
         for node in nodes {
             let (tx, rx) = crossbeam_channel::unbounded::<Outgoing>();
             for _ in 0..DELIVERERS {
-                let rx = rx.clone();
-                std::thread::spawn(move || deliver(node, &rx));
+                let (rx, noted) = (rx.clone(), noted.clone());
+                std::thread::spawn(move || deliver(node, &rx, &noted));
             }
             queues.push(tx);
         }
@@ -191,15 +217,23 @@ fn start_relay(
 
 /// Hands messages to the receiver at `node`, trying again while it refuses (it answers 421
 /// past its sessions).
-fn deliver(node: SocketAddr, rx: &Receiver<Outgoing>) {
+fn deliver(node: SocketAddr, rx: &Receiver<Outgoing>, relayed: &Mutex<Vec<Relayed>>) {
     let t = SmtpTransport::builder_dangerous(node.ip().to_string())
         .port(node.port())
         .timeout(Some(Duration::from_secs(20)))
         .build();
-    for (env, msg) in rx {
+    for (env, msg, report) in rx {
         for attempt in 0..50 {
             match t.send_raw(&env, &msg) {
-                Ok(_) => break,
+                Ok(_) => {
+                    let at = crate::refresh::unix_now();
+                    if let Some(i) = report {
+                        if let Some(r) = relayed.lock().get_mut(i) {
+                            r.delivered.push(at);
+                        }
+                    }
+                    break;
+                }
                 Err(e) => {
                     log::debug!("relay to {node} (attempt {attempt}): {e}");
                     std::thread::sleep(Duration::from_millis(20));
@@ -290,8 +324,11 @@ fn relay(
         .ok()
         .and_then(|m| m.get_body().ok())
         .and_then(|b| crawlfleet_core::rup::report::parse(&b).ok());
+    let mut index = None;
     if let Some(rep) = report {
-        relayed.lock().push(Relayed {
+        let mut r = relayed.lock();
+        index = Some(r.len());
+        r.push(Relayed {
             at,
             url_base: rep.url_base.clone(),
             urls: rep
@@ -299,6 +336,7 @@ fn relay(
                 .iter()
                 .flat_map(|l| l.2.iter().map(|p| rep.url(p)))
                 .collect(),
+            delivered: Vec::new(),
         });
     }
     let from = from.and_then(|f| f.parse().ok());
@@ -306,5 +344,5 @@ fn relay(
     let Ok(env) = Envelope::new(from, to) else {
         return;
     };
-    let _ = queue.send((env, Arc::new(msg.to_vec())));
+    let _ = queue.send((env, Arc::new(msg.to_vec()), index));
 }

@@ -283,6 +283,8 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
                     answer(&mut sm, &handle, dropped.map(|_| ()))?;
                 }
             }
+            // The robot asked something (a report's pages): robot.pump below does it.
+            recv(robot.asked) -> _ => {}
             recv(stop.receiver()) -> _ => continue,
             recv(admin_server.calls) -> m => {
                 if let Ok(m) = m {

@@ -180,10 +180,11 @@ impl NodeScheduler {
                 );
             }
         }
-        // Sites with sitemaps refresh by their <lastmod>s (node_sitemap.rs).
-        let uris = match stored_too {
+        // Sites with sitemaps refresh by their <lastmod>s (node_sitemap.rs); the stored URIs
+        // of the others are refreshed after the start URIs.
+        let (uris, stored) = match stored_too {
             true => self.hold_for_sitemaps(name, uris, cycle, now)?,
-            false => uris,
+            false => (uris, Vec::new()),
         };
         let urgent = policy.mode == RefreshMode::Prepend;
         // Prepending puts each URI in front of the previous one: go backwards to keep order.
@@ -208,17 +209,8 @@ impl NodeScheduler {
         // Every document this node stored is crawled again in the new cycle (conditionally):
         // a page answered 304 has no body to take links from, so its links would otherwise go
         // unvisited. `adaptive` takes those crawled longest ago first.
-        let Some(c) = self.collections.get(name) else {
-            return Ok(());
-        };
-        let mut stored: Vec<(u64, Vec<u8>)> = c
-            .store
-            .iter()
-            .filter(|(u, r)| {
-                r.state == UriState::Stored && !c.sitemaps.holds(u) && !self.rup_covers(name, u)
-            })
-            .map(|(u, r)| (r.last_crawl, u.to_vec()))
-            .collect();
+        let mut stored = stored;
+        stored.retain(|(_, u)| !self.rup_covers(name, u));
         if policy.mode == RefreshMode::Adaptive {
             stored.sort();
         }

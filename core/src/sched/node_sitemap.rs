@@ -23,20 +23,26 @@
 //! the very second it was fetched is caught at the next change, or by the next cycle without a
 //! sitemap.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
+use hashbrown::HashTable;
 use log::{debug, info};
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::{start_uri_entry, NodeScheduler};
 use crate::crawl::sitemaps::{self, Found};
 use crate::recordlog::{put_bytes, Cur, Format, LogError, LogWriter, Options};
-use crate::routing::crawl_site;
+use crate::routing::crawl_site_ref;
 use crate::sched::collections::StoreError;
 use crate::sched::multinode::SchedError;
 use crate::sched::show;
 use crate::sitemap::{Kind, Sitemap};
 use crate::store::UriState;
+
+/// Stored URIs with their last fetch (Unix seconds).
+pub(super) type Stored = Vec<(u64, Vec<u8>)>;
 
 /// Seconds a refresh cycle waits for a site's sitemaps before refreshing its held URIs as if
 /// it had none.
@@ -60,6 +66,8 @@ const REMOVE: u8 = 2;
 #[derive(Default)]
 pub(super) struct SiteMaps {
     sites: HashMap<String, SiteMap>,
+    /// Sites with a hold (so that [`SiteMaps::holds`] costs nothing outside a cycle's start).
+    holding: usize,
     /// What `known` holds, on the record log (`None`: not kept, as in tests of the scheduler's
     /// pure side).
     log: Option<LogWriter>,
@@ -122,6 +130,7 @@ impl SiteMaps {
         sites.retain(|_, s| !s.known.is_empty());
         let mut maps = SiteMaps {
             sites,
+            holding: 0,
             log: Some(log),
         };
         let sites = &maps.sites;
@@ -173,22 +182,63 @@ struct SiteMap {
 
 /// Stored URIs of a site waiting for its sitemaps in a refresh cycle.
 struct Hold {
-    uris: HashSet<Vec<u8>>,
+    /// The URIs, by their xxh3 hash (as the crawl store keeps them).
+    uris: HashTable<Box<[u8]>>,
     /// Sitemaps queued for the hold and not answered yet.
     pending: usize,
     /// When the hold began (Unix seconds).
     since: i64,
 }
 
+impl Hold {
+    fn contains(&self, uri: &[u8]) -> bool {
+        self.uris.find(xxh3_64(uri), |u| **u == *uri).is_some()
+    }
+
+    /// Takes `uri` out; false when it was not held.
+    fn remove(&mut self, uri: &[u8]) -> bool {
+        match self.uris.find_entry(xxh3_64(uri), |u| **u == *uri) {
+            Ok(e) => {
+                e.remove();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
 impl SiteMaps {
     /// True when `uri` waits for its site's sitemaps.
     pub(super) fn holds(&self, uri: &[u8]) -> bool {
-        !self.sites.is_empty()
-            && crawl_site(uri)
-                .and_then(|s| self.sites.get(&s))
+        self.holding > 0
+            && crawl_site_ref(uri)
+                .and_then(|s| self.sites.get(&*s))
                 .and_then(|s| s.hold.as_ref())
-                .is_some_and(|h| h.uris.contains(uri))
+                .is_some_and(|h| h.contains(uri))
     }
+}
+
+/// The scheme and authority of `uri` when they are written plainly: `http://` or `https://`,
+/// then only lower-case letters, digits, `.`, `-` and `:` up to the first `/`, `?` or `#` (or
+/// the end). The URL parser reads the authority of every URI that starts with the same such
+/// prefix, followed by one of those or by nothing, the same way: they have one crawl site.
+fn plain_authority(uri: &[u8]) -> Option<&[u8]> {
+    let start = if uri.starts_with(b"http://") {
+        7
+    } else if uri.starts_with(b"https://") {
+        8
+    } else {
+        return None;
+    };
+    let mut i = start;
+    while let Some(&b) = uri.get(i) {
+        match b {
+            b'/' | b'?' | b'#' => break,
+            b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b':' => i += 1,
+            _ => return None,
+        }
+    }
+    Some(&uri[..i])
 }
 
 /// What one sitemap did, for the crawl counters.
@@ -282,7 +332,7 @@ impl NodeScheduler {
             Kind::UrlSet => {
                 for e in &map.entries {
                     let uri = e.loc.as_bytes();
-                    let held = s.hold.as_mut().is_some_and(|h| h.uris.remove(uri));
+                    let held = s.hold.as_mut().is_some_and(|h| h.remove(uri));
                     let rec = c.store.get(uri).filter(|r| r.state == UriState::Stored);
                     if let (true, Some(t), Some(rec)) = (held, e.lastmod, rec) {
                         if t <= rec.last_crawl as i64 {
@@ -350,7 +400,8 @@ impl NodeScheduler {
         let Some(h) = c.sitemaps.sites.get_mut(site).and_then(|s| s.hold.take()) else {
             return Ok(());
         };
-        let mut rest: Vec<Vec<u8>> = h.uris.into_iter().collect();
+        c.sitemaps.holding = c.sitemaps.holding.saturating_sub(1);
+        let mut rest: Vec<Box<[u8]>> = h.uris.into_iter().collect();
         rest.sort();
         if !rest.is_empty() {
             info!(
@@ -367,57 +418,114 @@ impl NodeScheduler {
         Ok(())
     }
 
-    /// A new refresh cycle `cycle` of `name` (with its stored documents): holds the stored URIs
-    /// of every site with a sitemap read before and queues those sitemaps. Returns the start
-    /// URIs `uris` that are not held.
+    /// A new refresh cycle `cycle` of `name` that refreshes its stored documents: holds the
+    /// stored URIs of every site with a sitemap read before and queues those sitemaps, in one
+    /// pass over the crawl store. Returns the start URIs `uris` that are not held, and the
+    /// stored URIs that are not (with their last fetch), in the store's order.
     pub(super) fn hold_for_sitemaps(
         &mut self,
         name: &[u8],
         uris: Vec<Vec<u8>>,
         cycle: i64,
         now: i64,
-    ) -> Result<Vec<Vec<u8>>, SchedError> {
+    ) -> Result<(Vec<Vec<u8>>, Stored), SchedError> {
         let Some(c) = self.collections.get_mut(name) else {
-            return Ok(uris);
+            return Ok((uris, Vec::new()));
         };
         // What an unfinished hold of the last cycle kept is among the stored URIs again.
         for s in c.sitemaps.sites.values_mut() {
             s.hold = None;
             s.children.clear();
         }
-        if !c.settings.sitemaps || c.sitemaps.sites.is_empty() {
-            return Ok(uris);
+        c.sitemaps.holding = 0;
+        let stored = c.store.iter().filter(|(_, r)| r.state == UriState::Stored);
+        if !c.settings.sitemaps || c.sitemaps.sites.values().all(|s| s.known.is_empty()) {
+            let rest = stored.map(|(u, r)| (r.last_crawl, u.to_vec())).collect();
+            return Ok((uris, rest));
         }
-        let sites = &mut c.sitemaps.sites;
-        for (u, r) in c.store.iter() {
-            if r.state != UriState::Stored {
-                continue;
+        // Each stored URI's site, found once per plainly written authority (a URI written
+        // otherwise is read whole), as an index into `groups`.
+        let mut by_prefix: HashMap<&[u8], usize> = HashMap::new();
+        let mut by_site: HashMap<String, usize> = HashMap::new();
+        let mut groups: Vec<(Option<String>, usize)> = Vec::new();
+        let mut order: Vec<(usize, u64, &[u8])> = Vec::new();
+        let mut group_of_site = |site: Option<Cow<'_, str>>| -> usize {
+            let key = site.map(Cow::into_owned);
+            match &key {
+                Some(k) => {
+                    if let Some(&g) = by_site.get(k) {
+                        return g;
+                    }
+                    by_site.insert(k.clone(), groups.len());
+                }
+                None => {
+                    if let Some(g) = groups.iter().position(|(s, _)| s.is_none()) {
+                        return g;
+                    }
+                }
             }
-            let Some(s) = crawl_site(u).and_then(|site| sites.get_mut(&site)) else {
-                continue;
+            groups.push((key, 0));
+            groups.len() - 1
+        };
+        for (u, r) in stored {
+            let g = match plain_authority(u) {
+                Some(p) => match by_prefix.get(p) {
+                    Some(&g) => g,
+                    None => {
+                        let g = group_of_site(crawl_site_ref(p));
+                        by_prefix.insert(p, g);
+                        g
+                    }
+                },
+                None => group_of_site(crawl_site_ref(u)),
             };
-            if s.known.is_empty() {
+            order.push((g, r.last_crawl, u));
+        }
+        for (g, _, _) in &order {
+            groups[*g].1 += 1;
+        }
+        // The sites that hold: those with sitemaps read before.
+        let sites = &mut c.sitemaps.sites;
+        let held: Vec<bool> = groups
+            .iter()
+            .map(|(site, n)| {
+                let Some(s) = site.as_deref().and_then(|k| sites.get_mut(k)) else {
+                    return false;
+                };
+                if s.known.is_empty() {
+                    return false;
+                }
+                s.hold = Some(Hold {
+                    uris: HashTable::with_capacity(*n),
+                    pending: s.known.len(),
+                    since: now,
+                });
+                true
+            })
+            .collect();
+        let mut rest = Vec::new();
+        for (g, last_crawl, u) in order {
+            if !held[g] {
+                rest.push((last_crawl, u.to_vec()));
                 continue;
             }
-            let h = s.hold.get_or_insert_with(|| Hold {
-                uris: HashSet::new(),
-                pending: 0,
-                since: now,
-            });
-            h.uris.insert(u.to_vec());
+            let site = groups[g].0.as_deref().expect("a held group has a site");
+            if let Some(h) = sites.get_mut(site).and_then(|s| s.hold.as_mut()) {
+                h.uris.insert_unique(xxh3_64(u), u.into(), |k| xxh3_64(k));
+            }
         }
         let mut queue = Vec::new();
-        for s in sites.values_mut() {
-            if let Some(h) = &mut s.hold {
-                h.pending = s.known.len();
+        for s in sites.values() {
+            if s.hold.is_some() {
                 queue.extend(s.known.iter().map(|(u, f)| sitemaps::entry(u, *f, cycle)));
             }
         }
+        c.sitemaps.holding = held.iter().filter(|h| **h).count();
         let uris: Vec<Vec<u8>> = uris.into_iter().filter(|u| !c.sitemaps.holds(u)).collect();
         for e in &queue {
             self.add_uri(name, e, false)?;
         }
-        Ok(uris)
+        Ok((uris, rest))
     }
 
     /// Releases the holds older than [`HOLD_SECONDS`] (the refresh timer).

@@ -32,6 +32,7 @@
 //! - XML sitemaps only: the protocol's plain-text and RSS forms are not read.
 
 mod lastmod;
+mod plain;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -170,6 +171,17 @@ impl Scope {
     /// True when `url` is on the scope's host (what an index may name).
     pub fn same_host(&self, url: &Url) -> bool {
         url.origin().ascii_serialization() == self.origin
+    }
+
+    /// [`Scope::contains`] for a plain URL (`plain::plain_url`) whose origin is its first
+    /// `origin` bytes.
+    fn contains_plain(&self, url: &str, origin: usize) -> bool {
+        self.same_host_plain(url, origin) && url[origin..].starts_with(&self.prefix)
+    }
+
+    /// [`Scope::same_host`] for a plain URL whose origin is its first `origin` bytes.
+    fn same_host_plain(&self, url: &str, origin: usize) -> bool {
+        url[..origin] == self.origin
     }
 }
 
@@ -323,6 +335,26 @@ fn entry(map: &mut Sitemap, scope: &Scope, loc: &str, lastmod: &str) -> Result<(
         return Err(SitemapError::TooManyUrls { limit: MAX_URLS });
     }
     let loc = loc.trim();
+    // Most sitemaps list URLs the parser would give back as they are: those are scoped by
+    // their text (`plain`).
+    if let Some(origin) = (loc.len() <= MAX_LOC)
+        .then(|| plain::plain_url(loc))
+        .flatten()
+    {
+        let in_scope = match map.kind {
+            Kind::UrlSet => scope.contains_plain(loc, origin),
+            Kind::Index => scope.same_host_plain(loc, origin),
+        };
+        if !in_scope {
+            map.out_of_scope += 1;
+            return Ok(());
+        }
+        map.entries.push(Entry {
+            loc: loc.to_string(),
+            lastmod: parse_w3c_datetime(lastmod),
+        });
+        return Ok(());
+    }
     let url = (loc.len() <= MAX_LOC)
         .then(|| Url::parse(loc).ok())
         .flatten()

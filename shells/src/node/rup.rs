@@ -10,7 +10,7 @@
 //! means for the crawl goes back to the loop as [`RobotOut`] messages, which it applies to the
 //! scheduler (`core/src/sched/node_rup.rs`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -75,6 +75,12 @@ pub struct RobotLink {
     pub recipients: Recipients,
     /// Wakes the robot when a mail is spooled.
     pub wake: Sender<()>,
+    /// Wakes the node's loop when the robot asked something (`rx`), so that what a report
+    /// names is queued at once rather than at the loop's next event.
+    pub asked: Receiver<()>,
+    /// Keeps `asked` connected whatever becomes of the robot thread (a loop selecting on a
+    /// disconnected channel would spin).
+    _asked_kept: Sender<()>,
     /// The `rup` sections last sent, and when they were last compared.
     configs: Option<BTreeMap<Vec<u8>, Option<RupRobot>>>,
     configs_at: Instant,
@@ -155,6 +161,8 @@ struct Robot {
     /// Registrations whose recovery failed, and when to try again.
     retry_at: HashMap<(Vec<u8>, String), Instant>,
     out: Sender<RobotOut>,
+    /// Wakes the node's loop after `out` (`RobotLink::asked`).
+    asked: Sender<()>,
     recipients: Recipients,
     counters: SharedCounters,
 }
@@ -173,6 +181,7 @@ pub fn start(data_dir: &Path, user_agent: &str) -> Result<RobotLink, String> {
     let (tx, in_rx) = crossbeam_channel::unbounded();
     let (out, rx) = crossbeam_channel::unbounded();
     let (wake, wake_rx) = crossbeam_channel::bounded(1);
+    let (asked_tx, asked) = crossbeam_channel::bounded(1);
     let recipients = Recipients::default();
     let counters = SharedCounters::default();
     counters.lock().sites_registered = book.all().count() as u64;
@@ -184,9 +193,11 @@ pub fn start(data_dir: &Path, user_agent: &str) -> Result<RobotLink, String> {
         looked: HashMap::new(),
         retry_at: HashMap::new(),
         out,
+        asked: asked_tx.clone(),
         recipients: recipients.clone(),
         counters: counters.clone(),
     };
+    robot.publish_sites(None);
     std::thread::Builder::new()
         .name("rup-robot".into())
         .spawn(move || robot.run(&in_rx, &wake_rx))
@@ -196,6 +207,8 @@ pub fn start(data_dir: &Path, user_agent: &str) -> Result<RobotLink, String> {
         rx,
         recipients,
         wake,
+        asked,
+        _asked_kept: asked_tx,
         configs: None,
         configs_at: Instant::now(),
         counters,
@@ -233,6 +246,7 @@ impl Robot {
 
     fn send(&self, m: RobotOut) {
         let _ = self.out.send(m);
+        let _ = self.asked.try_send(());
     }
 
     fn setting(&self, collection: &[u8]) -> Option<&RupRobot> {
@@ -243,7 +257,7 @@ impl Robot {
     /// are unregistered (3.3.1); those of another address are registered again with it.
     fn configs(&mut self, configs: BTreeMap<Vec<u8>, Option<RupRobot>>) {
         let first = self.configs.is_none();
-        *self.recipients.write() = configs
+        *self.recipients.addresses.write() = configs
             .values()
             .flatten()
             .map(|r| r.robot_email.to_ascii_lowercase())
@@ -310,9 +324,23 @@ impl Robot {
         Ok(Answer { status, body })
     }
 
+    /// Tells the SMTP receiver the sites whose reports this robot takes: those it registered
+    /// with, and `registering` (from before its Register is sent, so that a report the server
+    /// sends as soon as it has the registration is not turned away).
+    fn publish_sites(&self, registering: Option<&str>) {
+        let mut sites: HashSet<String> = self.book.all().map(|r| r.url_base.clone()).collect();
+        sites.extend(registering.map(str::to_owned));
+        *self.recipients.sites.write() = sites;
+    }
+
     /// Fetches the site's /rupinfo.txt (3.1.1) and, when it is open to robots
     /// (`Authentifier: none`), registers (3.1.2) with a latency it offers.
     fn register(&mut self, collection: &[u8], url_base: &str) {
+        self.try_register(collection, url_base);
+        self.publish_sites(None);
+    }
+
+    fn try_register(&mut self, collection: &[u8], url_base: &str) {
         let Some(setting) = self.setting(collection).cloned() else {
             return;
         };
@@ -350,6 +378,7 @@ impl Robot {
         if let Some(l) = &lat {
             form.push(("Latency", l));
         }
+        self.publish_sites(Some(url_base));
         let key = match self.post(&offered.cgi_url, &form) {
             Ok(a) if a.status == 200 => cgi::answer_text(&a.body).lines().find_map(|l| {
                 l.trim()
@@ -425,6 +454,7 @@ impl Robot {
         if let Err(e) = self.book.remove(&r.collection, &r.url_base) {
             warn!("RUP registration of {} not removed: {e}", r.url_base);
         }
+        self.publish_sites(None);
         self.count_registered();
         self.send(RobotOut::Cover(
             r.collection.clone(),
@@ -451,9 +481,11 @@ impl Robot {
                     continue;
                 }
             };
-            match body_of(&raw).and_then(|b| report::parse(&b).map_err(|e| e.to_string())) {
-                Ok(rep) => self.report(&rep),
-                Err(e) => warn!("{}: not a RUP report ({e}): dropped", path.display()),
+            for raw in rup_spool::mails_of(path, raw) {
+                match body_of(&raw).and_then(|b| report::parse(&b).map_err(|e| e.to_string())) {
+                    Ok(rep) => self.report(&rep),
+                    Err(e) => warn!("{}: not a RUP report ({e}): dropped", path.display()),
+                }
             }
         }
         if let Err(e) = self.book.commit_staged() {
@@ -669,7 +701,7 @@ impl Robot {
 
 /// The text of a mail's report: the body of the message (its first text/plain part when it is
 /// multipart), its transfer encoding undone.
-fn body_of(raw: &[u8]) -> Result<String, String> {
+pub(super) fn body_of(raw: &[u8]) -> Result<String, String> {
     let m = mailparse::parse_mail(raw).map_err(|e| e.to_string())?;
     let part = if m.subparts.is_empty() {
         &m

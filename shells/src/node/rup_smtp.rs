@@ -1,7 +1,8 @@
 //! `crawlfleet node --rup-smtp HOST:PORT`: a small SMTP receiver (RFC 5321) for the RUP
 //! robot's update reports (draft-cosmo 3.2: "MIME compliant e-mail messages"). It accepts
 //! mail for the robot addresses of the node's collections only, puts each message in the spool
-//! (`rup_spool`) durably before answering 250, and wakes the robot thread.
+//! (`rup_spool`) durably before answering 250 (the sessions with a message at the same time
+//! share one write and its syncs), and wakes the robot thread.
 //!
 //! A thread accepts, and each connection has a thread of its own, with the limits every port
 //! keeps: at most [`MAX_SESSIONS`] at once (more are answered 421 and closed), lines of at most
@@ -30,9 +31,17 @@ pub const MAX_LINE: usize = 4096;
 /// from a relay that writes at once).
 const IDLE: Duration = Duration::from_secs(60);
 
-/// The addresses mail is accepted for (the `rup.robot_email` of the collections), compared
-/// without regard to ASCII case.
-pub type Recipients = Arc<RwLock<HashSet<String>>>;
+/// What the receiver takes, as the robot thread keeps it up to date.
+#[derive(Clone, Default)]
+pub struct Recipients {
+    /// The addresses mail is accepted for (the `rup.robot_email` of the collections),
+    /// compared without regard to ASCII case.
+    pub addresses: Arc<RwLock<HashSet<String>>>,
+    /// The URL bases of the sites the robot registered with or is registering with: a report
+    /// of another site is one the robot would drop (a mail server may deliver every report to
+    /// every node, docs/rup.md), so it is accepted and dropped without being spooled.
+    pub sites: Arc<RwLock<HashSet<String>>>,
+}
 
 /// A received TCP stream that acknowledges at once what it reads (TCP_QUICKACK after each
 /// read, Linux; elsewhere a plain stream).
@@ -63,7 +72,7 @@ pub fn start(
 ) -> io::Result<SocketAddr> {
     let l = TcpListener::bind(listen)?;
     let addr = l.local_addr()?;
-    let data_dir = data_dir.to_path_buf();
+    let spool = Arc::new(rup_spool::Spooler::new(data_dir));
     let live = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new()
         .name("rup-smtp".into())
@@ -83,7 +92,7 @@ pub fn start(
                     continue;
                 }
                 let (dd, rc, wk, lv) = (
-                    data_dir.clone(),
+                    spool.clone(),
                     recipients.clone(),
                     wake.clone(),
                     live.clone(),
@@ -129,7 +138,7 @@ fn path_of(arg: &str) -> String {
 
 fn session(
     c: TcpStream,
-    data_dir: &Path,
+    spool: &rup_spool::Spooler,
     recipients: &Recipients,
     wake: &Sender<()>,
 ) -> io::Result<()> {
@@ -172,7 +181,7 @@ fn session(
                 _ if from.is_none() => "503 MAIL first\r\n".into(),
                 Some((k, a)) if k.trim().eq_ignore_ascii_case("TO") => {
                     let a = path_of(a);
-                    if recipients.read().contains(&a) {
+                    if recipients.addresses.read().contains(&a) {
                         to.push(a);
                         "250 OK\r\n".into()
                     } else {
@@ -186,7 +195,10 @@ fn session(
                 w.write_all(b"354 end with <CRLF>.<CRLF>\r\n")?;
                 let reply = match data(&mut r, &mut line)? {
                     None => "552 message too large\r\n".to_owned(),
-                    Some(mail) => match rup_spool::put(data_dir, &mail) {
+                    Some(mail) if !for_our_sites(&mail, recipients) => {
+                        "250 not a report of this node's sites: dropped\r\n".to_owned()
+                    }
+                    Some(mail) => match spool.put(mail) {
                         Ok(_) => {
                             let _ = wake.try_send(());
                             "250 spooled\r\n".to_owned()
@@ -215,6 +227,28 @@ fn session(
             _ => "502 not implemented\r\n".into(),
         };
         w.write_all(reply.as_bytes())?;
+    }
+}
+
+/// False when `mail` is a report (3.2) of a site the robot did not register with; anything
+/// else (a report of one of its sites, a mail that is no report) goes to the spool, where the
+/// robot reads it as before.
+fn for_our_sites(mail: &[u8], recipients: &Recipients) -> bool {
+    let Ok(body) = super::rup::body_of(mail) else {
+        return true;
+    };
+    match crawlfleet_core::rup::report::parse(&body) {
+        Ok(rep) => {
+            let ours = recipients.sites.read().contains(&rep.url_base);
+            if !ours {
+                log::debug!(
+                    "a RUP report for {}, which this node did not register with: dropped",
+                    rep.url_base
+                );
+            }
+            ours
+        }
+        Err(_) => true,
     }
 }
 
