@@ -447,7 +447,8 @@ pub fn peek_uri<'a>(body: &'a [u8], limits: &Limits) -> Option<UriPeek<'a>> {
     for _ in 0..redirect_count(&mut c, limits)? {
         c.redirect()?;
     }
-    uri_tail(&mut c)?;
+    entry_end(&mut c)?;
+    frame_end(&mut c)?;
     Some(UriPeek {
         collection,
         urgent,
@@ -459,24 +460,68 @@ pub fn peek_uri<'a>(body: &'a [u8], limits: &Limits) -> Option<UriPeek<'a>> {
 /// PKT_DATA, and an entry with `'s'` strings, `'i'` integers and an empty extra dict.
 fn decode_uri<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, Message<'a>)> {
     let (mut c, collection, urgent) = uri_head(body, limits)?;
-    let uri = c.uri()?;
-    let referrer = c.uri()?;
-    let uri_flags = c.int()?.into();
-    let frame_flags = c.int()?.into();
-    let n = redirect_count(&mut c, limits)?;
-    // At least 14 bytes a redirect: never reserve more than the input can hold.
-    let mut redirects = Vec::with_capacity(n.min(c.buf.len() / 14));
-    for _ in 0..n {
-        let (from, kind) = c.redirect()?;
-        redirects.push(Redirect {
-            from: Cow::Borrowed(from),
-            kind: kind.into(),
-        });
-    }
-    let (queue_flags, refresh_cycle, priority) = uri_tail(&mut c)?;
+    let entry = c.entry_rest(limits)?;
+    let priority = frame_end(&mut c)?;
     let u = UriMsg {
         collection: Cow::Borrowed(collection),
-        entry: CrawlQueueEntry {
+        entry,
+    };
+    Some((priority, u.into_message(urgent)))
+}
+
+/// A bare crawl queue entry (a crawl queue record, 2.2.2.2) in the layout [`put_entry`] writes,
+/// read as [`decode_uri`] reads the one a CMD_UM_URI carries; `None` for anything else, which
+/// the caller then hands to the general decoder (with `limits`, which this checks as it would).
+pub(crate) fn decode_entry<'a>(rec: &'a [u8], limits: &Limits) -> Option<CrawlQueueEntry<'a>> {
+    // Containers: the entry, a URI structure or the redirect list (or extra dict), a redirect.
+    if rec.len() > limits.max_size || limits.max_depth < 2 {
+        return None;
+    }
+    let mut c = Cursor { buf: rec };
+    if c.seq(tag::TUPLE)? != 9 || c.string()? != CrawlQueueEntry::IDENTIFIER {
+        return None;
+    }
+    // `entry_rest` counts depths as inside a URI message, two containers (the frame tuple and
+    // the message dict) deeper than a bare entry.
+    let e = c.entry_rest(&Limits {
+        max_depth: limits.max_depth.saturating_add(2),
+        max_size: limits.max_size,
+    })?;
+    c.buf.is_empty().then_some(e)
+}
+
+/// Appends the crawl queue entry's marshal bytes exactly as the general encoder writes its
+/// [`CrawlQueueEntry::to_value`], or returns false (with `out` as it was) when the entry needs
+/// more than [`put_entry`] writes (extra metadata, integers past 32 bits).
+pub(crate) fn encode_entry(e: &CrawlQueueEntry<'_>, out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    if put_entry(out, e) {
+        return true;
+    }
+    out.truncate(start);
+    false
+}
+
+impl<'a> Cursor<'a> {
+    /// A crawl queue entry after its identifier, up to its empty extra dict, as [`put_entry`]
+    /// writes it.
+    fn entry_rest(&mut self, limits: &Limits) -> Option<CrawlQueueEntry<'a>> {
+        let uri = self.uri()?;
+        let referrer = self.uri()?;
+        let uri_flags = self.int()?.into();
+        let frame_flags = self.int()?.into();
+        let n = redirect_count(self, limits)?;
+        // At least 14 bytes a redirect: never reserve more than the input can hold.
+        let mut redirects = Vec::with_capacity(n.min(self.buf.len() / 14));
+        for _ in 0..n {
+            let (from, kind) = self.redirect()?;
+            redirects.push(Redirect {
+                from: Cow::Borrowed(from),
+                kind: kind.into(),
+            });
+        }
+        let (queue_flags, refresh_cycle) = entry_end(self)?;
+        Some(CrawlQueueEntry {
             uri,
             referrer,
             uri_flags,
@@ -485,9 +530,8 @@ fn decode_uri<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, Message<
             queue_flags,
             refresh_cycle,
             extra: Vec::new(),
-        },
-    };
-    Some((priority, u.into_message(urgent)))
+        })
+    }
 }
 
 /// A CMD_UM_URI body up to its entry's URI structure: the cursor there, the collection, and
@@ -526,19 +570,24 @@ fn redirect_count(c: &mut Cursor<'_>, limits: &Limits) -> Option<usize> {
     Some(n)
 }
 
-/// The entry after its redirects, and the rest of the body: the queue flags, the refresh
-/// cycle, the empty extra dict, the end of the message dict and the frame's priority.
-fn uri_tail(c: &mut Cursor<'_>) -> Option<(i64, i64, Priority)> {
+/// The entry after its redirects: the queue flags, the refresh cycle and the empty extra dict.
+fn entry_end(c: &mut Cursor<'_>) -> Option<(i64, i64)> {
     let queue_flags = c.int()?.into();
     let refresh_cycle = c.int()?.into();
-    if c.take(2)? != [tag::DICT, tag::NULL] || c.take(1)? != [tag::NULL] {
+    if c.take(2)? != [tag::DICT, tag::NULL] {
+        return None;
+    }
+    Some((queue_flags, refresh_cycle))
+}
+
+/// The rest of a URI message's body after its entry: the end of the message dict and the
+/// frame's priority.
+fn frame_end(c: &mut Cursor<'_>) -> Option<Priority> {
+    if c.take(1)? != [tag::NULL] {
         return None;
     }
     let priority = Priority::from_i64(c.int()?.into())?;
-    if !c.buf.is_empty() {
-        return None;
-    }
-    Some((queue_flags, refresh_cycle, priority))
+    c.buf.is_empty().then_some(priority)
 }
 
 #[cfg(test)]
