@@ -434,7 +434,7 @@ impl Emitter for LinkEmitter<'_> {
 }
 
 fn collapse(s: &str) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(s.len().min(MAX_ANCHOR));
     for w in s.split_whitespace() {
         if out.len() + w.len() + 1 > MAX_ANCHOR {
             break;
@@ -502,7 +502,7 @@ pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
     // Indexes into out.links by the hash of the URL: each URI once, without a second copy of
     // it as a map key.
     // Hrefs of the common forms are resolved without a URL parse (the url crate's result).
-    let mut fast = FastBase::new(&base);
+    let fast = FastBase::new(&base);
     let mut seen: hashbrown::HashTable<usize> = hashbrown::HashTable::with_capacity(st.raw.len());
     let hash = |s: &str| xxhash_rust::xxh3::xxh3_64(s.as_bytes());
     for ((tag, raw), text) in st.raw.into_iter().zip(texts) {
@@ -510,7 +510,7 @@ pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
             break;
         }
         let href = String::from_utf8_lossy(&raw);
-        let resolved = match fast.as_mut().and_then(|f| f.resolve(&href)) {
+        let resolved = match fast.as_ref().and_then(|f| f.resolve(&href)) {
             Some(s) => Some(s),
             None => resolve(&base, &href).map(String::from),
         };

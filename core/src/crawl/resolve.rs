@@ -7,6 +7,9 @@
 //! dot segments removed as its path state removes them, the fragment dropped as
 //! [`super::links::resolve`] drops it); tested against the url crate on generated hrefs.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use url::{Position, Url};
 
 /// What resolution needs of a page's base URL, taken once per page.
@@ -15,13 +18,7 @@ pub(crate) struct FastBase<'a> {
     origin: &'a str,
     /// The base's path without its last segment (`/dir` for `/dir/page.html`; empty for `/x`).
     dir: &'a str,
-    /// Authorities of absolute hrefs already checked, with the verdict: the url crate writes
-    /// `scheme://authority/` back as it came.
-    checked: Vec<(String, bool)>,
 }
-
-/// Most authorities remembered per page.
-const CHECKED_MAX: usize = 32;
 
 impl<'a> FastBase<'a> {
     /// The fast path for hrefs against `base`; `None` when the base is not an http(s) URL with
@@ -35,14 +32,13 @@ impl<'a> FastBase<'a> {
         Some(FastBase {
             origin: &base[..Position::BeforePath],
             dir: &path[..path.rfind('/')?],
-            checked: Vec::new(),
         })
     }
 
     /// The absolute URL `href` resolves to, fragment removed, as the url crate writes it; `None`
     /// when the href is not of a form this reads (the url crate's then, which may still
     /// resolve it).
-    pub(crate) fn resolve(&mut self, href: &str) -> Option<String> {
+    pub(crate) fn resolve(&self, href: &str) -> Option<String> {
         let href = href.trim();
         let body = href.split('#').next().unwrap_or(href);
         let (path, query) = match body.split_once('?') {
@@ -119,18 +115,31 @@ impl<'a> FastBase<'a> {
 
     /// True when the url crate writes `origin/` (`scheme://authority/`) back as it came: the
     /// authority is already in its normal form (host lower case, IPv4 in dotted decimal, no
-    /// default port).
-    fn canonical(&mut self, origin: &str) -> bool {
-        if let Some((_, ok)) = self.checked.iter().find(|(o, _)| o == origin) {
-            return *ok;
-        }
-        let with_slash = format!("{origin}/");
-        let ok = Url::parse(&with_slash).is_ok_and(|u| u.as_str() == with_slash);
-        if self.checked.len() < CHECKED_MAX {
-            self.checked.push((origin.to_string(), ok));
-        }
-        ok
+    /// default port). Remembered on the thread (a crawl thread sees the same hosts over and
+    /// over).
+    fn canonical(&self, origin: &str) -> bool {
+        CHECKED.with_borrow_mut(|seen| {
+            if let Some(&ok) = seen.get(origin) {
+                return ok;
+            }
+            let with_slash = format!("{origin}/");
+            let ok = Url::parse(&with_slash).is_ok_and(|u| u.as_str() == with_slash);
+            if seen.len() >= CHECKED_THREAD_MAX {
+                seen.clear();
+            }
+            seen.insert(origin.to_string(), ok);
+            ok
+        })
     }
+}
+
+/// Most authorities remembered on a thread; the memory is dropped whole when it is full.
+const CHECKED_THREAD_MAX: usize = 4096;
+
+thread_local! {
+    /// The verdicts of [`FastBase::canonical`] on this thread.
+    static CHECKED: RefCell<HashMap<String, bool, foldhash::fast::RandomState>> =
+        RefCell::new(HashMap::default());
 }
 
 /// A byte the url crate keeps as it is in a path segment of an http(s) URL, and that has no
@@ -184,7 +193,7 @@ mod tests {
         ];
         for b in bases {
             let base = Url::parse(b).unwrap();
-            let mut fast = FastBase::new(&base).unwrap();
+            let fast = FastBase::new(&base).unwrap();
             for h in common {
                 let got = fast.resolve(h);
                 assert!(got.is_some(), "{b} {h}: the fast path reads it");
