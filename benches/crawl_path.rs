@@ -6,6 +6,10 @@
 //! - `links/resolve`: resolving hrefs of every form against a page URL, per href;
 //! - `site/crawl_site`: the crawl site of a link (the routing key and the same-site test);
 //! - `robots/allowed`: a robots.txt match (RFC 9309) on a parsed file of a dozen rules;
+//! - `rules/refusal`: a link against the collection rules `bench crawl` uses (include_domains
+//!   the web's hosts, exclude_uris one regexp), per link;
+//! - `queue/decode_entry`: a crawl queue record decoded (each taken entry is, four times), and
+//!   `queue/encode_entry` the record of a link written;
 //! - `checksum/add`: PPDUP_ADD's insert into the sharded checksum table, new checksums, and
 //!   the same through the durable store (table and write-ahead log, written but not synced).
 //!
@@ -17,9 +21,11 @@ use std::time::Duration;
 
 use crawlfleet_core::checksum::durable::DupStores;
 use crawlfleet_core::checksum::ChecksumStore;
+use crawlfleet_core::config::{CollectionConfig, RuleSet, RuleTarget};
 use crawlfleet_core::crawl::links;
 use crawlfleet_core::crawl::robots::Rules;
-use crawlfleet_core::msg::Checksum;
+use crawlfleet_core::msg::{Checksum, CrawlQueueEntry, UriStructure};
+use crawlfleet_core::queue;
 use crawlfleet_core::routing::crawl_site;
 use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -111,6 +117,52 @@ Sitemap: http://127.77.0.1:8080/sitemap.xml\n";
     g.finish();
 }
 
+fn bench_rules_and_queue(c: &mut Criterion) {
+    let mut cfg = CollectionConfig::defaults("bench");
+    let hosts: Vec<String> = (1..=5).map(|i| format!("127.77.0.{i}")).collect();
+    cfg.include_domains = RuleSet::parse(RuleTarget::Domain, &hosts).expect("hosts");
+    cfg.exclude_uris =
+        RuleSet::parse(RuleTarget::Uri, &[crawlfleet_core::synthweb::EXCLUDE_RULE]).expect("rule");
+    let uris = [
+        "http://127.77.0.1:8080/s5/p117.html",
+        "http://127.77.0.3:8080/s2/p41.html",
+        "http://127.77.0.2:8080/excluded/x.html",
+        "http://127.77.0.9:8080/s0/p3.html",
+    ];
+    assert!(cfg.refusal(uris[0]).is_none() && cfg.refusal(uris[2]).is_some());
+    let mut g = c.benchmark_group("rules");
+    g.throughput(Throughput::Elements(uris.len() as u64));
+    g.bench_function("refusal", |b| {
+        b.iter(|| {
+            for u in &uris {
+                black_box(cfg.refusal_with(black_box(u), true));
+            }
+        })
+    });
+    g.finish();
+    let mut e = CrawlQueueEntry::new(UriStructure::unparsed(
+        b"http://127.77.0.1:8080/s5/p117.html"[..].into(),
+    ));
+    e.referrer = UriStructure::unparsed(b"http://127.77.0.1:8080/s5/p116.html"[..].into());
+    e.refresh_cycle = 1;
+    let mut rec = Vec::new();
+    queue::encode_entry(&e, &mut rec);
+    let mut g = c.benchmark_group("queue");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("decode_entry", |b| {
+        b.iter(|| black_box(queue::decode_entry(black_box(&rec)).is_ok()))
+    });
+    let mut out = Vec::with_capacity(512);
+    g.bench_function("encode_entry", |b| {
+        b.iter(|| {
+            out.clear();
+            queue::encode_entry(black_box(&e), &mut out);
+            black_box(out.len())
+        })
+    });
+    g.finish();
+}
+
 fn checksums(n: usize, salt: u64) -> Vec<Checksum> {
     (0..n as u64)
         .map(|i| {
@@ -170,6 +222,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    targets = bench_links, bench_robots, bench_checksum
+    targets = bench_links, bench_robots, bench_rules_and_queue, bench_checksum
 }
 criterion_main!(benches);

@@ -598,7 +598,7 @@ fn to_fetch(r: &Request) -> Option<FetchRequest> {
     let ip: IpAddr = r.ip.parse().ok()?;
     Some(FetchRequest {
         id: r.id,
-        url: url::Url::parse(&r.url).ok()?,
+        url: r.parsed.clone(),
         addr: SocketAddr::new(ip, r.port),
         headers: r.headers.clone(),
         max_body: r.max_body,

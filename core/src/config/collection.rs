@@ -478,6 +478,8 @@ impl CollectionConfig {
     /// [`CollectionConfig::refusal`], with the host name rules checked only when `hosts` is
     /// true (an entry flagged URIF_IGNORE_NETLOC bypasses them, MS-FSCMT 2.2.2.2.1).
     pub fn refusal_with(&self, uri: &str, hosts: bool) -> Option<Refusal> {
+        // Every link of every page comes here: each part of the URI is looked at only when
+        // there is a rule to check it against.
         let scheme = uri.split_once(':').map_or("", |(s, _)| s);
         if !self
             .allowed_schemes
@@ -486,20 +488,23 @@ impl CollectionConfig {
         {
             return Some(Refusal::Scheme);
         }
-        let host = host_of(uri);
-        let path = uri.split(['?', '#']).next().unwrap_or(uri);
-        let last = path.rsplit('/').next().unwrap_or("");
-        if let Some(dot) = last.rfind('.') {
-            let ext = last[dot..].to_ascii_lowercase();
-            if self.exclude_exts.contains(&ext) {
-                return Some(Refusal::Extension);
+        if !self.exclude_exts.is_empty() {
+            let path = uri.split(['?', '#']).next().unwrap_or(uri);
+            let last = path.rsplit('/').next().unwrap_or("");
+            if let Some(dot) = last.rfind('.') {
+                let ext = last[dot..].to_ascii_lowercase();
+                if self.exclude_exts.contains(&ext) {
+                    return Some(Refusal::Extension);
+                }
             }
         }
-        if hosts
-            && (!(self.include_domains.is_empty() || self.include_domains.matches(host))
-                || self.exclude_domains.matches(host))
-        {
-            return Some(Refusal::Domain);
+        if hosts && !(self.include_domains.is_empty() && self.exclude_domains.is_empty()) {
+            let host = host_of(uri);
+            if !(self.include_domains.is_empty() || self.include_domains.matches(host))
+                || self.exclude_domains.matches(host)
+            {
+                return Some(Refusal::Domain);
+            }
         }
         if !(self.include_uris.is_empty() || self.include_uris.matches(uri))
             || self.exclude_uris.matches(uri)

@@ -212,15 +212,22 @@ pub(crate) fn login(p: &Params<'_, '_>, name: String) -> Result<Login, ConfigErr
 }
 
 /// The host of an absolute URI (`scheme://[user@]host[:port]/...`), without port or brackets;
-/// empty when there is none.
+/// empty when there is none. Read byte by byte (every link of every page goes through here):
+/// the authority follows the first `://` and ends at `/`, `?` or `#`; the host follows its last
+/// `@`, and ends at the first `:` (or is what stands between `[` and `]`).
 pub(crate) fn host_of(uri: &str) -> &str {
-    let Some((_, rest)) = uri.split_once("://") else {
+    let Some(i) = uri.as_bytes().windows(3).position(|w| w == b"://") else {
         return "";
     };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let rest = &uri[i + 3..];
+    let until = |s: &str, f: fn(u8) -> bool| s.bytes().position(f).unwrap_or(s.len());
+    let authority = &rest[..until(rest, |c| matches!(c, b'/' | b'?' | b'#'))];
+    let hostport = match authority.bytes().rposition(|c| c == b'@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
     if let Some(v6) = hostport.strip_prefix('[') {
-        return v6.split(']').next().unwrap_or("");
+        return &v6[..until(v6, |c| c == b']')];
     }
-    hostport.split(':').next().unwrap_or("")
+    &hostport[..until(hostport, |c| c == b':')]
 }

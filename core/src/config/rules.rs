@@ -203,6 +203,9 @@ impl RuleSet {
 
     /// True when any rule matches `s` (a host name or a URI, as the target says).
     pub fn matches(&self, s: &str) -> bool {
+        if self.rules.is_empty() {
+            return false;
+        }
         let lowered;
         let s = if self.target.ignores_case() && s.bytes().any(|b| b.is_ascii_uppercase()) {
             lowered = s.to_ascii_lowercase();

@@ -674,3 +674,52 @@ fn an_attrib_named_like_a_group_is_refused_at_the_top() {
         assert_eq!(to_xml("c", &dict).map(|x| one(&x).1), Ok(dict));
     }
 }
+
+/// The host of a URI as the collection rules read it, byte by byte, is what the string
+/// splitting it replaced gives, on URIs of every shape (user info, ports, IPv6, no authority,
+/// no scheme, `://` later in the URI, non-ASCII).
+#[test]
+fn host_of_reads_the_authority_as_splitting_did() {
+    fn reference(uri: &str) -> &str {
+        let Some((_, rest)) = uri.split_once("://") else {
+            return "";
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        if let Some(v6) = hostport.strip_prefix('[') {
+            return v6.split(']').next().unwrap_or("");
+        }
+        hostport.split(':').next().unwrap_or("")
+    }
+    let uris = [
+        "http://www.contoso.com/a/b.html",
+        "http://www.contoso.com",
+        "https://User:pw@Host.Example:8443/x?y#z",
+        "http://a@b@c.example:1/",
+        "http://[::1]:8080/p",
+        "http://[fe80::1/x",
+        "http://host?q=http://other/",
+        "http://host#frag",
+        "mailto:someone@example.com",
+        "no-scheme/path?x=http://h.example/",
+        "://",
+        "",
+        "http://",
+        "http://:80/",
+        "http://bücher.example/ä",
+        "ftp://x.example:21",
+        "http://h.example:81/dir/page.html",
+    ];
+    for u in uris {
+        assert_eq!(super::parts::host_of(u), reference(u), "{u}");
+    }
+    let mut rng = fastrand::Rng::with_seed(28);
+    let alphabet = b":/?#@[]ab.1";
+    for _ in 0..20_000 {
+        let n = rng.usize(0..16);
+        let u: String = (0..n)
+            .map(|_| alphabet[rng.usize(0..alphabet.len())] as char)
+            .collect();
+        assert_eq!(super::parts::host_of(&u), reference(&u), "{u}");
+    }
+}

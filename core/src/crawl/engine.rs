@@ -66,6 +66,8 @@ struct Flight {
     /// None: the site's robots.txt.
     record: Option<(u64, Vec<u8>)>,
     url: String,
+    /// `url` parsed (the request's).
+    parsed: Url,
 }
 
 /// A crawl site of a collection, shared between the site table, the run queue and the timers.
@@ -251,6 +253,7 @@ impl CrawlEngine {
         Some(Request {
             id,
             url: url.to_string(),
+            parsed: u,
             ip: ip.to_string(),
             port,
             headers,
@@ -444,6 +447,7 @@ impl CrawlEngine {
                 ip,
                 record,
                 url,
+                parsed: req.parsed.clone(),
             },
         );
         reqs.push(req);
@@ -542,10 +546,8 @@ impl CrawlEngine {
         if let Some(a) = sitemap(Ok(&r)) {
             return vec![a];
         }
-        let Ok(url) = Url::parse(&f.url) else {
-            counters.skip_doc(doc_skip::OTHER);
-            return out;
-        };
+        // Parsed when the request was made (`start` is given the request of `f.url`).
+        let url = f.parsed.clone();
         // Redirects (3xx with Location): the target is queued with the trail.
         if matches!(r.status, 300..=303 | 307 | 308) {
             let kind = match r.status {

@@ -5,6 +5,7 @@
 pub mod counters;
 pub mod engine;
 pub mod links;
+mod resolve;
 pub mod robots;
 pub mod site_tally;
 pub mod sitemaps;

@@ -4,6 +4,7 @@
 use super::sitemaps::Found;
 use crate::msg::{Checksum, CrawlQueueEntry};
 use crate::sitemap::Sitemap;
+use url::Url;
 
 /// Tunables of the engine.
 #[derive(Clone, Debug)]
@@ -39,6 +40,9 @@ pub struct Request {
     pub id: u64,
     /// The absolute URL.
     pub url: String,
+    /// `url` parsed, once: the fetcher connects with it and the engine resolves the page's
+    /// links against it.
+    pub parsed: Url,
     /// The address to connect to (the one the site was allowed for).
     pub ip: String,
     /// The port.

@@ -518,11 +518,20 @@ impl Drop for CrawlQueue {
 /// Record codec for crawl queue entries (FSCMT 2.2.2.2): appends the marshal bytes of
 /// [`CrawlQueueEntry::to_value`] to `out`.
 pub fn encode_entry(e: &CrawlQueueEntry<'_>, out: &mut Vec<u8>) {
-    marshal::encode_into(&e.to_value(), out);
+    // The common entry (no extra metadata) is written straight, without building its value.
+    if !crate::msg::encode_entry_flat(e, out) {
+        marshal::encode_into(&e.to_value(), out);
+    }
 }
 
 /// Decodes a record written by [`encode_entry`]; the entry borrows its strings from `rec`.
 pub fn decode_entry(rec: &[u8]) -> Result<CrawlQueueEntry<'_>, QueueError> {
-    let v = marshal::from_bytes(rec, &Limits::default()).map_err(QueueError::Decode)?;
+    // The records [`encode_entry`] writes straight are read straight (the same entry the general
+    // decoder gives, without building marshal values); anything else takes the general path.
+    let limits = Limits::default();
+    if let Some(e) = crate::msg::decode_entry_flat(rec, &limits) {
+        return Ok(e);
+    }
+    let v = marshal::from_bytes(rec, &limits).map_err(QueueError::Decode)?;
     CrawlQueueEntry::from_value(Key::Data, &v).map_err(QueueError::Entry)
 }

@@ -584,6 +584,73 @@ fn crawl_queue_entries_round_trip_through_the_queue() {
     fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The general decoder's reading of a record: the marshal value, then the entry.
+fn general_entry<'a>(rec: &'a [u8], limits: &Limits) -> Option<CrawlQueueEntry<'a>> {
+    let v = marshal::from_bytes(rec, limits).ok()?;
+    CrawlQueueEntry::from_value(crate::msg::Key::Data, &v).ok()
+}
+
+/// Records are written and read straight for the common entry: the bytes are those of the
+/// general encoder, and the straight decoder never reads a record differently from the general
+/// one (it declines, or agrees), byte changes and truncations included.
+#[test]
+fn entries_are_written_and_read_straight_as_the_general_codec_does() {
+    let mut plain = CrawlQueueEntry::new(UriStructure::unparsed(b"http://h.example/x"[..].into()));
+    plain.referrer = UriStructure::unparsed(b"http://h.example/"[..].into());
+    plain.refresh_cycle = 3;
+    let mut extra = entry();
+    extra.extra.push((
+        crate::marshal::Value::bytes(b"rss"),
+        crate::marshal::Value::bytes(b"1"),
+    ));
+    let mut wide = entry();
+    wide.uri_flags = 1 << 40;
+    let limits = Limits::default();
+    for e in [entry(), plain, extra, wide] {
+        let mut buf = b"kept".to_vec();
+        encode_entry(&e, &mut buf);
+        assert_eq!(&buf[..4], b"kept");
+        let rec = &buf[4..];
+        assert_eq!(rec, marshal::to_bytes(&e.to_value()));
+        assert_eq!(decode_entry(rec).unwrap(), e);
+        let straight = crate::msg::decode_entry_flat(rec, &limits);
+        assert_eq!(
+            straight.is_some(),
+            e.extra.is_empty() && e.uri_flags < 1 << 31
+        );
+        for i in 0..rec.len() {
+            for delta in [1u8, 0x80, 0xff] {
+                let mut bad = rec.to_vec();
+                bad[i] = bad[i].wrapping_add(delta);
+                if let Some(fast) = crate::msg::decode_entry_flat(&bad, &limits) {
+                    assert_eq!(general_entry(&bad, &limits), Some(fast));
+                }
+            }
+        }
+        for n in 0..rec.len() {
+            assert_eq!(crate::msg::decode_entry_flat(&rec[..n], &limits), None);
+        }
+        let mut longer = rec.to_vec();
+        longer.push(b'0');
+        assert_eq!(crate::msg::decode_entry_flat(&longer, &limits), None);
+        // Limits are kept as the general decoder keeps them.
+        for depth in 0..4 {
+            let shallow = Limits {
+                max_depth: depth,
+                ..Limits::default()
+            };
+            if let Some(fast) = crate::msg::decode_entry_flat(rec, &shallow) {
+                assert_eq!(general_entry(rec, &shallow), Some(fast));
+            }
+        }
+        let small = Limits {
+            max_size: rec.len() - 1,
+            ..Limits::default()
+        };
+        assert_eq!(crate::msg::decode_entry_flat(rec, &small), None);
+    }
+}
+
 /// The allocation used where a file system has no fallocate (what glibc's posix_fallocate does
 /// there) allocates every block of the range and changes no byte of the file.
 #[test]

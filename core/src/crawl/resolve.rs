@@ -1,0 +1,267 @@
+//! Href resolution without a URL parse for the forms most links take: a path (`/s5/p1.html`), a
+//! relative reference made of plain segments (`p5.html`, `../s0/p3.html`, `./`), and an
+//! absolute `http://` or `https://` URL whose authority the url crate leaves as written, each
+//! with an optional query and fragment. Every other href (other characters, schemes, `//`
+//! references, percent signs, white space inside) goes to the url crate, and what this module
+//! gives is exactly the url crate's serialization of the same resolution (WHATWG URL parsing:
+//! dot segments removed as its path state removes them, the fragment dropped as
+//! [`super::links::resolve`] drops it); tested against the url crate on generated hrefs.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use url::{Position, Url};
+
+/// What resolution needs of a page's base URL, taken once per page.
+pub(crate) struct FastBase<'a> {
+    /// `scheme://[userinfo@]host[:port]`, as the url crate serializes it.
+    origin: &'a str,
+    /// The base's path without its last segment (`/dir` for `/dir/page.html`; empty for `/x`).
+    dir: &'a str,
+}
+
+impl<'a> FastBase<'a> {
+    /// The fast path for hrefs against `base`; `None` when the base is not an http(s) URL with
+    /// a host (every href then takes the url crate).
+    pub(crate) fn new(base: &'a Url) -> Option<FastBase<'a>> {
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() || !base.has_host()
+        {
+            return None;
+        }
+        let path = base.path();
+        Some(FastBase {
+            origin: &base[..Position::BeforePath],
+            dir: &path[..path.rfind('/')?],
+        })
+    }
+
+    /// The absolute URL `href` resolves to, fragment removed, as the url crate writes it; `None`
+    /// when the href is not of a form this reads (the url crate's then, which may still
+    /// resolve it).
+    pub(crate) fn resolve(&self, href: &str) -> Option<String> {
+        let href = href.trim();
+        let body = href.split('#').next().unwrap_or(href);
+        let (path, query) = match body.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (body, None),
+        };
+        if !query.is_none_or(|q| q.bytes().all(query_byte)) {
+            return None;
+        }
+        // `out` is the origin, then the path built segment by segment from `start`.
+        let mut out;
+        let (start, segments) = if let Some(rest) = path
+            .strip_prefix("http://")
+            .or_else(|| path.strip_prefix("https://"))
+        {
+            let slash = rest.find('/')?;
+            let origin = &path[..path.len() - rest.len() + slash];
+            if !self.canonical(origin) {
+                return None;
+            }
+            out = String::with_capacity(body.len());
+            out.push_str(origin);
+            (origin.len(), &rest[slash + 1..])
+        } else if let Some(abs) = path.strip_prefix('/') {
+            if abs.starts_with('/') {
+                return None;
+            }
+            out = String::with_capacity(self.origin.len() + body.len());
+            out.push_str(self.origin);
+            (self.origin.len(), abs)
+        } else {
+            if path.is_empty() {
+                return None;
+            }
+            out = String::with_capacity(self.origin.len() + self.dir.len() + body.len() + 1);
+            out.push_str(self.origin);
+            out.push_str(self.dir);
+            (self.origin.len(), path)
+        };
+        if !segments.bytes().all(|b| b == b'/' || segment_byte(b)) {
+            return None;
+        }
+        let mut it = segments.split('/').peekable();
+        while let Some(seg) = it.next() {
+            let last = it.peek().is_none();
+            match seg {
+                ".." => {
+                    let cut = out[start..].rfind('/').map_or(start, |i| start + i);
+                    out.truncate(cut);
+                    if last {
+                        out.push('/');
+                    }
+                }
+                "." => {
+                    if last {
+                        out.push('/');
+                    }
+                }
+                _ => {
+                    out.push('/');
+                    out.push_str(seg);
+                }
+            }
+        }
+        if out.len() == start {
+            out.push('/');
+        }
+        if let Some(q) = query {
+            out.push('?');
+            out.push_str(q);
+        }
+        Some(out)
+    }
+
+    /// True when the url crate writes `origin/` (`scheme://authority/`) back as it came: the
+    /// authority is already in its normal form (host lower case, IPv4 in dotted decimal, no
+    /// default port). Remembered on the thread (a crawl thread sees the same hosts over and
+    /// over).
+    fn canonical(&self, origin: &str) -> bool {
+        CHECKED.with_borrow_mut(|seen| {
+            if let Some(&ok) = seen.get(origin) {
+                return ok;
+            }
+            let with_slash = format!("{origin}/");
+            let ok = Url::parse(&with_slash).is_ok_and(|u| u.as_str() == with_slash);
+            if seen.len() >= CHECKED_THREAD_MAX {
+                seen.clear();
+            }
+            seen.insert(origin.to_string(), ok);
+            ok
+        })
+    }
+}
+
+/// Most authorities remembered on a thread; the memory is dropped whole when it is full.
+const CHECKED_THREAD_MAX: usize = 4096;
+
+thread_local! {
+    /// The verdicts of [`FastBase::canonical`] on this thread.
+    static CHECKED: RefCell<HashMap<String, bool, foldhash::fast::RandomState>> =
+        RefCell::new(HashMap::default());
+}
+
+/// A byte the url crate keeps as it is in a path segment of an http(s) URL, and that has no
+/// other meaning there (`%`, `\`, `:`, `;` and the rest go to the url crate).
+fn segment_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// A byte the url crate keeps as it is in the query of an http(s) URL (the first `?` starts it).
+fn query_byte(b: u8) -> bool {
+    segment_byte(b) || matches!(b, b'/' | b'?' | b'=' | b'&')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crawl::links::resolve;
+
+    fn slow(base: &Url, href: &str) -> Option<String> {
+        resolve(base, href).map(String::from)
+    }
+
+    /// The fast path agrees with the url crate on every href it reads, and reads the forms the
+    /// synthetic web (and most of the real one) writes.
+    #[test]
+    fn resolution_is_the_url_crates() {
+        let bases = [
+            "http://h.example:81/dir/page.html",
+            "http://h.example/",
+            "https://user:pw@h.example/a/b/",
+            "http://127.77.0.1:8080/s5/p117.html?q=1#f",
+            "http://h.example/x",
+        ];
+        let common = [
+            "p5.html",
+            "../s0/p3.html",
+            "./",
+            "/s5/p1.html#sec3",
+            "/",
+            "p5.html#top",
+            "http://127.77.0.3:8080/s2/p41.html",
+            "http://127.77.0.3:8080/s2/p41.html#sec1",
+            "https://other.example/a?x=1&y=2",
+            "a/b/../../c/./d",
+            "..",
+            ".",
+            "a/..",
+            "../../../../x",
+            "q?x=1",
+            "  spaced.html ",
+        ];
+        for b in bases {
+            let base = Url::parse(b).unwrap();
+            let fast = FastBase::new(&base).unwrap();
+            for h in common {
+                let got = fast.resolve(h);
+                assert!(got.is_some(), "{b} {h}: the fast path reads it");
+                assert_eq!(got, slow(&base, h), "{b} {h}");
+            }
+            let others = [
+                "//other.example/x",
+                "?only=query",
+                "#frag",
+                "",
+                "mailto:a@b",
+                "javascript:void(0)",
+                "HTTP://H.EXAMPLE/x",
+                "http://h.example:80/x",
+                "http://H.example/x",
+                "http://127.0.0.01/x",
+                "http://h.example",
+                "http://h.example?x",
+                "http://xn--bcher-kva.example/",
+                "http://bücher.example/",
+                "a b.html",
+                "a%2e%2E/b",
+                "a\\b",
+                "a\tb",
+                "%zz",
+                "a:b",
+            ];
+            for h in others {
+                if let Some(got) = fast.resolve(h) {
+                    assert_eq!(Some(got), slow(&base, h), "{b} {h}");
+                }
+            }
+            let mut rng = fastrand::Rng::with_seed(28);
+            let alphabet: &[&str] = &[
+                "a",
+                "b.html",
+                ".",
+                "..",
+                "/",
+                "?",
+                "#",
+                "=",
+                "&",
+                "-",
+                "%",
+                ":",
+                "\\",
+                " ",
+                "http://",
+                "https://",
+                "h.example",
+                ":81",
+                "A",
+                "~",
+                "@",
+                "127.0.0.1",
+            ];
+            for _ in 0..50_000 {
+                let n = rng.usize(0..8);
+                let h: String = (0..n)
+                    .map(|_| alphabet[rng.usize(0..alphabet.len())])
+                    .collect();
+                if let Some(got) = fast.resolve(&h) {
+                    assert_eq!(Some(got), slow(&base, &h), "{b} {h:?}");
+                }
+            }
+        }
+        assert!(FastBase::new(&Url::parse("mailto:a@b").unwrap()).is_none());
+        assert!(FastBase::new(&Url::parse("file:///x/y").unwrap()).is_none());
+    }
+}
