@@ -58,15 +58,34 @@ fn is_durable(synced: &Synced, p: &SyncPoint) -> bool {
         .is_some_and(|done| p.covered_by(done))
 }
 
-/// The syncer thread: takes every commit queued, makes the log durable with one fdatasync (per
-/// log file: a snapshot may have started a new one), then sends the replies in order. On a
-/// failed fdatasync nothing more is sent: it reports the error and stops the event loop.
+/// The syncer thread: takes every commit queued, sends at once the replies of those already
+/// durable, makes the log durable with one fdatasync (per log file: a snapshot may have started
+/// a new one), then sends the other replies in order. On a failed fdatasync nothing more is
+/// sent: it reports the error and stops the event loop.
 fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>, shared: Synced) {
     let mut synced: Option<SyncPoint> = None;
     let mut group = Vec::new();
+    let send = |frames: Vec<(ConnId, Vec<u8>)>| {
+        frames
+            .into_iter()
+            .try_for_each(|(conn, bytes)| handle.send(conn, Priority::Normal, bytes))
+    };
     while let Ok(first) = commits.recv() {
         group.push(first);
         group.extend(commits.try_iter());
+        // Answers whose records are durable already (released by the replica's _OK after the
+        // fdatasync of their batch) leave now, not after the next fdatasync.
+        let mut waiting = Vec::with_capacity(group.len());
+        for c in group.drain(..) {
+            if synced.as_ref().is_some_and(|done| c.sync.covered_by(done)) {
+                if send(c.frames).is_err() {
+                    return;
+                }
+            } else {
+                waiting.push(c);
+            }
+        }
+        group = waiting;
         // The newest point of each file in the group; older ones of the same file are covered.
         let mut points: Vec<&SyncPoint> = Vec::new();
         for c in &group {
@@ -91,10 +110,8 @@ fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>, sha
             *shared.lock() = synced.clone();
         }
         for c in group.drain(..) {
-            for (conn, bytes) in c.frames {
-                if handle.send(conn, Priority::Normal, bytes).is_err() {
-                    return;
-                }
+            if send(c.frames).is_err() {
+                return;
             }
         }
     }

@@ -151,6 +151,9 @@ pub struct ChecksumStore {
     shards: Box<[Shard]>,
     shard_shift: u32,
     nodes: Vec<Box<[u8]>>,
+    /// The index in `nodes` found last: a node's adds come in runs (a pipelined window), so it
+    /// is tried first.
+    last_node: usize,
     len: usize,
 }
 
@@ -168,6 +171,7 @@ impl ChecksumStore {
                 .collect(),
             shard_shift: 64 - n.trailing_zeros(),
             nodes: Vec::new(),
+            last_node: 0,
             len: 0,
         }
     }
@@ -198,14 +202,23 @@ impl ChecksumStore {
     }
 
     fn node_index(&mut self, node: &[u8]) -> Result<u32, StoreError> {
+        if self
+            .nodes
+            .get(self.last_node)
+            .is_some_and(|n| n[..] == *node)
+        {
+            return Ok(self.last_node as u32);
+        }
         if let Some(i) = self.nodes.iter().position(|n| &n[..] == node) {
+            self.last_node = i;
             return Ok(i as u32);
         }
         if self.nodes.len() >= MAX_NODES {
             return Err(StoreError::TooManyNodes);
         }
         self.nodes.push(node.into());
-        Ok((self.nodes.len() - 1) as u32)
+        self.last_node = self.nodes.len() - 1;
+        Ok(self.last_node as u32)
     }
 
     /// The owner of `cs`, if any: (URI, node identifier).

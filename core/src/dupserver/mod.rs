@@ -27,26 +27,29 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use log::{debug, info, warn};
+use log::{debug, warn};
 
 use crate::checksum::durable::{record_room, DupError, DupStores};
 use crate::checksum::wal::{SyncPoint, WalError};
 use crate::checksum::AddOutcome;
 use crate::frame::{self, FrameError, MessageFrameError, Priority};
-use crate::marshal::{self, dict_get, Value};
+use crate::marshal::{self, dict_get};
 use crate::msg::{
-    encode_add_ok_frame, Bytes, Checksum, CollectionOnly, Message, PpdupAddOk, PpdupChecksum,
-    PpdupConfRemove, PpdupConfigAck, PpdupError, PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
+    encode_add_ok_frame, read_ppdup, Bytes, Checksum, ChecksumRef, CollectionOnly, Message,
+    PpdupAddOk, PpdupConfRemove, PpdupConfigAck, PpdupError, PpdupPromoteReq, PpdupRef,
+    PpdupRemoveOk, PpdupSetConfig,
 };
 
 mod counters;
 mod inflight;
 mod outbox;
+mod replica;
 
 pub use counters::DupCounters;
 
-use inflight::{InFlight, Released};
-use outbox::{push_add_ok, push_encoded, push_frame, Queue};
+use inflight::InFlight;
+use outbox::{push_add_ok, push_frame, Queue};
+use replica::ReplicaLink;
 
 /// A connected peer, as the role shell numbers its connections.
 pub type PeerId = u64;
@@ -62,18 +65,6 @@ pub enum Mode {
 
 fn owned(b: &[u8]) -> Bytes<'static> {
     Cow::Owned(b.to_vec())
-}
-
-/// The replica connection as the server sees it.
-#[derive(Default)]
-struct ReplicaLink {
-    peer: Option<PeerId>,
-    /// 3.3.5.1 transition state: a SET_CONFIG must reach the replica before the next checksum
-    /// message. Holds the configurations to forward.
-    transition: Vec<(Vec<u8>, Vec<u8>)>,
-    /// The vector clock of the last SET_CONFIG forwarded and not yet acknowledged.
-    awaiting_ack: Option<i64>,
-    keepalive_pending: bool,
 }
 
 /// The duplicate server or replica.
@@ -178,21 +169,6 @@ impl DupServer {
         self.counters
     }
 
-    /// A server's link to its replica: `None` without one, else whether it is connected and
-    /// how many forwarded checksum messages it has not acknowledged yet (the replica's lag).
-    pub fn replica_lag(&self) -> Option<(bool, usize)> {
-        let r = self.replica.as_ref()?;
-        Some((r.peer.is_some(), self.flight.len()))
-    }
-
-    /// When the batch of the oldest checksum message forwarded to the replica and not
-    /// acknowledged yet was handled: the replica's lag in time is its age (None: nothing
-    /// pending, or no replica).
-    pub fn replica_oldest_pending(&self) -> Option<Instant> {
-        self.replica.as_ref()?;
-        self.flight.oldest()
-    }
-
     /// The time of the events handled from now on (the shell sets it once per batch of events,
     /// so that a forward costs no clock reading): forwards are stamped with it.
     pub fn set_clock(&mut self, now: Instant) {
@@ -218,64 +194,9 @@ impl DupServer {
         }
     }
 
-    fn replica_peer(&self) -> Option<PeerId> {
-        self.replica.as_ref().and_then(|r| r.peer)
-    }
-
     /// A node scheduler (or, for a replica, the server) connected.
     pub fn peer_connected(&mut self, peer: PeerId) {
         self.peers.insert(peer, Peer::default());
-    }
-
-    /// The replica link is up on `peer`: resynchronize it in full (module docs).
-    pub fn replica_connected(&mut self, peer: PeerId) {
-        if self.replica.is_none() {
-            return;
-        }
-        // Forwards to an earlier connection (answered when it closed, normally) go now.
-        while let Some(released) = self.flight.pop() {
-            self.release(released);
-        }
-        self.flight.clear();
-        let r = self.replica.as_mut().expect("checked above");
-        r.peer = Some(peer);
-        r.transition.clear();
-        r.awaiting_ack = None;
-        r.keepalive_pending = false;
-        info!(
-            "replica connected: resynchronizing {} entries",
-            self.stores.entries()
-        );
-        let names: Vec<Vec<u8>> = self.stores.collection_names().map(<[u8]>::to_vec).collect();
-        let mut frames = Vec::new();
-        for name in &names {
-            let c = self.stores.collection(name).expect("listed above");
-            let mut push = |m: &Message<'_>| push_frame(&mut frames, peer, m, 1 << 16);
-            push(&Message::PpdupConfRemove(PpdupConfRemove {
-                collection: owned(name),
-                ppdup_id: Some(owned(&self.node_id)),
-            }));
-            let config = marshal::from_bytes(&c.config, &Default::default())
-                .unwrap_or(Value::Dict(Vec::new()));
-            self.vclock += 1;
-            push(&Message::PpdupSetConfig(PpdupSetConfig {
-                config: Value::Dict(vec![(Value::bytes(name), config)]),
-                vclock: self.vclock,
-                collection: Some(owned(name)),
-            }));
-            for (cs, uri, node) in c.store.iter() {
-                self.flight.push_resync(self.clock);
-                push(&Message::PpdupAdd(PpdupChecksum {
-                    collection: owned(name),
-                    node_id: owned(node),
-                    uri: owned(uri),
-                    checksum: cs,
-                    ppdup_id: Some(owned(&self.node_id)),
-                    dbname: Some(owned(self.dbname(name).as_bytes())),
-                }));
-            }
-        }
-        self.direct.extend(frames);
     }
 
     /// A peer's connection closed.
@@ -329,6 +250,16 @@ impl DupServer {
     /// is answered with PPDUP_ERROR and the connection kept.
     pub fn handle_frame(&mut self, peer: PeerId, body: &[u8]) -> Result<(), FrameError> {
         let limits = Default::default();
+        // PPDUP_ADD and its kin straight to their handler, borrowed from the body.
+        if let Some((_, m)) = read_ppdup(body, &limits) {
+            match m {
+                PpdupRef::Add(add) => self.on_ppdup_add(peer, &add),
+                PpdupRef::Remove(rm) => self.on_ppdup_remove(peer, &rm),
+                PpdupRef::AddOk(_) if Some(peer) == self.replica_peer() => self.on_ppdup_add_ok(),
+                m => self.handle_message(peer, m.into_message()),
+            }
+            return Ok(());
+        }
         match frame::decode_message(body, &limits) {
             Ok((_, m)) => self.handle_message(peer, m),
             Err(MessageFrameError::Frame(e)) => return Err(e),
@@ -377,8 +308,8 @@ impl DupServer {
             Message::PpdupConfigAck(ack) => self.on_ppdup_config_ack(peer, ack),
             Message::PpdupConfRemove(cr) => self.on_ppdup_conf_remove(peer, cr),
             Message::PpdupConfRemove2(c) => self.on_ppdup_conf_remove2(&c),
-            Message::PpdupAdd(add) => self.on_ppdup_add(peer, add),
-            Message::PpdupRemove(rm) => self.on_ppdup_remove(peer, rm),
+            Message::PpdupAdd(add) => self.on_ppdup_add(peer, &ChecksumRef::of(&add)),
+            Message::PpdupRemove(rm) => self.on_ppdup_remove(peer, &ChecksumRef::of(&rm)),
             // Only the replica answers with _OK (3.3.5.7, 3.3.5.9).
             Message::PpdupAddOk(_) if Some(peer) == self.replica_peer() => self.on_ppdup_add_ok(),
             Message::PpdupRemoveOk(_) if Some(peer) == self.replica_peer() => {
@@ -455,25 +386,6 @@ impl DupServer {
         }
     }
 
-    /// PPDUP_CONFIG_ACK from the replica, following MS-FSCMT 3.3.5.8 "Receiving a
-    /// PPDUP_CONFIG_ACK Message": only the acknowledgement of the newest forwarded SET_CONFIG
-    /// counts.
-    fn on_ppdup_config_ack(&mut self, peer: PeerId, ack: PpdupConfigAck) {
-        let Some(r) = self.replica.as_mut().filter(|r| r.peer == Some(peer)) else {
-            debug!("peer {peer}: PPDUP_CONFIG_ACK from a peer that is not the replica");
-            return;
-        };
-        // 3.3.5.8: only the acknowledgement of the newest forwarded SET_CONFIG counts.
-        if r.awaiting_ack == Some(ack.vclock) {
-            r.awaiting_ack = None;
-        } else {
-            debug!(
-                "ignoring a stale PPDUP_CONFIG_ACK (vector clock {})",
-                ack.vclock
-            );
-        }
-    }
-
     /// PPDUP_CONF_REMOVE, following MS-FSCMT 3.3.5.2 "Receiving a PPDUP_CONF_REMOVE Message"
     /// (and 3.4.5.2 on the replica): the collection's store is deleted, and the server discards
     /// the collection's messages until PPDUP_CONF_REMOVE2 and forwards the removal to its
@@ -513,34 +425,6 @@ impl DupServer {
         self.removing.remove(&c.collection[..]);
     }
 
-    /// 3.3.5.1 step 3.2: the first checksum message after a SET_CONFIG sends the SET_CONFIG on.
-    fn forward_pending_config(&mut self, rp: PeerId) {
-        let Some(r) = self.replica.as_mut() else {
-            return;
-        };
-        if r.transition.is_empty() {
-            return;
-        }
-        let pairs = std::mem::take(&mut r.transition);
-        self.vclock += 1;
-        r.awaiting_ack = Some(self.vclock);
-        let config = pairs
-            .iter()
-            .map(|(name, cfg)| {
-                let v = marshal::from_bytes(cfg, &Default::default())
-                    .map(Value::into_owned)
-                    .unwrap_or(Value::Dict(Vec::new()));
-                (Value::owned_bytes(name.clone()), v)
-            })
-            .collect();
-        let m = Message::PpdupSetConfig(PpdupSetConfig {
-            config: Value::Dict(config),
-            vclock: self.vclock,
-            collection: None,
-        });
-        self.send(rp, &m);
-    }
-
     /// Whether a message for `collection` is to be dropped (3.3.5.2), or refused as unknown.
     fn check_collection(&mut self, peer: PeerId, collection: &[u8]) -> bool {
         if !self.removing.is_empty() && self.removing.contains(collection) {
@@ -559,9 +443,9 @@ impl DupServer {
     /// first URI to add a checksum owns it, PPDUP_ADD_OK names the owner; with a replica a new
     /// mapping is answered only after the replica's PPDUP_ADD_OK) and 3.4.5.3 (forwarded to the
     /// replica: overwrite, answer with the same pairs).
-    fn on_ppdup_add(&mut self, peer: PeerId, add: PpdupChecksum<'_>) {
+    fn on_ppdup_add(&mut self, peer: PeerId, add: &ChecksumRef<'_>) {
         let forwarded = add.ppdup_id.is_some();
-        if !self.check_collection(peer, &add.collection) {
+        if !self.check_collection(peer, add.collection) {
             return;
         }
         self.counters.adds += 1;
@@ -569,21 +453,21 @@ impl DupServer {
             // 3.4.5.3: overwrite, then answer with the same pairs.
             if let Err(e) = self
                 .stores
-                .put(&add.collection, add.checksum, &add.uri, &add.node_id)
+                .put(add.collection, add.checksum, add.uri, add.node_id)
             {
-                self.error(peer, &add.collection, &e.to_string());
+                self.error(peer, add.collection, &e.to_string());
                 return;
             }
             let ok = PpdupAddOk {
                 owner_uri: None,
-                ..add_ok(&add)
+                ..add_ok(add)
             };
             let room = self.room;
             push_add_ok(self.queue_for(peer), peer, &ok, room);
             return;
         }
         self.served_nodes |= self.mode == Mode::Replica;
-        if self.wait_behind(peer, &add, false) {
+        if self.wait_behind(peer, add, false) {
             return;
         }
         // The answer is written straight into its buffer; an owner's URI is read in place.
@@ -591,7 +475,7 @@ impl DupServer {
         let room = self.room;
         let added = match self
             .stores
-            .add(&add.collection, add.checksum, &add.uri, &add.node_id)
+            .add(add.collection, add.checksum, add.uri, add.node_id)
         {
             Ok(AddOutcome::Added) => Ok(()),
             Ok(AddOutcome::Exists { owner_uri, .. }) => {
@@ -600,7 +484,7 @@ impl DupServer {
                     owner_uri: Some(Cow::Borrowed(owner_uri)),
                     ppdup_id: None,
                     dbname: None,
-                    ..add_ok(&add)
+                    ..add_ok(add)
                 };
                 let q = if Some(peer) == rp {
                     &mut self.direct
@@ -614,17 +498,17 @@ impl DupServer {
             Err(e) => Err(e.to_string()),
         };
         if let Err(why) = added {
-            self.error(peer, &add.collection, &why);
+            self.error(peer, add.collection, &why);
             return;
         }
         let reply = PpdupAddOk {
             ppdup_id: None,
             dbname: None,
-            ..add_ok(&add)
+            ..add_ok(add)
         };
         match rp {
             // A new mapping with a replica: forward, answer after its PPDUP_ADD_OK.
-            Some(rp) => self.forward(rp, peer, &add, false, |held| {
+            Some(rp) => self.forward(rp, peer, add, false, |held| {
                 encode_add_ok_frame(&reply, Priority::Normal, held)
             }),
             None => push_add_ok(self.queue_for(peer), peer, &reply, room),
@@ -635,129 +519,50 @@ impl DupServer {
     /// URI's mapping is removed, every node of the collection asked to re-crawl the checksum
     /// with PPDUP_PROMOTE_REQ; with a replica after its PPDUP_REMOVE_OK) and 3.4.5.4 (forwarded
     /// to the replica: delete if present, answer with the same pairs).
-    fn on_ppdup_remove(&mut self, peer: PeerId, rm: PpdupChecksum<'_>) {
+    fn on_ppdup_remove(&mut self, peer: PeerId, rm: &ChecksumRef<'_>) {
         let forwarded = rm.ppdup_id.is_some();
-        if !self.check_collection(peer, &rm.collection) {
+        if !self.check_collection(peer, rm.collection) {
             return;
         }
         self.counters.removes += 1;
-        fn reply_to<'m>(rm: &PpdupChecksum<'m>, pi: bool) -> Message<'m> {
+        fn reply_to<'m>(rm: &ChecksumRef<'m>, pi: bool) -> Message<'m> {
             Message::PpdupRemoveOk(PpdupRemoveOk {
-                collection: rm.collection.clone(),
-                uri: rm.uri.clone(),
-                node_id: Some(rm.node_id.clone()),
-                ppdup_id: if pi { rm.ppdup_id.clone() } else { None },
-                dbname: if pi { rm.dbname.clone() } else { None },
+                collection: Cow::Borrowed(rm.collection),
+                uri: Cow::Borrowed(rm.uri),
+                node_id: Some(Cow::Borrowed(rm.node_id)),
+                ppdup_id: rm.ppdup_id.filter(|_| pi).map(Cow::Borrowed),
+                dbname: rm.dbname.filter(|_| pi).map(Cow::Borrowed),
             })
         }
         if self.mode == Mode::Replica && forwarded {
             // 3.4.5.4: delete if present, answer with the same pairs.
-            let _ = self.stores.remove(&rm.collection, &rm.checksum);
-            self.send(peer, &reply_to(&rm, true));
+            let _ = self.stores.remove(rm.collection, &rm.checksum);
+            self.send(peer, &reply_to(rm, true));
             return;
         }
         self.served_nodes |= self.mode == Mode::Replica;
-        if self.wait_behind(peer, &rm, true) {
+        if self.wait_behind(peer, rm, true) {
             return;
         }
         let is_owner = self
             .stores
-            .collection(&rm.collection)
+            .collection(rm.collection)
             .and_then(|c| c.store.get(&rm.checksum))
-            .is_some_and(|(uri, _)| uri == &rm.uri[..]);
+            .is_some_and(|(uri, _)| uri == rm.uri);
         if !is_owner {
-            self.send(peer, &reply_to(&rm, false));
+            self.send(peer, &reply_to(rm, false));
             return;
         }
-        let _ = self.stores.remove(&rm.collection, &rm.checksum);
-        let reply = reply_to(&rm, false);
+        let _ = self.stores.remove(rm.collection, &rm.checksum);
+        let reply = reply_to(rm, false);
         match self.replica_peer() {
-            Some(rp) => self.forward(rp, peer, &rm, true, |held| {
+            Some(rp) => self.forward(rp, peer, rm, true, |held| {
                 frame::encode_message(&reply, Priority::Normal, held)
             }),
             None => {
-                self.promote(&rm.collection, rm.checksum);
+                self.promote(rm.collection, rm.checksum);
                 self.send(peer, &reply);
             }
-        }
-    }
-
-    /// 3.3.5.4 step 5 and 3.3.5.5: a checksum message for a checksum whose forward awaits the
-    /// replica's _OK waits behind it. Returns true when it was queued.
-    fn wait_behind(&mut self, peer: PeerId, m: &PpdupChecksum<'_>, remove: bool) -> bool {
-        let Some(key) = self.flight.busy_key(&m.collection, m.checksum) else {
-            return false;
-        };
-        let msg = if remove {
-            Message::PpdupRemove(m.clone())
-        } else {
-            Message::PpdupAdd(m.clone())
-        };
-        self.flight.queue(key, peer, msg.into_owned());
-        true
-    }
-
-    /// Forwards a node's PPDUP_ADD or PPDUP_REMOVE to the replica with PKT_PPDUP_ID and
-    /// PKT_DBNAME, after any pending SET_CONFIG, and holds the reply (which `reply` appends,
-    /// encoded) until the replica's _OK (3.3.5.4 steps 1-4, 3.3.5.5 step 2).
-    fn forward(
-        &mut self,
-        rp: PeerId,
-        peer: PeerId,
-        m: &PpdupChecksum<'_>,
-        remove: bool,
-        reply: impl FnOnce(&mut Vec<u8>),
-    ) {
-        self.forward_pending_config(rp);
-        if self
-            .dbname_of
-            .as_ref()
-            .is_none_or(|(c, _)| c[..] != m.collection[..])
-        {
-            let dbname = self.dbname(&m.collection).into_bytes();
-            self.dbname_of = Some((m.collection.to_vec(), dbname));
-        }
-        let dbname = self.dbname_of.as_ref().map(|(_, d)| Cow::Borrowed(&d[..]));
-        let fwd = PpdupChecksum {
-            collection: Cow::Borrowed(&m.collection),
-            node_id: Cow::Borrowed(&m.node_id),
-            uri: Cow::Borrowed(&m.uri),
-            checksum: m.checksum,
-            ppdup_id: Some(Cow::Borrowed(&self.node_id)),
-            dbname,
-        };
-        let fwd = if remove {
-            Message::PpdupRemove(fwd)
-        } else {
-            Message::PpdupAdd(fwd)
-        };
-        // `rp` is the replica: its frames go out before the commit (module docs).
-        push_frame(&mut self.direct, rp, &fwd, self.room);
-        let key = (self.flight.collection_index(&m.collection), m.checksum);
-        let stamp = (remove, self.batch, self.clock);
-        self.flight.push(key, peer, stamp, reply);
-    }
-
-    /// Sends a held answer (promoting first after a remove, 3.3.5.5 step 5) and handles the
-    /// messages that waited behind it.
-    fn release(&mut self, released: Released) {
-        if let Some((to, range, promote, (collection, checksum), batch)) = released.answer {
-            if promote {
-                let name = self.flight.collection_name(collection).to_vec();
-                self.promote(&name, checksum);
-            }
-            let frames = self.flight.held(range);
-            if Some(to) == self.replica_peer() {
-                push_encoded(&mut self.direct, to, frames, self.room);
-            } else {
-                match self.released.last_mut() {
-                    Some((b, p, buf)) if *b == batch && *p == to => buf.extend_from_slice(frames),
-                    _ => self.released.push((batch, to, frames.to_vec())),
-                }
-            }
-        }
-        for (from, msg) in released.waiting {
-            self.handle_message(from, *msg);
         }
     }
 
@@ -776,27 +581,6 @@ impl DupServer {
         });
         for t in targets {
             self.send(t, &m);
-        }
-    }
-
-    /// PPDUP_ADD_OK from the replica, following MS-FSCMT 3.3.5.7 "Receiving a PPDUP_ADD_OK
-    /// Message": the node's held answer goes out, then what waited behind it.
-    fn on_ppdup_add_ok(&mut self) {
-        self.replica_answered();
-    }
-
-    /// PPDUP_REMOVE_OK from the replica, following MS-FSCMT 3.3.5.9 "Receiving a
-    /// PPDUP_REMOVE_OK Message": the node's held answer goes out (after PPDUP_PROMOTE_REQ,
-    /// 3.3.5.5 step 5), then what waited behind it.
-    fn on_ppdup_remove_ok(&mut self) {
-        self.replica_answered();
-    }
-
-    /// The replica's PPDUP_ADD_OK or PPDUP_REMOVE_OK: answer the node, then what waited.
-    fn replica_answered(&mut self) {
-        match self.flight.pop() {
-            Some(released) => self.release(released),
-            None => debug!("an _OK from the replica with nothing forwarded"),
         }
     }
 
@@ -859,14 +643,14 @@ impl DupServer {
 
 /// The PPDUP_ADD_OK answering `add` with its own pairs (3.3.5.4, 3.4.5.3), borrowed from it;
 /// PKT_OWNURI its own URI.
-fn add_ok<'m>(add: &'m PpdupChecksum<'_>) -> PpdupAddOk<'m> {
+fn add_ok<'m>(add: &ChecksumRef<'m>) -> PpdupAddOk<'m> {
     PpdupAddOk {
-        collection: Cow::Borrowed(&add.collection),
-        node_id: Cow::Borrowed(&add.node_id),
-        uri: Cow::Borrowed(&add.uri),
-        owner_uri: Some(Cow::Borrowed(&add.uri)),
-        ppdup_id: add.ppdup_id.as_deref().map(Cow::Borrowed),
-        dbname: add.dbname.as_deref().map(Cow::Borrowed),
+        collection: Cow::Borrowed(add.collection),
+        node_id: Cow::Borrowed(add.node_id),
+        uri: Cow::Borrowed(add.uri),
+        owner_uri: Some(Cow::Borrowed(add.uri)),
+        ppdup_id: add.ppdup_id.map(Cow::Borrowed),
+        dbname: add.dbname.map(Cow::Borrowed),
     }
 }
 

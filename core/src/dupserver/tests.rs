@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 
 use super::*;
-use crate::marshal::Limits;
-use crate::msg::{Key, MessageError};
+use crate::marshal::{Limits, Value};
+use crate::msg::{Key, MessageError, PpdupChecksum};
 use tempfile::TempDir;
 
 const NODE_A: PeerId = 1;
@@ -687,4 +687,81 @@ fn the_replicas_lag_is_the_batch_time_of_the_oldest_unacknowledged_forward() {
     // A replica's own figure: it forwards nowhere.
     let (replica, _rdir) = server("lag-replica", Mode::Replica, false);
     assert_eq!(replica.replica_oldest_pending(), None);
+}
+
+/// Frames read from the wire (the borrowed view of PPDUP_ADD and its kin, straight to the
+/// handlers) and the same messages handed over typed give the same frames out: the forwards to
+/// the replica (but for the data directory each names), the answers its _OKs release byte for
+/// byte, a remove of a checksum the node does not own.
+#[test]
+fn frames_from_the_wire_are_handled_as_the_typed_messages() {
+    let frame = |m: &Message<'_>| {
+        let mut out = Vec::new();
+        frame::encode_message(m, Priority::Normal, &mut out);
+        out
+    };
+    let (mut typed, _d1) = server("typed", Mode::Server, true);
+    let (mut wire, _d2) = server("wire", Mode::Server, true);
+    for s in [&mut typed, &mut wire] {
+        s.replica_connected(REPLICA);
+        s.handle_message(NODE_A, set_config("c", 5));
+        s.handle_message(NODE_B, set_config("c", 6));
+    }
+    assert_eq!(typed.flush().unwrap(), wire.flush().unwrap());
+    let steps = [
+        (NODE_A, add("c", "na", "http://a/1", cs(1))),
+        (NODE_B, add("c", "nb", "http://b/1", cs(1))),
+        (NODE_A, add("c", "na", "http://a/2", cs(2))),
+        (NODE_B, remove("c", "nb", "http://b/9", cs(9))),
+    ];
+    for (peer, m) in &steps {
+        typed.handle_message(*peer, m.clone());
+        let f = frame(m);
+        wire.handle_frames(*peer, [&f[4..]], f.len()).unwrap();
+    }
+    let (a, b) = (typed.flush().unwrap(), wire.flush().unwrap());
+    assert_eq!(same_dir(&a), same_dir(&b));
+    // The replica answers each forward (3.4.5.3): the node is answered, then what waited.
+    let forwards: Vec<Message<'static>> = decoded(a)
+        .into_iter()
+        .filter(|(p, m)| *p == REPLICA && matches!(m, Message::PpdupAdd(_)))
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(forwards.len(), 2, "{forwards:?}");
+    for fwd in &forwards {
+        let ok = ok_of(fwd);
+        typed.handle_message(REPLICA, ok.clone());
+        let f = frame(&ok);
+        wire.handle_frames(REPLICA, [&f[4..]], f.len()).unwrap();
+    }
+    let (a, b) = (typed.flush().unwrap(), wire.flush().unwrap());
+    assert_eq!(a, b);
+    assert_eq!(
+        decoded(a),
+        vec![
+            (NODE_A, add_ok("c", "na", "http://a/1", "http://a/1")),
+            (NODE_A, add_ok("c", "na", "http://a/2", "http://a/2")),
+            // Node B's add waited behind the forward of its checksum: a duplicate now.
+            (NODE_B, add_ok("c", "nb", "http://b/1", "http://a/1")),
+        ]
+    );
+}
+
+/// Decoded frames with PKT_DBNAME of forwards (the server's data directory, a different
+/// scratch directory for each server of a test) replaced by its last component.
+fn same_dir(entries: &[(PeerId, Vec<u8>)]) -> Vec<(PeerId, Message<'static>)> {
+    decoded(entries.to_vec())
+        .into_iter()
+        .map(|(p, m)| match m {
+            Message::PpdupAdd(mut c) => {
+                let db = c.dbname.take().expect("a forward names the database");
+                c.dbname = db
+                    .rsplit(|&b| b == b'/')
+                    .next()
+                    .map(|n| b(std::str::from_utf8(n).unwrap()));
+                (p, Message::PpdupAdd(c))
+            }
+            m => (p, m),
+        })
+        .collect()
 }

@@ -1,12 +1,14 @@
 //! PPDUP_ADD_OK (MS-FSCMT 2.2.5.3) written as a whole frame straight into an output buffer: the
 //! duplicate server answers every PPDUP_ADD with one, and its replica every forwarded add, so
-//! neither goes through a typed [`Message`](super::Message) and the frame encoder. The frame's
+//! neither goes through a typed [`Message`](super::Message) and the frame encoder. So is the
+//! PPDUP_ADD or PPDUP_REMOVE the server forwards to its replica (2.2.5.3, 2.2.5.4), from the
+//! borrowed view of the node's message. The frame's
 //! length is known before its first byte is written (one reservation, no length patched
 //! afterwards); the bytes are exactly those of [`crate::frame::encode_message`] (keys in the
 //! canonical order of [`Key`], `'s'` strings, `'i'` PKT_CMD and priority), which the tests
 //! check against the general encoder and the golden vectors.
 
-use super::{Command, Key, PpdupAddOk};
+use super::{ChecksumRef, Command, Key, PpdupAddOk};
 use crate::frame::{Priority, HEADER_LEN};
 use crate::marshal::tag;
 
@@ -99,6 +101,52 @@ pub fn encode_add_ok_frame(ok: &PpdupAddOk<'_>, priority: Priority, out: &mut Ve
     debug_assert!(w.rest.is_empty(), "the frame fills the room made for it");
 }
 
+/// Appends one whole frame (length header included) carrying PPDUP_ADD or PPDUP_REMOVE
+/// (`command`) with the pairs of `m` at `priority`: the bytes `frame::encode_message` appends
+/// for the typed message ([`ChecksumRef::to_message`]), written as [`encode_add_ok_frame`] writes
+/// its frame.
+pub fn encode_checksum_frame(
+    command: Command,
+    m: &ChecksumRef<'_>,
+    priority: Priority,
+    out: &mut Vec<u8>,
+) {
+    debug_assert!(matches!(command, Command::PpdupAdd | Command::PpdupRemove));
+    let opt = |key: Key, v: Option<&[u8]>| v.map_or(0, |v| pair(key) + v.len());
+    let body = FIXED
+        + pair(Key::Checksum)
+        + m.checksum.0.len()
+        + pair(Key::CollectionName)
+        + m.collection.len()
+        + pair(Key::Id)
+        + m.node_id.len()
+        + pair(Key::Uri)
+        + m.uri.len()
+        + opt(Key::PpdupId, m.ppdup_id)
+        + opt(Key::DbName, m.dbname);
+    let start = out.len();
+    out.resize(start + HEADER_LEN + body, 0);
+    let mut w = Room {
+        rest: &mut out[start..],
+    };
+    w.put(&(body as u32).to_be_bytes());
+    w.put(&[tag::TUPLE, 2, 0, 0, 0, tag::DICT]);
+    w.pair(Key::Checksum, &m.checksum.0);
+    w.pair(Key::CollectionName, m.collection);
+    w.pair(Key::Id, m.node_id);
+    w.str(Key::Cmd.wire().as_bytes());
+    w.int(command as i32);
+    w.pair(Key::Uri, m.uri);
+    for (key, v) in [(Key::PpdupId, m.ppdup_id), (Key::DbName, m.dbname)] {
+        if let Some(v) = v {
+            w.pair(key, v);
+        }
+    }
+    w.put(&[tag::NULL]);
+    w.int(priority.as_i64() as i32);
+    debug_assert!(w.rest.is_empty(), "the frame fills the room made for it");
+}
+
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
@@ -170,6 +218,53 @@ mod tests {
                 let (priority, back) =
                     frame::decode_message(&fast[7 + 4..], &Limits::default()).expect("decodes");
                 assert_eq!((priority, back), (p, m));
+            }
+        }
+    }
+
+    #[test]
+    fn the_checksum_frame_is_byte_for_byte_the_general_encoders() {
+        use crate::msg::{Checksum, PpdupChecksum};
+        let long = "x".repeat(70_000);
+        let base = PpdupChecksum {
+            collection: b("coll"),
+            node_id: b("node-1"),
+            uri: b("http://www.example.com/a.html"),
+            checksum: Checksum(*b"0123456789abcdef"),
+            ppdup_id: None,
+            dbname: None,
+        };
+        let cases = [
+            base.clone(),
+            PpdupChecksum {
+                ppdup_id: Some(b("dup-1")),
+                dbname: Some(b("/var/lib/dup/coll")),
+                ..base.clone()
+            },
+            PpdupChecksum {
+                ppdup_id: Some(b("")),
+                ..base.clone()
+            },
+            PpdupChecksum {
+                uri: b(&long),
+                dbname: Some(b(&long)),
+                ..base.clone()
+            },
+        ];
+        for m in cases {
+            for (command, typed) in [
+                (Command::PpdupAdd, Message::PpdupAdd(m.clone())),
+                (Command::PpdupRemove, Message::PpdupRemove(m.clone())),
+            ] {
+                for p in [Priority::Normal, Priority::High] {
+                    let mut fast = b"earlier".to_vec();
+                    encode_checksum_frame(command, &ChecksumRef::of(&m), p, &mut fast);
+                    assert_eq!(&fast[..7], b"earlier");
+                    assert_eq!(fast[7..], general(&typed, p)[..], "{typed:?}");
+                    let (priority, back) =
+                        frame::decode_message(&fast[7 + 4..], &Limits::default()).unwrap();
+                    assert_eq!((priority, back), (p, typed.clone()));
+                }
             }
         }
     }

@@ -6,14 +6,12 @@
 //! strings, `'i'` PKT_CMD). Decoding accepts only that canonical layout and answers `None` for
 //! anything else, which then takes the general path: the fast path never refuses, and never
 //! reads a frame differently from the general decoder (tested against it, byte mutations
-//! included).
+//! included). The four PPDUP messages are read by [`super::ppdup_ref::read_ppdup`] (which the
+//! duplicate server also calls itself, for the borrowed view), and built into messages here.
 
 use std::borrow::Cow;
 
-use super::{
-    Checksum, Command, CrawlQueueEntry, Key, Message, PpdupAddOk, PpdupChecksum, PpdupRemoveOk,
-    Redirect, UriMsg, UriStructure,
-};
+use super::{Command, CrawlQueueEntry, Key, Message, Redirect, UriMsg, UriStructure};
 use crate::frame::Priority;
 use crate::marshal::{tag, Limits};
 
@@ -244,96 +242,10 @@ pub(crate) fn decode<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, M
     decode_ppdup(body, limits).or_else(|| decode_uri(body, limits))
 }
 
+/// PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK or PPDUP_REMOVE_OK as [`super::read_ppdup`] reads them.
 fn decode_ppdup<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, Message<'a>)> {
-    if body.len() > limits.max_size || limits.max_depth < 2 {
-        return None;
-    }
-    let mut c = Cursor { buf: body };
-    if c.take(6)? != b"(\x02\x00\x00\x00{" {
-        return None;
-    }
-    // The pairs, each key at most once and in the canonical order.
-    let mut fields: [Option<&'a [u8]>; Key::ALL.len()] = [None; Key::ALL.len()];
-    let mut cmd = None;
-    let mut last: Option<Key> = None;
-    loop {
-        if c.buf.first() == Some(&tag::NULL) {
-            c.take(1)?;
-            break;
-        }
-        let key = match c.string()? {
-            b"cs" => Key::Checksum,
-            b"dn" => Key::CollectionName,
-            b"id" => Key::Id,
-            b"cm" => Key::Cmd,
-            b"ur" => Key::Uri,
-            b"ou" => Key::OwnerUri,
-            b"pi" => Key::PpdupId,
-            b"db" => Key::DbName,
-            _ => return None,
-        };
-        if last.is_some_and(|l| l >= key) {
-            return None;
-        }
-        last = Some(key);
-        if key == Key::Cmd {
-            cmd = Some(c.int()?);
-        } else {
-            fields[key as usize] = Some(c.string()?);
-        }
-    }
-    let priority = Priority::from_i64(c.int()?.into())?;
-    if !c.buf.is_empty() {
-        return None;
-    }
-    let f = |k: Key| fields[k as usize].map(Cow::Borrowed);
-    let m = match Command::from_i64(cmd?.into())? {
-        cmd @ (Command::PpdupAdd | Command::PpdupRemove) => {
-            if f(Key::OwnerUri).is_some() {
-                return None;
-            }
-            let m = PpdupChecksum {
-                collection: f(Key::CollectionName)?,
-                node_id: f(Key::Id)?,
-                uri: f(Key::Uri)?,
-                checksum: Checksum(fields[Key::Checksum as usize]?.try_into().ok()?),
-                ppdup_id: f(Key::PpdupId),
-                dbname: f(Key::DbName),
-            };
-            if cmd == Command::PpdupAdd {
-                Message::PpdupAdd(m)
-            } else {
-                Message::PpdupRemove(m)
-            }
-        }
-        Command::PpdupAddOk => {
-            if f(Key::Checksum).is_some() {
-                return None;
-            }
-            Message::PpdupAddOk(PpdupAddOk {
-                collection: f(Key::CollectionName)?,
-                node_id: f(Key::Id)?,
-                uri: f(Key::Uri)?,
-                owner_uri: f(Key::OwnerUri),
-                ppdup_id: f(Key::PpdupId),
-                dbname: f(Key::DbName),
-            })
-        }
-        Command::PpdupRemoveOk => {
-            if f(Key::Checksum).is_some() || f(Key::OwnerUri).is_some() {
-                return None;
-            }
-            Message::PpdupRemoveOk(PpdupRemoveOk {
-                collection: f(Key::CollectionName)?,
-                uri: f(Key::Uri)?,
-                node_id: f(Key::Id),
-                ppdup_id: f(Key::PpdupId),
-                dbname: f(Key::DbName),
-            })
-        }
-        _ => return None,
-    };
-    Some((priority, m))
+    let (priority, m) = super::ppdup_ref::read_ppdup(body, limits)?;
+    Some((priority, m.into_message()))
 }
 
 impl<'a> Cursor<'a> {

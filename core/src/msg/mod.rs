@@ -27,12 +27,13 @@ mod codec;
 mod flat;
 mod message;
 mod ppdup;
+mod ppdup_ref;
 mod reader;
 pub mod types;
 
 use std::fmt;
 
-pub use answer::encode_add_ok_frame;
+pub use answer::{encode_add_ok_frame, encode_checksum_frame};
 pub use cmd_adm::{ConfRefresh, ConfSpec, ConfSuspend, FeedingSuspend, PreemptSite};
 pub use cmd_um::{
     AddRoute, ConfState, DeleteSite, DeleteUris, DnsReply, DnsRequest, Init, Log, Quarantine,
@@ -47,6 +48,7 @@ pub use ppdup::{
     Checksum, PpdupAddOk, PpdupChecksum, PpdupConfRemove, PpdupConfigAck, PpdupError,
     PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
 };
+pub use ppdup_ref::{read_ppdup, ChecksumRef, PpdupRef};
 pub use reader::Bytes;
 pub use types::{AddrInfo, CrawlQueueEntry, Redirect, UriStructure};
 

@@ -3,6 +3,7 @@
 use super::*;
 use crate::frame;
 use crate::marshal::{self, Value};
+use crate::msg::{Checksum, PpdupAddOk, PpdupChecksum, PpdupRemoveOk};
 
 fn b(s: &str) -> Cow<'static, [u8]> {
     Cow::Owned(s.as_bytes().to_vec())

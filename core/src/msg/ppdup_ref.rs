@@ -1,0 +1,218 @@
+//! PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK and PPDUP_REMOVE_OK (MS-FSCMT 2.2.5) read from a frame
+//! body in the canonical layout, borrowed from it: the duplicate server's hot path hands the
+//! borrowed view straight to its handler, with no [`Message`] built or moved on the way (a
+//! message is the size of its largest variant, a crawl queue entry, and each move of it was a
+//! copy of that size).
+//!
+//! The layout read is exactly the one `flat.rs` writes and [`super::flat`]'s decoder accepts (it
+//! reads these four messages through [`read_ppdup`]): keys are two-byte `'s'` strings in the
+//! canonical order, each at most once, values `'s'` strings but PKT_CMD an `'i'` integer.
+//! Anything else is `None`, for the general decoder.
+
+use std::borrow::Cow;
+
+use super::{Checksum, Command, Message, PpdupAddOk, PpdupChecksum, PpdupRemoveOk};
+use crate::frame::Priority;
+use crate::marshal::{tag, Limits};
+
+/// PPDUP_ADD / PPDUP_REMOVE borrowed: [`PpdupChecksum`] with plain slices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChecksumRef<'a> {
+    /// PKT_DSPECNAME.
+    pub collection: &'a [u8],
+    /// PKT_ID.
+    pub node_id: &'a [u8],
+    /// PKT_URI.
+    pub uri: &'a [u8],
+    /// PKT_CSUM.
+    pub checksum: Checksum,
+    /// PKT_PPDUP_ID (server to replica only).
+    pub ppdup_id: Option<&'a [u8]>,
+    /// PKT_DBNAME (server to replica only).
+    pub dbname: Option<&'a [u8]>,
+}
+
+impl<'a> ChecksumRef<'a> {
+    /// The view of a typed message.
+    pub fn of(m: &'a PpdupChecksum<'_>) -> ChecksumRef<'a> {
+        ChecksumRef {
+            collection: &m.collection,
+            node_id: &m.node_id,
+            uri: &m.uri,
+            checksum: m.checksum,
+            ppdup_id: m.ppdup_id.as_deref(),
+            dbname: m.dbname.as_deref(),
+        }
+    }
+
+    /// The typed message, borrowing the same bytes.
+    pub fn to_message(&self) -> PpdupChecksum<'a> {
+        PpdupChecksum {
+            collection: Cow::Borrowed(self.collection),
+            node_id: Cow::Borrowed(self.node_id),
+            uri: Cow::Borrowed(self.uri),
+            checksum: self.checksum,
+            ppdup_id: self.ppdup_id.map(Cow::Borrowed),
+            dbname: self.dbname.map(Cow::Borrowed),
+        }
+    }
+}
+
+/// One of the four PPDUP messages read by [`read_ppdup`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PpdupRef<'a> {
+    /// PPDUP_ADD.
+    Add(ChecksumRef<'a>),
+    /// PPDUP_REMOVE.
+    Remove(ChecksumRef<'a>),
+    /// PPDUP_ADD_OK.
+    AddOk(PpdupAddOk<'a>),
+    /// PPDUP_REMOVE_OK.
+    RemoveOk(PpdupRemoveOk<'a>),
+}
+
+impl<'a> PpdupRef<'a> {
+    /// The typed message, borrowing the same bytes.
+    pub fn into_message(self) -> Message<'a> {
+        match self {
+            PpdupRef::Add(c) => Message::PpdupAdd(c.to_message()),
+            PpdupRef::Remove(c) => Message::PpdupRemove(c.to_message()),
+            PpdupRef::AddOk(ok) => Message::PpdupAddOk(ok),
+            PpdupRef::RemoveOk(ok) => Message::PpdupRemoveOk(ok),
+        }
+    }
+}
+
+/// A two-byte key as one number, for matching.
+const fn key(k: &[u8; 2]) -> u16 {
+    u16::from_le_bytes(*k)
+}
+
+/// The rank of a key these messages carry: its place in the canonical order.
+fn rank(k: u16) -> Option<usize> {
+    const CS: u16 = key(b"cs");
+    const DN: u16 = key(b"dn");
+    const ID: u16 = key(b"id");
+    const CM: u16 = key(b"cm");
+    const UR: u16 = key(b"ur");
+    const OU: u16 = key(b"ou");
+    const PI: u16 = key(b"pi");
+    const DB: u16 = key(b"db");
+    Some(match k {
+        CS => 0,
+        DN => 1,
+        ID => 2,
+        CM => CMD,
+        UR => 4,
+        OU => 5,
+        PI => 6,
+        DB => 7,
+        _ => return None,
+    })
+}
+
+/// The rank of PKT_CMD, whose value is an integer.
+const CMD: usize = 3;
+/// Keys in all.
+const KEYS: usize = 8;
+
+/// Reads a frame body holding PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK or PPDUP_REMOVE_OK in the
+/// canonical layout, borrowing its strings; `None` for anything else (other commands, other key
+/// orders or string forms, missing or extra keys, any error), which the caller then hands to
+/// the general decoder.
+pub fn read_ppdup<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, PpdupRef<'a>)> {
+    if body.len() > limits.max_size || limits.max_depth < 2 {
+        return None;
+    }
+    let mut rest = body.strip_prefix(b"(\x02\x00\x00\x00{")?;
+    // The pairs, each key at most once and in the canonical order. Every key is a two-byte
+    // string, so a pair starts with 12 bytes of known layout (the key, then its value's tag and
+    // length or integer), read at once and the key matched as one number.
+    let mut fields: [Option<&'a [u8]>; KEYS] = [None; KEYS];
+    let mut cmd = None;
+    let mut next = 0;
+    loop {
+        if rest.first() == Some(&tag::NULL) {
+            rest = &rest[1..];
+            break;
+        }
+        let h: &[u8; 12] = rest.get(..12)?.try_into().ok()?;
+        if h[..5] != [tag::STRING, 2, 0, 0, 0] {
+            return None;
+        }
+        let rank = rank(u16::from_le_bytes([h[5], h[6]]))?;
+        if rank < next {
+            return None;
+        }
+        next = rank + 1;
+        let n = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+        if rank == CMD {
+            if h[7] != tag::INT {
+                return None;
+            }
+            cmd = Some(n as i32);
+            rest = &rest[12..];
+        } else {
+            if h[7] != tag::STRING {
+                return None;
+            }
+            let end = 12usize.checked_add(n as usize)?;
+            fields[rank] = Some(rest.get(12..end)?);
+            rest = &rest[end..];
+        }
+    }
+    // The priority, and nothing after it.
+    let &[tag::INT, a, b, c, d] = rest else {
+        return None;
+    };
+    let priority = Priority::from_i64(i32::from_le_bytes([a, b, c, d]).into())?;
+    let [cs, dn, id, _, ur, ou, pi, db] = fields;
+    let b = |v: Option<&'a [u8]>| v.map(Cow::Borrowed);
+    let m = match Command::from_i64(cmd?.into())? {
+        cmd @ (Command::PpdupAdd | Command::PpdupRemove) => {
+            if ou.is_some() {
+                return None;
+            }
+            let m = ChecksumRef {
+                collection: dn?,
+                node_id: id?,
+                uri: ur?,
+                checksum: Checksum(cs?.try_into().ok()?),
+                ppdup_id: pi,
+                dbname: db,
+            };
+            if cmd == Command::PpdupAdd {
+                PpdupRef::Add(m)
+            } else {
+                PpdupRef::Remove(m)
+            }
+        }
+        Command::PpdupAddOk => {
+            if cs.is_some() {
+                return None;
+            }
+            PpdupRef::AddOk(PpdupAddOk {
+                collection: b(dn)?,
+                node_id: b(id)?,
+                uri: b(ur)?,
+                owner_uri: b(ou),
+                ppdup_id: b(pi),
+                dbname: b(db),
+            })
+        }
+        Command::PpdupRemoveOk => {
+            if cs.is_some() || ou.is_some() {
+                return None;
+            }
+            PpdupRef::RemoveOk(PpdupRemoveOk {
+                collection: b(dn)?,
+                uri: b(ur)?,
+                node_id: b(id),
+                ppdup_id: b(pi),
+                dbname: b(db),
+            })
+        }
+        _ => return None,
+    };
+    Some((priority, m))
+}
