@@ -8,13 +8,15 @@
 //! receiver's sessions spool together ([`Spooler`]), so that a burst of reports (every site's
 //! at the same second) costs one file and its two syncs per group of sessions waiting at once,
 //! not per report. A batch holds each mail as its length (4 bytes, big-endian) and its bytes;
-//! names start with the time they were written, so name order is arrival order for both kinds.
+//! names start with the time they were written, so name order is arrival order for both kinds
+//! (several batches may be written at once, but a session sends its next mail only once the
+//! one before is answered, so its mails are in name order).
 
-use std::collections::VecDeque;
 use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -58,31 +60,35 @@ fn write_durably(data_dir: &Path, ext: &str, bytes: &[u8]) -> io::Result<PathBuf
     Ok(dst)
 }
 
-/// Puts the mails of concurrent callers in the spool of one data directory together: the
-/// first caller to find no write under way writes every mail waiting then as one batch file,
-/// the others wait for the batch that holds theirs (group commit).
+/// Puts the mails of concurrent callers in the spool of one data directory together: a caller
+/// that finds fewer than [`WRITERS`] batches under way writes every mail waiting then as one
+/// batch file, the others wait for the batch that holds theirs (group commit).
+///
+/// Several batches are written at once because a durable write is mostly waiting for the
+/// disk's journal: on a busy disk one takes 5-40 ms, and a burst of reports (every site's at
+/// the same second) came in as three or four batches one after another, each mail waiting for
+/// the batch before its own. Syncs issued together share the journal's commits, so a mail
+/// arriving while a batch is being synced starts its own at once. Each mail is still answered
+/// only once its own batch is synced and renamed in, and the directory synced.
 pub struct Spooler {
     data_dir: PathBuf,
     state: Mutex<Group>,
     done: Condvar,
 }
 
+/// Batches written at once.
+pub const WRITERS: usize = 4;
+
+/// What a caller waits for: its mail's batch written (`Ok`) or failed (why).
+type Outcome = Arc<OnceLock<Result<(), String>>>;
+
 #[derive(Default)]
 struct Group {
-    /// Mails waiting for the next batch; the first is number `next - waiting.len()`.
-    waiting: Vec<Vec<u8>>,
-    /// Numbers given so far.
-    next: u64,
-    /// Mails numbered below this are written (or failed).
-    written: u64,
-    /// A batch under way.
-    writing: bool,
-    /// The latest batches that failed: first and end numbers, and why.
-    failed: VecDeque<(u64, u64, String)>,
+    /// Mails waiting for the next batch, each with its caller's outcome.
+    waiting: Vec<(Vec<u8>, Outcome)>,
+    /// Batches under way.
+    writing: usize,
 }
-
-/// Failed batches remembered for the callers still to wake.
-const FAILED_KEPT: usize = 64;
 
 impl Spooler {
     /// The spooler of data directory `data_dir`.
@@ -96,35 +102,30 @@ impl Spooler {
 
     /// Puts `mail` in the spool, durably, with the mails of whoever else is putting one.
     pub fn put(&self, mail: Vec<u8>) -> io::Result<()> {
+        let mine = Outcome::default();
         let mut g = self.state.lock();
-        let mine = g.next;
-        g.next += 1;
-        g.waiting.push(mail);
+        g.waiting.push((mail, mine.clone()));
         loop {
-            if g.written > mine {
-                return match g.failed.iter().find(|(a, b, _)| (*a..*b).contains(&mine)) {
-                    Some((_, _, e)) => Err(io::Error::other(e.clone())),
-                    None => Ok(()),
-                };
+            if let Some(r) = mine.get() {
+                return r.clone().map_err(io::Error::other);
             }
-            if g.writing {
+            // A caller writes only a batch holding its own mail, so that its answer never
+            // waits for a batch of others' mails after its own is written.
+            let waiting = g.waiting.iter().any(|(_, o)| Arc::ptr_eq(o, &mine));
+            if g.writing >= WRITERS || !waiting {
                 self.done.wait(&mut g);
                 continue;
             }
-            g.writing = true;
+            g.writing += 1;
             let batch = std::mem::take(&mut g.waiting);
-            let (first, end) = (g.next - batch.len() as u64, g.next);
             drop(g);
-            let r = self.write_batch(&batch);
-            g = self.state.lock();
-            g.writing = false;
-            g.written = end;
-            if let Err(e) = r {
-                g.failed.push_back((first, end, e.to_string()));
-                if g.failed.len() > FAILED_KEPT {
-                    g.failed.pop_front();
-                }
+            let (mails, outcomes): (Vec<Vec<u8>>, Vec<Outcome>) = batch.into_iter().unzip();
+            let r = self.write_batch(&mails).map_err(|e| e.to_string());
+            for o in outcomes {
+                let _ = o.set(r.clone());
             }
+            g = self.state.lock();
+            g.writing -= 1;
             self.done.notify_all();
         }
     }
