@@ -57,6 +57,36 @@ impl Room<'_> {
         i[1..].copy_from_slice(&v.to_le_bytes());
         self.put(&i);
     }
+
+    /// The PKT_CMD pair.
+    #[inline]
+    fn cmd(&mut self, command: Command) {
+        self.str(Key::Cmd.wire().as_bytes());
+        self.int(command as i32);
+    }
+}
+
+/// Appends one whole frame whose body is `body` bytes ([`FIXED`] and the pairs): the length
+/// header, the 2-tuple and the dict opened, the dict's pairs written by `pairs` (PKT_CMD among
+/// them, in key order), the dict closed and the priority. The room is made in one step and
+/// filled piece by piece, without a capacity check per piece.
+fn dict_frame(
+    out: &mut Vec<u8>,
+    body: usize,
+    priority: Priority,
+    pairs: impl FnOnce(&mut Room<'_>),
+) {
+    let start = out.len();
+    out.resize(start + HEADER_LEN + body, 0);
+    let mut w = Room {
+        rest: &mut out[start..],
+    };
+    w.put(&(body as u32).to_be_bytes());
+    w.put(&[tag::TUPLE, 2, 0, 0, 0, tag::DICT]);
+    pairs(&mut w);
+    w.put(&[tag::NULL]);
+    w.int(priority.as_i64() as i32);
+    debug_assert!(w.rest.is_empty(), "the frame fills the room made for it");
 }
 
 /// Appends one whole frame (length header included) carrying `ok` at `priority`: the bytes
@@ -75,30 +105,21 @@ pub fn encode_add_ok_frame(ok: &PpdupAddOk<'_>, priority: Priority, out: &mut Ve
         + opt(Key::OwnerUri, &ok.owner_uri)
         + opt(Key::PpdupId, &ok.ppdup_id)
         + opt(Key::DbName, &ok.dbname);
-    let start = out.len();
-    out.resize(start + HEADER_LEN + body, 0);
-    let mut w = Room {
-        rest: &mut out[start..],
-    };
-    w.put(&(body as u32).to_be_bytes());
-    w.put(&[tag::TUPLE, 2, 0, 0, 0, tag::DICT]);
-    w.pair(Key::CollectionName, &ok.collection);
-    w.pair(Key::Id, &ok.node_id);
-    w.str(Key::Cmd.wire().as_bytes());
-    w.int(Command::PpdupAddOk as i32);
-    w.pair(Key::Uri, &ok.uri);
-    for (key, v) in [
-        (Key::OwnerUri, &ok.owner_uri),
-        (Key::PpdupId, &ok.ppdup_id),
-        (Key::DbName, &ok.dbname),
-    ] {
-        if let Some(v) = v {
-            w.pair(key, v);
+    dict_frame(out, body, priority, |w| {
+        w.pair(Key::CollectionName, &ok.collection);
+        w.pair(Key::Id, &ok.node_id);
+        w.cmd(Command::PpdupAddOk);
+        w.pair(Key::Uri, &ok.uri);
+        for (key, v) in [
+            (Key::OwnerUri, &ok.owner_uri),
+            (Key::PpdupId, &ok.ppdup_id),
+            (Key::DbName, &ok.dbname),
+        ] {
+            if let Some(v) = v {
+                w.pair(key, v);
+            }
         }
-    }
-    w.put(&[tag::NULL]);
-    w.int(priority.as_i64() as i32);
-    debug_assert!(w.rest.is_empty(), "the frame fills the room made for it");
+    });
 }
 
 /// Appends one whole frame (length header included) carrying PPDUP_ADD or PPDUP_REMOVE
@@ -124,27 +145,18 @@ pub fn encode_checksum_frame(
         + m.uri.len()
         + opt(Key::PpdupId, m.ppdup_id)
         + opt(Key::DbName, m.dbname);
-    let start = out.len();
-    out.resize(start + HEADER_LEN + body, 0);
-    let mut w = Room {
-        rest: &mut out[start..],
-    };
-    w.put(&(body as u32).to_be_bytes());
-    w.put(&[tag::TUPLE, 2, 0, 0, 0, tag::DICT]);
-    w.pair(Key::Checksum, &m.checksum.0);
-    w.pair(Key::CollectionName, m.collection);
-    w.pair(Key::Id, m.node_id);
-    w.str(Key::Cmd.wire().as_bytes());
-    w.int(command as i32);
-    w.pair(Key::Uri, m.uri);
-    for (key, v) in [(Key::PpdupId, m.ppdup_id), (Key::DbName, m.dbname)] {
-        if let Some(v) = v {
-            w.pair(key, v);
+    dict_frame(out, body, priority, |w| {
+        w.pair(Key::Checksum, &m.checksum.0);
+        w.pair(Key::CollectionName, m.collection);
+        w.pair(Key::Id, m.node_id);
+        w.cmd(command);
+        w.pair(Key::Uri, m.uri);
+        for (key, v) in [(Key::PpdupId, m.ppdup_id), (Key::DbName, m.dbname)] {
+            if let Some(v) = v {
+                w.pair(key, v);
+            }
         }
-    }
-    w.put(&[tag::NULL]);
-    w.int(priority.as_i64() as i32);
-    debug_assert!(w.rest.is_empty(), "the frame fills the room made for it");
+    });
 }
 
 #[cfg(test)]
