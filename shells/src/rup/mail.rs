@@ -7,7 +7,7 @@
 //! (its lines are kept under 1,000 bytes, so it goes as 7bit, byte for byte). The role thread
 //! hands over one [`Mail`] at a time per robot and learns how each went from a [`Sent`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,6 +91,56 @@ pub fn record_sent(registry: &mut Registry, mail: &Mail, now: i64) -> Result<(),
         r.next_due = now + period;
     }
     registry.update(r).map_err(|e| e.to_string())
+}
+
+/// The reports handed to the mail thread and not settled yet, and the robots whose last send
+/// failed: what a RUP server (and each host of the synthetic web) keeps between its ticks.
+pub struct Outbox {
+    tx: Sender<Mail>,
+    /// Robots (by key) whose report is with the mail thread.
+    in_flight: HashSet<String>,
+    /// Robots whose last report was not sent: not before this time.
+    retry_at: HashMap<String, i64>,
+}
+
+impl Outbox {
+    /// An outbox handing its mails to the mail thread through `tx`.
+    pub fn new(tx: Sender<Mail>) -> Outbox {
+        Outbox {
+            tx,
+            in_flight: HashSet::new(),
+            retry_at: HashMap::new(),
+        }
+    }
+
+    /// Hands the mail thread the report of every robot of `registry` due at `now` (3.3.3), but
+    /// for those whose report is already with it or whose last send failed less than the retry
+    /// time ago.
+    pub fn send_due(&mut self, registry: &Registry, offer: &Offer, modlog: &ModLog, now: i64) {
+        for key in registry.due(now) {
+            if self.in_flight.contains(&key) || self.retry_at.get(&key).is_some_and(|t| *t > now) {
+                continue;
+            }
+            let Some(r) = registry.get(&key) else {
+                continue;
+            };
+            if self.tx.send(report_for(offer, modlog, r)).is_ok() {
+                self.in_flight.insert(key);
+            }
+        }
+    }
+
+    /// Settles the mail thread's outcome `s`: a failed report is tried again `retry_secs` after
+    /// `now`. True when it was sent (the caller then records it, [`record_sent`]).
+    pub fn settle(&mut self, s: &Sent, now: i64, retry_secs: i64) -> bool {
+        self.in_flight.remove(&s.mail.key);
+        if s.result.is_err() {
+            self.retry_at.insert(s.mail.key.clone(), now + retry_secs);
+            return false;
+        }
+        self.retry_at.remove(&s.mail.key);
+        true
+    }
 }
 
 /// Starts the sending thread: mails from `rx`, outcomes to `tx`, through the SMTP servers of

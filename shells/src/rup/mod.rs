@@ -16,7 +16,7 @@ mod files;
 pub(crate) mod mail;
 mod scan;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -125,11 +125,7 @@ struct Server {
     registry: Registry,
     modlog: ModLog,
     handle: Handle,
-    mail_tx: crossbeam_channel::Sender<mail::Mail>,
-    /// Robots whose report is with the mail thread.
-    in_flight: HashSet<String>,
-    /// Robots whose last send failed: not before this time.
-    retry_at: HashMap<String, i64>,
+    outbox: mail::Outbox,
     retry_secs: i64,
     rescan_every: Duration,
     last_rescan: Instant,
@@ -252,9 +248,7 @@ pub fn run(args: &RupServerArgs, stop: &crate::stop::Stop) -> Result<(), String>
         registry,
         modlog,
         handle: lp.handle.clone(),
-        mail_tx,
-        in_flight: HashSet::new(),
-        retry_at: HashMap::new(),
+        outbox: mail::Outbox::new(mail_tx),
         retry_secs: args.retry_secs as i64,
         rescan_every: Duration::from_secs(args.rescan_secs),
         last_rescan: Instant::now(),
@@ -391,38 +385,26 @@ impl Server {
             self.expire();
         }
         let now = clock::unix_now();
-        for key in self.registry.due(now) {
-            if self.in_flight.contains(&key) || self.retry_at.get(&key).is_some_and(|t| *t > now) {
-                continue;
-            }
-            let Some(r) = self.registry.get(&key) else {
-                continue;
-            };
-            let mail = mail::report_for(&self.offer, &self.modlog, r);
-            if self.mail_tx.send(mail).is_ok() {
-                self.in_flight.insert(key);
-            }
-        }
+        self.outbox
+            .send_due(&self.registry, &self.offer, &self.modlog, now);
     }
 
     /// The mail thread's outcome for one report.
     fn sent(&mut self, s: mail::Sent) {
-        let key = s.mail.key.clone();
-        self.in_flight.remove(&key);
         let now = clock::unix_now();
-        if let Err(e) = s.result {
+        if !self.outbox.settle(&s, now, self.retry_secs) {
             self.stats.lock().reports_failed += 1;
-            warn_limited!(
-                "rup-mail",
-                "report {} to {} not sent (tried again in {} s): {e}",
-                s.mail.seq,
-                s.mail.to,
-                self.retry_secs
-            );
-            self.retry_at.insert(key, now + self.retry_secs);
+            if let Err(e) = &s.result {
+                warn_limited!(
+                    "rup-mail",
+                    "report {} to {} not sent (tried again in {} s): {e}",
+                    s.mail.seq,
+                    s.mail.to,
+                    self.retry_secs
+                );
+            }
             return;
         }
-        self.retry_at.remove(&key);
         self.stats.lock().reports_sent += 1;
         if let Err(e) = mail::record_sent(&mut self.registry, &s.mail, now) {
             warn_limited!("rup-registry", "sequence number not written: {e}");

@@ -12,7 +12,7 @@
 //!
 //! [`ChangeSchedule`]: crawlfleet_core::synthweb::ChangeSchedule
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -28,9 +28,9 @@ use crawlfleet_core::rup::report::ChangeKind;
 use crawlfleet_core::rup::{Refusal, Span, Unit};
 use crawlfleet_core::synthweb::{ChangeSchedule, Reply, SyntheticWeb};
 use crawlfleet_core::{clock, warn_limited};
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
-use crate::rup::mail::{self, Mail, Sent, Targets};
+use crate::rup::mail::{self, Outbox, Sent, Targets};
 
 /// The CGI's path on every host (rupinfo.txt's RUP-CGI is the host's URL base plus this).
 pub const CGI_PATH: &str = "/rup-cgi";
@@ -119,12 +119,8 @@ pub(super) struct WebRup {
     sites: HashMap<u32, Site>,
     /// Hosts whose registry or log could not be opened (answered 503, tried again later).
     broken: HashMap<u32, Instant>,
-    mail_tx: Sender<Mail>,
+    outbox: Outbox,
     sent_rx: Receiver<Sent>,
-    /// Robots (by key) whose report is with the mail thread.
-    in_flight: HashSet<String>,
-    /// Robots whose last report was not sent: not before this time.
-    retry_at: HashMap<String, i64>,
     expired_at: Instant,
     activity: Arc<parking_lot::Mutex<RupActivity>>,
 }
@@ -145,10 +141,8 @@ impl WebRup {
             web,
             sites: HashMap::new(),
             broken: HashMap::new(),
-            mail_tx,
+            outbox: Outbox::new(mail_tx),
             sent_rx,
-            in_flight: HashSet::new(),
-            retry_at: HashMap::new(),
             expired_at: Instant::now(),
             activity,
         })
@@ -298,37 +292,24 @@ impl WebRup {
             }
         }
         for site in self.sites.values() {
-            for key in site.registry.due(now) {
-                if self.in_flight.contains(&key)
-                    || self.retry_at.get(&key).is_some_and(|t| *t > now)
-                {
-                    continue;
-                }
-                let Some(r) = site.registry.get(&key) else {
-                    continue;
-                };
-                let m = mail::report_for(&site.offer, &site.modlog, r);
-                if self.mail_tx.send(m).is_ok() {
-                    self.in_flight.insert(key);
-                }
-            }
+            self.outbox
+                .send_due(&site.registry, &site.offer, &site.modlog, now);
         }
     }
 
     fn sent(&mut self, s: Sent, now: i64) {
-        self.in_flight.remove(&s.mail.key);
-        if let Err(e) = s.result {
-            warn_limited!(
-                "synthweb-rup",
-                "report {} for {} to {} not sent (tried again in {RETRY_SECS} s): {e}",
-                s.mail.seq,
-                s.mail.url_base,
-                s.mail.to
-            );
-            self.retry_at.insert(s.mail.key, now + RETRY_SECS);
+        if !self.outbox.settle(&s, now, RETRY_SECS) {
+            if let Err(e) = &s.result {
+                warn_limited!(
+                    "synthweb-rup",
+                    "report {} for {} to {} not sent (tried again in {RETRY_SECS} s): {e}",
+                    s.mail.seq,
+                    s.mail.url_base,
+                    s.mail.to
+                );
+            }
             return;
         }
-        self.retry_at.remove(&s.mail.key);
         self.activity.lock().reports_sent += 1;
         let site = self
             .sites
