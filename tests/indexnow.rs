@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use crate::sitemaps::{collection_xml, free_admin, standalone_node, Resource, TestSite};
-use crate::util::{json_line, python3, temp_dir, wait_until, KillOnDrop};
+use crate::util::{json_line, python3, stop_up_summary, temp_dir, wait_until, KillOnDrop};
 
 /// A client as the IndexNow documentation describes one: POST of a JSON body
 /// (`Content-Type: application/json; charset=utf-8`) or GET with a query, `N` times; prints
@@ -220,7 +220,7 @@ fn indexnow_submissions_are_checked_answered_and_queued() {
 /// no collection): every submission answered 200 or 202 hands its URL on, once the key holds.
 #[test]
 fn up_summary_counts_the_indexnow_urls_dropped() {
-    use std::io::{BufReader, Read};
+    use std::io::BufReader;
     use std::process::{Command, Stdio};
     let dir = temp_dir("indexnow-up");
     let other = TestSite::start(Ipv4Addr::new(127, 94, 1, 2));
@@ -259,16 +259,7 @@ fn up_summary_counts_the_indexnow_urls_dropped() {
         }
         code == 200
     });
-    let stopped = Command::new("kill")
-        .args(["-INT", &up.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(stopped.success());
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    assert!(up.wait().unwrap().success(), "{rest}");
-    let summary: serde_json::Value =
-        serde_json::from_str(rest.trim().lines().last().unwrap_or("")).unwrap();
+    let summary = stop_up_summary(&mut up, &mut out);
     assert_eq!(
         summary["indexnow_dropped"].as_u64(),
         Some(handed),

@@ -4,13 +4,13 @@
 //! names are fetched again, and no other.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufReader, Read};
+use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crate::rup::peer::{post, pre};
-use crate::util::{json_line, temp_dir, wait_until, KillOnDrop};
+use crate::util::{json_line, stop_up_summary, temp_dir, wait_until, KillOnDrop};
 
 /// The access log's lines: host, path, start (Unix seconds).
 fn accesses(log: &Path) -> Vec<(String, String, f64)> {
@@ -124,16 +124,7 @@ fn up_shows_rup_registrations_reports_and_refetches_of_changed_pages_only() {
         "fetched again though unchanged: {unchanged:?}"
     );
 
-    let stopped = Command::new("kill")
-        .args(["-INT", &up.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(stopped.success());
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    assert!(up.wait().unwrap().success(), "{rest}");
-    let summary: serde_json::Value =
-        serde_json::from_str(rest.trim().lines().last().unwrap_or("")).unwrap();
+    let summary = stop_up_summary(&mut up, &mut out);
     let rup = &summary["rup"];
     assert_eq!(rup["sites_registered"].as_u64(), Some(2), "{summary}");
     let received = rup["reports_received"].as_u64().unwrap();

@@ -316,3 +316,20 @@ pub fn json_line(out: &mut impl BufRead) -> serde_json::Value {
     out.read_line(&mut line).unwrap();
     serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
 }
+
+/// Stops `up` with SIGINT (as Ctrl-C does), waits for it to exit successfully, and returns the
+/// summary it prints last, as JSON (`up --json`); `out` is the rest of its standard output.
+pub fn stop_up_summary(
+    up: &mut std::process::Child,
+    out: &mut impl std::io::Read,
+) -> serde_json::Value {
+    let stopped = Command::new("kill")
+        .args(["-INT", &up.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(up.wait().unwrap().success(), "{rest}");
+    serde_json::from_str(rest.trim().lines().last().unwrap_or("")).unwrap()
+}
