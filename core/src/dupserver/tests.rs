@@ -352,20 +352,7 @@ fn with_a_replica_a_new_checksum_is_answered_after_the_replicas_add_ok() {
         other => panic!("{other:?}"),
     }
     // The replica acknowledges: node A is answered, then node B's queued add.
-    let Message::PpdupAdd(fwd) = out[1].1.clone() else {
-        unreachable!()
-    };
-    s.handle_message(
-        REPLICA,
-        Message::PpdupAddOk(PpdupAddOk {
-            collection: fwd.collection,
-            node_id: fwd.node_id,
-            uri: fwd.uri,
-            owner_uri: None,
-            ppdup_id: fwd.ppdup_id,
-            dbname: fwd.dbname,
-        }),
-    );
+    s.handle_message(REPLICA, ok_of(&out[1].1));
     assert_eq!(
         sent(&mut s),
         vec![
