@@ -18,9 +18,14 @@ REDIS_DURABLE_PORT=${REDIS_DURABLE_PORT:-16389}
 if ! command -v redis-server >/dev/null; then
   apt-get update -qq && apt-get install -y -qq redis-server
 fi
-# `crawlfleet bench` runs the crawlfleet-bench executable built beside it.
-cargo build --release --quiet -p crawlfleet -p crawlfleet-bench
-bin=target/release/crawlfleet
+# `crawlfleet bench` runs the crawlfleet-bench executable built beside it. BIN_DIR names a
+# directory holding both (an earlier build kept for comparison, say) instead of building.
+if [ -n "${BIN_DIR:-}" ]; then
+  bin=$BIN_DIR/crawlfleet
+else
+  cargo build --release --quiet -p crawlfleet -p crawlfleet-bench
+  bin=target/release/crawlfleet
+fi
 work=$(mktemp -d)
 # Each process started leaves its pid in $work/*.pid: `start` runs in a command substitution
 # (a subshell), so a shell array would not see its pids.

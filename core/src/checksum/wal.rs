@@ -395,6 +395,7 @@ mod tests {
         }
         let written = wal.len();
         assert!(written > PREALLOC_STEP);
+        wal.log.settle_growth();
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(size > written && size.is_multiple_of(PREALLOC_STEP));
         drop(wal);

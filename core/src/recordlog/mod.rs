@@ -31,6 +31,7 @@
 //! their own payloads and file names, so their files are what they were before this module.
 
 pub(crate) mod framing;
+mod grow;
 mod writer;
 
 #[cfg(test)]

@@ -223,6 +223,7 @@ fn the_zeros_a_grown_log_ends_with_read_as_its_end() {
         w.commit().unwrap();
     }
     let written = w.len();
+    w.settle_growth();
     let size = fs::metadata(&path).unwrap().len();
     assert!(written > opts.grow_step && size > written);
     assert!(size.is_multiple_of(opts.grow_step));
@@ -570,4 +571,115 @@ fn a_failed_sync_keeps_the_records_written_since_the_last_commit_for_the_next() 
         assert_eq!(got, (0..5).map(payload).collect::<Vec<_>>());
         assert_eq!(rec.records, 5);
     }
+}
+
+#[test]
+fn a_log_grown_ahead_by_its_thread_keeps_every_record_across_reopens() {
+    let opts = Options {
+        grow_step: 8 << 10,
+        ..Options::new(PLAIN)
+    };
+    let (_dir, path) = tmp("grown-thread");
+    let mut want: Vec<Vec<u8>> = Vec::new();
+    for round in 0..5 {
+        // Reopened right after the drop of a writer whose grower may have been under way:
+        // every record is there, the zeros after them cut.
+        let (got, rec, mut w) = reopen(&path, opts);
+        assert_eq!(got, want, "round {round}");
+        assert_eq!(rec.intact_len, w.len());
+        for i in 0..200 {
+            let p = kilo_payload(round * 200 + i);
+            let need = (p.len() + HEADER) as u64;
+            w.make_room(need).unwrap();
+            // Room made is zeros on disk up to the end of this record at least.
+            let end = w.len() + w.pending_bytes() as u64 + need;
+            assert!(fs::metadata(&path).unwrap().len() >= end);
+            w.append(&p);
+            want.push(p);
+            if i % 3 == 0 {
+                w.write_pending().unwrap();
+            }
+            if i % 10 == 9 {
+                w.commit().unwrap();
+            }
+        }
+        w.commit().unwrap();
+        // Once the grower has caught up, a step or more of zeros lies ahead of the records.
+        w.settle_growth();
+        assert!(fs::metadata(&path).unwrap().len() >= w.len() + opts.grow_step);
+    }
+    let (got, _, _w) = reopen(&path, opts);
+    assert_eq!(got, want);
+}
+
+/// Set (to the log's path) in the child process of
+/// [`a_grown_log_refuses_records_while_the_disk_is_full_and_takes_them_after`] only.
+const GROW_CHILD_ENV: &str = "CRAWLFLEET_RECORDLOG_GROW_CHILD";
+
+/// The child: a log grown ahead in 16 KiB steps under a soft 32 KiB file size limit (SIGXFSZ
+/// ignored) admits 1000-byte records through [`LogWriter::make_room`] until its grower cannot
+/// write the zeros (EFBIG, as a full disk would): that room is refused, again when asked again,
+/// and the records admitted are all committed. Then the limit is lifted (room returns) and a
+/// record is admitted and committed after them.
+#[test]
+fn child_grows_past_a_file_size_limit() {
+    let Ok(path) = std::env::var(GROW_CHILD_ENV) else {
+        return;
+    };
+    let path = PathBuf::from(path);
+    let opts = Options {
+        grow_step: 16 << 10,
+        ..Options::new(PLAIN)
+    };
+    let (mut w, _) = LogWriter::open(&path, opts, |_| true).unwrap();
+    let need = (1000 + HEADER) as u64;
+    let mut admitted = 0;
+    let e = loop {
+        match w.make_room(need) {
+            Ok(()) => {
+                w.append(&kilo_payload(admitted));
+                w.commit().unwrap();
+                admitted += 1;
+            }
+            Err(e) => break e,
+        }
+        assert!(admitted < 1000, "the limit never refused the zeros");
+    };
+    assert!(e.is_no_space(), "{e}");
+    assert_eq!(e.action, "grow");
+    assert!(w.make_room(need).is_err());
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Fsize);
+    limit.current = limit.maximum;
+    setrlimit(Resource::Fsize, limit).unwrap();
+    w.make_room(need).unwrap();
+    w.append(b"after");
+    w.commit().unwrap();
+    println!("admitted {admitted}");
+}
+
+#[test]
+fn a_grown_log_refuses_records_while_the_disk_is_full_and_takes_them_after() {
+    let (_dir, path) = tmp("grow-full");
+    let stdout = run_limited(
+        "ulimit -S -f 64",
+        "child_grows_past_a_file_size_limit",
+        GROW_CHILD_ENV,
+        &path,
+    );
+    let admitted: usize = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("admitted "))
+        .expect("the child's count")
+        .parse()
+        .unwrap();
+    assert!(admitted >= 10, "{admitted} records under the limit");
+    let opts = Options {
+        grow_step: 16 << 10,
+        ..Options::new(PLAIN)
+    };
+    let (got, _, _w) = reopen(&path, opts);
+    let mut want: Vec<Vec<u8>> = (0..admitted).map(kilo_payload).collect();
+    want.push(b"after".to_vec());
+    assert_eq!(got, want);
 }

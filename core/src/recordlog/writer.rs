@@ -1,5 +1,6 @@
-//! The appending writer of a record log: group commit (plain or pipelined), a file grown ahead,
-//! torn-tail truncation on open, cut-back after a failed write, rotation and compaction.
+//! The appending writer of a record log: group commit (plain or pipelined), a file grown ahead
+//! (on a thread of its own, `grow.rs`), torn-tail truncation on open, cut-back after a failed
+//! write, rotation and compaction.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -7,6 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::grow::Grower;
 use super::{begin, read_log, seal, sync_parent, write_atomic, Format, LogError, Recovered};
 
 /// How a log is written.
@@ -16,7 +18,9 @@ pub struct Options {
     pub format: Format,
     /// Grow the file with zeros this many bytes at a time ahead of the records (0: append,
     /// the file ending at its last record). Records written over zeros make a sync flush data
-    /// only; a growing file makes ext4 commit its journal on every fdatasync too.
+    /// only; a growing file makes ext4 commit its journal on every fdatasync too. The zeros are
+    /// written and synced by a thread of the writer's, one to two steps ahead of the records,
+    /// so that neither the writing thread nor a commit's fdatasync waits for them.
     pub grow_step: u64,
     /// Bytes past which [`LogWriter::segment_full`] says to move on to a new file (0: never).
     pub segment_limit: u64,
@@ -33,9 +37,6 @@ impl Options {
     }
 }
 
-/// What the file is grown with.
-static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-
 /// An open log, appended to in groups; see the module documentation of [`crate::recordlog`].
 #[derive(Debug)]
 pub struct LogWriter {
@@ -46,8 +47,9 @@ pub struct LogWriter {
     pending_records: usize,
     /// Bytes of records written to the file; the next record goes at this offset.
     written_len: u64,
-    /// The file's size: records, then zeros up to here.
-    allocated: u64,
+    /// A log grown ahead ([`Options::grow_step`]): the grower of its file, which says up to
+    /// where zeros lie ready for records.
+    grower: Option<Grower>,
     /// Bytes [`LogWriter::commit`] made durable (a [`SyncPoint`] synced elsewhere is not
     /// counted).
     committed_len: u64,
@@ -178,14 +180,18 @@ impl LogWriter {
         }
         file.sync_all().map_err(|e| err("sync", e))?;
         sync_parent(path).map_err(|e| err("sync directory", e))?;
+        let path = Arc::new(path.to_owned());
+        let file = Arc::new(file);
+        let grower =
+            (opts.grow_step > 0).then(|| Grower::new(file.clone(), path.clone(), intact_len));
         Ok(LogWriter {
-            path: Arc::new(path.to_owned()),
-            file: Arc::new(file),
+            path,
+            file,
             opts,
             pending: Vec::with_capacity(1 << 16),
             pending_records: 0,
             written_len: intact_len,
-            allocated: intact_len,
+            grower,
             committed_len: intact_len,
             written_records: 0,
             cut_to: None,
@@ -245,16 +251,19 @@ impl LogWriter {
     }
 
     /// Makes sure the file has room for `need` more bytes of records beyond those written and
-    /// queued, growing it (with zeros, a step ahead) now if not. An error (the disk is full,
-    /// say) leaves the log as it was: the caller refuses the operation instead of queueing its
-    /// record, and [`LogWriter::write_pending`] never has to grow the file for what was
-    /// admitted. The usual case is one comparison. A log not grown ahead has nothing to check.
+    /// queued, waiting for the zeros if they are not ready yet (the grower thread keeps one to
+    /// two steps ahead, so that is rare). An error (the disk is full, say) leaves the log as it
+    /// was: the caller refuses the operation instead of queueing its record, and
+    /// [`LogWriter::write_pending`] never has to wait for room for what was admitted. The usual
+    /// case is two comparisons. A log not grown ahead has nothing to check.
+    #[inline]
     pub fn make_room(&mut self, need: u64) -> Result<(), LogError> {
         let end = self.written_len + self.pending.len() as u64 + need;
-        if self.opts.grow_step == 0 || end <= self.allocated {
-            return Ok(());
+        match &self.grower {
+            None => Ok(()),
+            Some(g) if end <= g.ready() && end + self.opts.grow_step <= g.asked() => Ok(()),
+            Some(_) => self.grow_for(end),
         }
-        self.grow_to(end)
     }
 
     /// Makes sure `need` more bytes of records beyond those written and queued can be written
@@ -276,28 +285,40 @@ impl LogWriter {
         Ok(())
     }
 
-    /// Grows the file with zeros to the step past `end`. On an error the allocated size stays
-    /// what it was (zeros written past it read as the end of the log, and are overwritten).
-    fn grow_to(&mut self, end: u64) -> Result<(), LogError> {
+    /// Asks the grower for zeros up to the step past `end` and one step more, when it was not
+    /// asked for that much yet, and waits until they are ready up to `end`. On an error the
+    /// ready length stays what it was (zeros written past it read as the end of the log, and
+    /// are overwritten).
+    #[cold]
+    fn grow_for(&mut self, end: u64) -> Result<(), LogError> {
         let step = self.opts.grow_step;
-        let target = end.div_ceil(step) * step;
-        let mut at = self.allocated;
-        while at < target {
-            let n = (target - at).min(ZEROS.len() as u64) as usize;
-            self.file
-                .write_all_at(&ZEROS[..n], at)
-                .map_err(|e| LogError::new(&self.path, "grow", e))?;
-            at += n as u64;
+        let Some(g) = self.grower.as_mut() else {
+            return Ok(());
+        };
+        if end + step > g.asked() {
+            g.ask((end.div_ceil(step) + 1) * step)?;
         }
-        self.allocated = target;
+        if end > g.ready() {
+            g.wait_ready(end)?;
+        }
         Ok(())
+    }
+
+    /// Waits until the grower has nothing under way (the file's size is then settled).
+    #[cfg(test)]
+    pub(crate) fn settle_growth(&self) {
+        if let Some(g) = &self.grower {
+            g.settle();
+        }
     }
 
     /// Cuts the file back to `len` bytes (a failed write or sync left garbage or unsynced
     /// records after it). If that fails too, the next write cuts first.
     fn cut_back(&mut self, len: u64) {
         self.written_len = len;
-        self.allocated = len;
+        if let Some(g) = self.grower.as_mut() {
+            g.reset(len);
+        }
         // The cut releases the blocks allocated ahead too.
         self.reserved_to = len;
         let cut = self.file.set_len(len).and_then(|()| self.file.sync_data());
@@ -327,17 +348,15 @@ impl LogWriter {
         }
         if !self.pending.is_empty() {
             let end = self.written_len + self.pending.len() as u64;
-            if self.opts.grow_step > 0 && end > self.allocated {
-                // Grow the file with zeros, a step past what this write needs. The size change
-                // becomes durable with the next sync, as an append's did.
-                self.grow_to(end)?;
+            if self.grower.as_ref().is_some_and(|g| end > g.ready()) {
+                // Records queued without room asked for: wait for the zeros.
+                self.grow_for(end)?;
             }
             if let Err(e) = self.file.write_all_at(&self.pending, self.written_len) {
                 self.cut_back(self.written_len);
                 return Err(LogError::new(&self.path, "write", e));
             }
             self.written_len = end;
-            self.allocated = self.allocated.max(end);
             self.written_records += self.pending_records;
             self.pending.clear();
             self.pending_records = 0;
@@ -506,12 +525,20 @@ impl LogWriter {
     pub fn clear(&mut self) -> Result<(), LogError> {
         let len = self.opts.format.magic.len() as u64;
         self.discard_pending();
-        self.file
-            .set_len(len)
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| LogError::new(&self.path, "truncate", e))?;
+        // The grower stops first: nothing may write zeros past the cut.
+        if let Some(g) = self.grower.as_mut() {
+            g.reset(len);
+        }
+        let cut = self.file.set_len(len).and_then(|()| self.file.sync_data());
+        if let Err(e) = cut {
+            // The records are still there: zeros go after them only.
+            let written = self.written_len;
+            if let Some(g) = self.grower.as_mut() {
+                g.reset(written);
+            }
+            return Err(LogError::new(&self.path, "truncate", e));
+        }
         self.written_len = len;
-        self.allocated = len;
         self.committed_len = len;
         self.written_records = 0;
         self.reserved_to = len;
