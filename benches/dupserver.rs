@@ -5,6 +5,11 @@
 //!   one decode per frame, the checksum store and its write-ahead log record, the PPDUP_ADD_OK
 //!   written into the peer's output buffer; then `write_log` (the log written, not synced: the
 //!   fdatasync is the disk's cost, not the handling's), once per window as the shell does.
+//! - `handle_frames_with_replica`: the same window on a server with its replica connected: each
+//!   new checksum forwarded (PPDUP_ADD with PKT_PPDUP_ID and PKT_DBNAME) and its answer held;
+//!   then the replica's PPDUP_ADD_OKs for the window (made by a replica state machine outside
+//!   the clock) handled by the server, which releases the held answers. Only the server's work
+//!   is timed.
 //! - `ppdup_add_ok`: the answer alone, `encode_add_ok_frame` (written straight into the output
 //!   buffer) against `frame::encode_message` of the same typed message.
 //!
@@ -26,6 +31,21 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 /// Adds in a window (`crawlfleet bench dup --pipeline`).
 const WINDOW: usize = 256;
 const NODE: u64 = 1;
+/// The server's connection to its replica, and the replica's to the server.
+const REPLICA: u64 = 2;
+const SERVER: u64 = 3;
+
+/// The frame bodies of `frames` (whole frames back to back, as queued for a peer).
+fn bodies_of(frames: &[u8]) -> Vec<&[u8]> {
+    let limits = Default::default();
+    let mut out = Vec::new();
+    let mut rest = frames;
+    while let Some((body, used)) = frame::split(rest, &limits).expect("valid frames") {
+        out.push(body);
+        rest = &rest[used..];
+    }
+    out
+}
 
 /// `n` PPDUP_ADD frames from one node, back to back, and where each body lies.
 fn adds(first: u64, n: usize, rng: &mut fastrand::Rng) -> (Vec<u8>, Vec<(usize, usize)>) {
@@ -59,11 +79,16 @@ fn adds(first: u64, n: usize, rng: &mut fastrand::Rng) -> (Vec<u8>, Vec<(usize, 
 
 /// A server on a fresh store in `dir`, with the collection configured and a node connected.
 fn server(dir: &std::path::Path) -> DupServer {
+    configured(dir, Mode::Server, false, NODE)
+}
+
+/// A server or replica on a fresh store in `dir`, with the collection configured by `peer`.
+fn configured(dir: &std::path::Path, mode: Mode, with_replica: bool, peer: u64) -> DupServer {
     let (stores, _) = DupStores::open(dir, 64).expect("a fresh store");
-    let mut s = DupServer::new(Mode::Server, b"dup-bench", stores, false);
-    s.peer_connected(NODE);
+    let mut s = DupServer::new(mode, b"dup-bench", stores, with_replica);
+    s.peer_connected(peer);
     s.handle_message(
-        NODE,
+        peer,
         Message::PpdupSetConfig(PpdupSetConfig {
             config: Value::Dict(vec![(Value::bytes(b"bench"), Value::Dict(Vec::new()))]),
             vclock: 1,
@@ -93,6 +118,42 @@ fn handle_frames(c: &mut Criterion) {
                 black_box(s.write_log().expect("log written").after_sync.len());
             }
             started.elapsed()
+        })
+    });
+    g.bench_function("handle_frames_with_replica", |b| {
+        b.iter_custom(|iters| {
+            let dir = tempfile::TempDir::with_prefix("crawlfleet-bench-dup-").expect("tempdir");
+            let mut s = configured(&dir.path().join("server"), Mode::Server, true, NODE);
+            s.replica_connected(REPLICA);
+            s.take_direct();
+            let mut r = configured(&dir.path().join("replica"), Mode::Replica, false, SERVER);
+            let mut rng = fastrand::Rng::with_seed(iters);
+            let (wire, bodies) = adds(0, iters as usize * WINDOW, &mut rng);
+            let mut spent = Duration::ZERO;
+            for window in bodies.chunks(WINDOW) {
+                let bytes = window.last().map_or(0, |w| w.1) - window[0].0;
+                let frames = window.iter().map(|&(a, z)| &wire[a..z]);
+                let started = Instant::now();
+                s.handle_frames(NODE, frames, bytes).expect("valid frames");
+                let forwards = s.take_direct();
+                black_box(s.write_log().expect("log written").after_sync.len());
+                spent += started.elapsed();
+                // The replica's answers, outside the clock.
+                for (_, frames) in &forwards {
+                    r.handle_frames(SERVER, bodies_of(frames), frames.len())
+                        .expect("valid forwards");
+                }
+                let oks = r.write_log().expect("log written").after_sync;
+                let oks: Vec<u8> = oks.into_iter().flat_map(|(_, f)| f).collect();
+                let ok_bodies = bodies_of(&oks);
+                let started = Instant::now();
+                s.handle_frames(REPLICA, ok_bodies, oks.len())
+                    .expect("valid answers");
+                black_box(s.write_log().expect("log written").after_batch.len());
+                spent += started.elapsed();
+                assert_eq!(s.replica_lag(), Some((true, 0)), "every forward answered");
+            }
+            spent
         })
     });
     g.finish();

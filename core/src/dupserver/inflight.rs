@@ -4,14 +4,16 @@
 //!
 //! The replica answers over one connection in the order it was sent to, so the forwards are a
 //! FIFO, and their held answers sit back to back in one byte buffer: a forward costs no
-//! allocation of its own. Only checksums with messages queued behind a forward own a queue.
+//! allocation of its own. Only checksums with messages queued behind a forward own a queue: the
+//! set of checksums in flight holds keys alone (a forward enters and leaves it, so it is kept
+//! small: no queue moved in and out of it), and the rare queues are in a map of their own.
 //!
 //! The replica's lag in time is kept per batch rather than per forward: the forwards are
 //! counted under the time their batch was handled ([`InFlight::push`] given the batch's
 //! `at`), so a forward costs one comparison, and the oldest unacknowledged forward's age is the
 //! age of the first stamp.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
 use super::PeerId;
@@ -19,6 +21,20 @@ use crate::msg::{Checksum, Message};
 
 /// A collection (by its index in [`InFlight::collections`]) and a checksum.
 pub(super) type Key = (u32, Checksum);
+
+/// A [`Key`] as the set of checksums in flight hashes it: two integers (the checksum as one
+/// 128-bit word) rather than an integer and a 16-byte slice with its length, which the derived
+/// hash of the tuple feeds the hasher byte-wise.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Busy(Key);
+
+impl std::hash::Hash for Busy {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let (collection, Checksum(cs)) = self.0;
+        h.write_u32(collection);
+        h.write_u128(u128::from_le_bytes(cs));
+    }
+}
 
 struct Forward {
     /// None for a resynchronization forward that nobody waits for.
@@ -51,9 +67,12 @@ pub(super) struct InFlight {
     /// Held answers of `order`, back to back from `held_start`.
     held: Vec<u8>,
     held_start: usize,
-    /// Checksums with a forward in `order`, and the messages queued behind it. Every forward
-    /// enters and leaves it, so it is hashed with foldhash (seeded per map) rather than SipHash.
-    busy: HashMap<Key, VecDeque<(PeerId, Box<Message<'static>>)>, foldhash::fast::RandomState>,
+    /// Checksums with a forward in `order`. Every forward enters and leaves it, so it is hashed
+    /// with foldhash (seeded per map) rather than SipHash.
+    busy: HashSet<Busy, foldhash::fast::RandomState>,
+    /// The messages queued behind a forward of `busy` (checksums sent again before the replica
+    /// answered: rare).
+    waiting: HashMap<Key, VecDeque<(PeerId, Box<Message<'static>>)>, foldhash::fast::RandomState>,
     /// Collection names, indexed by the first element of [`Key`] (they are few).
     collections: Vec<Vec<u8>>,
     /// The forwards of `order` by the time their batch was handled, oldest first: (time,
@@ -108,14 +127,13 @@ impl InFlight {
             return None;
         }
         let i = self.collections.iter().position(|c| c[..] == *collection)? as u32;
-        self.busy
-            .contains_key(&(i, checksum))
-            .then_some((i, checksum))
+        let key = (i, checksum);
+        self.busy.contains(&Busy(key)).then_some(key)
     }
 
     /// Queues a message behind the forward of `key` (see [`Self::busy_key`]).
     pub(super) fn queue(&mut self, key: Key, from: PeerId, msg: Message<'static>) {
-        self.busy
+        self.waiting
             .entry(key)
             .or_default()
             .push_back((from, Box::new(msg)));
@@ -148,7 +166,7 @@ impl InFlight {
             cancelled: false,
             batch,
         });
-        self.busy.entry(key).or_default();
+        self.busy.insert(Busy(key));
     }
 
     /// Records a resynchronization forward sent at `at`: its _OK releases nothing.
@@ -181,7 +199,12 @@ impl InFlight {
                 waiting: VecDeque::new(),
             });
         };
-        let waiting = self.busy.remove(&key).unwrap_or_default();
+        self.busy.remove(&Busy(key));
+        let waiting = if self.waiting.is_empty() {
+            VecDeque::new()
+        } else {
+            self.waiting.remove(&key).unwrap_or_default()
+        };
         Some(Released {
             answer: Some((f.to, range, f.promote, key, f.batch)),
             waiting,
@@ -200,7 +223,8 @@ impl InFlight {
                 f.cancelled = true;
             }
         }
-        self.busy.retain(|(c, _), _| *c != i);
+        self.busy.retain(|Busy((c, _))| *c != i);
+        self.waiting.retain(|(c, _), _| *c != i);
     }
 
     /// Forgets the forwards of a replica connection that is gone, after the caller released
@@ -211,5 +235,50 @@ impl InFlight {
         self.held.clear();
         self.held_start = 0;
         self.busy.clear();
+        self.waiting.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::CollectionOnly;
+
+    fn msg(c: &str) -> Message<'static> {
+        Message::PpdupConfRemove2(CollectionOnly {
+            collection: std::borrow::Cow::Owned(c.as_bytes().to_vec()),
+        })
+    }
+
+    #[test]
+    fn a_checksum_is_busy_from_its_forward_to_its_answer_and_what_waited_is_released_with_it() {
+        let mut f = InFlight::default();
+        let at = Instant::now();
+        assert_eq!(f.busy_key(b"c", Checksum([1; 16])), None);
+        let key = (f.collection_index(b"c"), Checksum([1; 16]));
+        let other = (f.collection_index(b"d"), Checksum([1; 16]));
+        f.push(key, 7, (false, 3, at), |out| out.extend_from_slice(b"one"));
+        f.push(other, 8, (true, 3, at), |out| out.extend_from_slice(b"two"));
+        // The same checksum in another collection is another key.
+        assert_eq!(f.busy_key(b"c", Checksum([1; 16])), Some(key));
+        assert_eq!(f.busy_key(b"c", Checksum([2; 16])), None);
+        assert_eq!(f.busy_key(b"d", Checksum([1; 16])), Some(other));
+        f.queue(key, 9, msg("waited"));
+        let r = f.pop().expect("a forward");
+        let (to, range, promote, k, batch) = r.answer.expect("an answer");
+        assert_eq!((to, promote, k, batch), (7, false, key, 3));
+        assert_eq!(f.held(range), b"one");
+        assert_eq!(r.waiting.len(), 1);
+        assert_eq!(r.waiting[0].0, 9);
+        assert_eq!(f.busy_key(b"c", Checksum([1; 16])), None);
+        // A removed collection's forwards release nothing, and nothing waits behind them.
+        f.queue(other, 9, msg("dropped"));
+        f.cancel_collection(b"d");
+        assert_eq!(f.busy_key(b"d", Checksum([1; 16])), None);
+        let r = f.pop().expect("a forward");
+        assert!(r.answer.is_none() && r.waiting.is_empty());
+        assert!(f.pop().is_none());
+        assert_eq!(f.len(), 0);
+        assert_eq!(f.oldest(), None);
     }
 }

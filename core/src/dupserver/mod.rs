@@ -75,6 +75,11 @@ pub struct DupServer {
     replica: Option<ReplicaLink>,
     /// Collections between PPDUP_CONF_REMOVE and PPDUP_CONF_REMOVE2 (3.3.5.2).
     removing: HashSet<Vec<u8>>,
+    /// The peer and collection [`DupServer::check_collection`] last admitted: a node's window
+    /// of checksum messages names one collection, so the next message from the same peer for
+    /// the same collection is admitted on one comparison. Forgotten whenever a collection or a
+    /// peer comes or goes.
+    admitted: Option<(PeerId, Vec<u8>)>,
     /// Connected peers (node schedulers, or the server seen from the replica): the collections
     /// each has spoken about (for PPDUP_PROMOTE_REQ) and its keep-alive state.
     /// Looked up for every message, so hashed with foldhash (seeded per map) rather than SipHash:
@@ -144,6 +149,7 @@ impl DupServer {
             stores,
             replica: (mode == Mode::Server && with_replica).then(ReplicaLink::default),
             removing: HashSet::new(),
+            admitted: None,
             peers: HashMap::default(),
             flight: InFlight::default(),
             vclock: 0,
@@ -177,6 +183,8 @@ impl DupServer {
 
     /// The stores, for snapshot steps.
     pub fn stores_mut(&mut self) -> &mut DupStores {
+        // Whatever the caller changes, the collection admitted last is checked again.
+        self.admitted = None;
         &mut self.stores
     }
 
@@ -196,11 +204,13 @@ impl DupServer {
 
     /// A node scheduler (or, for a replica, the server) connected.
     pub fn peer_connected(&mut self, peer: PeerId) {
+        self.admitted = None;
         self.peers.insert(peer, Peer::default());
     }
 
     /// A peer's connection closed.
     pub fn peer_closed(&mut self, peer: PeerId) {
+        self.admitted = None;
         self.peers.remove(&peer);
         if let Some(r) = self.replica.as_mut() {
             if r.peer == Some(peer) {
@@ -372,6 +382,7 @@ impl DupServer {
             self.error(peer, &collection, &e.to_string());
             return;
         }
+        self.admitted = None;
         for (name, config) in &added {
             self.removing.remove(name);
             self.stores.set_collection(name, config.clone());
@@ -401,6 +412,7 @@ impl DupServer {
             self.error(peer, &cr.collection, &e.to_string());
             return;
         }
+        self.admitted = None;
         self.stores.drop_collection(&cr.collection);
         if self.mode == Mode::Server {
             self.removing.insert(cr.collection.to_vec());
@@ -422,11 +434,17 @@ impl DupServer {
     /// PPDUP_CONF_REMOVE2, following MS-FSCMT 3.3.5.3 "Receiving a PPDUP_CONF_REMOVE2
     /// Message": the removal is complete; the name may be configured again.
     fn on_ppdup_conf_remove2(&mut self, c: &CollectionOnly<'_>) {
+        self.admitted = None;
         self.removing.remove(&c.collection[..]);
     }
 
     /// Whether a message for `collection` is to be dropped (3.3.5.2), or refused as unknown.
     fn check_collection(&mut self, peer: PeerId, collection: &[u8]) -> bool {
+        if let Some((p, c)) = &self.admitted {
+            if *p == peer && c[..] == *collection {
+                return true;
+            }
+        }
         if !self.removing.is_empty() && self.removing.contains(collection) {
             debug!("discarding a message for collection being removed");
             return false;
@@ -436,6 +454,14 @@ impl DupServer {
             return false;
         }
         self.note_collection(peer, collection);
+        match &mut self.admitted {
+            Some((p, c)) => {
+                *p = peer;
+                c.clear();
+                c.extend_from_slice(collection);
+            }
+            None => self.admitted = Some((peer, collection.to_vec())),
+        }
         true
     }
 

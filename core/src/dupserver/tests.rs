@@ -292,6 +292,26 @@ fn remove_by_the_owner_promotes_on_every_node_of_the_collection() {
 }
 
 #[test]
+fn a_peer_reconnected_under_its_number_is_promoted_for_the_collection_it_adds_to_again() {
+    // The collection a peer's messages were admitted for last is checked again once the peer
+    // comes back: the new connection's collections (3.3.5.5 step 5) include it.
+    let (mut s, _dir) = server("readmit", Mode::Server, false);
+    s.handle_message(NODE_A, set_config("c", 1));
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
+    s.peer_closed(NODE_A);
+    s.peer_connected(NODE_A);
+    s.handle_message(NODE_A, add("c", "na", "http://a/2", cs(2)));
+    sent(&mut s);
+    s.handle_message(NODE_A, remove("c", "na", "http://a/", cs(1)));
+    let out = sent(&mut s);
+    assert!(
+        out.iter()
+            .any(|(p, m)| *p == NODE_A && matches!(m, Message::PpdupPromoteReq(_))),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn conf_remove_discards_messages_until_conf_remove2() {
     // 3.3.5.2 and 3.3.5.3 (figure 13).
     let (mut s, _dir) = server("confremove", Mode::Server, false);
