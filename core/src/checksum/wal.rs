@@ -15,7 +15,9 @@
 //! ([`PREALLOC_STEP`]), records written over them, so that the fdatasync of a group has only data to flush: appending changed
 //! the file size every time, and ext4 then commits its journal too (measured on this machine:
 //! 230-290 us per 32 KiB fdatasync against 370-440 us, and a third less system time). A zero
-//! header is never a record (no payload is empty), so the zeros read as the end of the log.
+//! header is never a record (no payload is empty), so the zeros read as the end of the log. The
+//! zeros are written and synced ahead of need by the writer's grower thread, 1 MiB at a time:
+//! written on the main thread, a step's 16 MiB made the next group's fdatasync a 20-40 ms stall.
 
 use std::path::Path;
 

@@ -9,7 +9,9 @@
 //!   any of them may be acknowledged; or, pipelined, [`LogWriter::write_pending`] writes them and
 //!   the returned [`SyncPoint`] is synced on another thread while the next group is built;
 //! - a file grown ahead with zeros ([`Options::grow_step`]), so that a sync flushes data only
-//!   (a zero header is never a record: it reads as the end of the log);
+//!   (a zero header is never a record: it reads as the end of the log); the zeros are written
+//!   and synced a chunk at a time by a thread of the writer's (`grow.rs`), ahead of need, so
+//!   that neither the writing thread nor a commit's fdatasync waits for them;
 //! - torn-tail truncation on open: [`LogWriter::open`] reads to the last good record, cuts the
 //!   rest and says how many bytes it cut ([`Recovered`]);
 //! - cut-back on a failed write or sync (ENOSPC, EIO): the file goes back to where the failed
