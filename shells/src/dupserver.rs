@@ -468,7 +468,12 @@ pub fn run(
         while points.front().is_some_and(|(_, p)| durable(p)) {
             points.pop_front();
         }
-        let forwarded = !out.now.is_empty();
+        let forwarded = out.forwarded;
+        // This batch's point is listed before the released answers are placed: an answer of
+        // this very batch (its _OK read in the same batch of events) waits for its sync too.
+        if forwarded {
+            points.push_back((out.batch, out.sync.clone()));
+        }
         let mut now = out.now;
         let mut earlier: Vec<(u64, Commit)> = Vec::new();
         for (batch, peer, bytes) in out.after_batch {
@@ -491,9 +496,6 @@ pub fn run(
                     },
                 )),
             }
-        }
-        if forwarded {
-            points.push_back((out.batch, out.sync.clone()));
         }
         if send_now(&handle, &conns, now).is_err() {
             return Err(stopped_by_syncer(&failed_rx));

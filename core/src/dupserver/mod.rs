@@ -100,6 +100,8 @@ pub struct DupServer {
     batch: u64,
     /// Frames to the replica, which may leave before the commit (module docs).
     direct: Queue,
+    /// Frames to the replica left this batch through [`DupServer::take_direct`].
+    forwarded: bool,
     /// Bytes a new output buffer starts with while a socket read's frames are handled (see
     /// [`DupServer::handle_frames`]); 0 otherwise.
     room: usize,
@@ -129,6 +131,10 @@ pub struct Outgoing {
     pub sync: SyncPoint,
     /// The number of this batch: `sync` is its sync point.
     pub batch: u64,
+    /// Frames went to the replica in this batch (in `now`, or taken earlier by
+    /// [`DupServer::take_direct`]): `sync` must be made durable even when no answer waits for
+    /// it, since the answers the replica's _OKs release for this batch wait for it.
+    pub forwarded: bool,
 }
 
 #[derive(Default)]
@@ -157,6 +163,7 @@ impl DupServer {
             released: Vec::new(),
             batch: 0,
             direct: Vec::new(),
+            forwarded: false,
             room: 0,
             dbname_of: None,
             served_nodes: false,
@@ -647,6 +654,7 @@ impl DupServer {
     /// every event, so the replica works on one node's window while this server handles the
     /// next, instead of waiting for the whole batch.
     pub fn take_direct(&mut self) -> Vec<(PeerId, Vec<u8>)> {
+        self.forwarded |= !self.direct.is_empty();
         std::mem::take(&mut self.direct)
     }
 
@@ -657,8 +665,11 @@ impl DupServer {
         let sync = self.stores.write_log()?;
         let batch = self.batch;
         self.batch += 1;
+        let now = std::mem::take(&mut self.direct);
+        let forwarded = std::mem::take(&mut self.forwarded) || !now.is_empty();
         Ok(Outgoing {
-            now: std::mem::take(&mut self.direct),
+            now,
+            forwarded,
             after_sync: std::mem::take(&mut self.outbox),
             after_batch: std::mem::take(&mut self.released),
             sync,

@@ -772,3 +772,30 @@ fn same_dir(entries: &[(PeerId, Vec<u8>)]) -> Vec<(PeerId, Message<'static>)> {
         })
         .collect()
 }
+
+#[test]
+fn a_batch_whose_forwards_left_early_is_still_marked_for_its_sync() {
+    // Fsync before acknowledgement on both sides (3.3.5.4 and our durability rule): forwards
+    // taken after each event leave `now` empty, yet the batch's records must be made durable
+    // locally before the answers the replica's _OKs release for them.
+    let (mut s, _dir) = server("forwarded-early", Mode::Server, true);
+    s.replica_connected(REPLICA);
+    sent(&mut s);
+    s.handle_message(NODE_A, set_config("c", 5));
+    sent(&mut s);
+    s.handle_message(NODE_A, add("c", "na", "http://a/", cs(1)));
+    let direct = decoded(s.take_direct());
+    assert!(
+        matches!(direct.last(), Some((REPLICA, Message::PpdupAdd(_)))),
+        "{direct:?}"
+    );
+    let out = s.write_log().unwrap();
+    assert!(out.now.is_empty());
+    assert!(
+        out.forwarded,
+        "the batch forwarded: its sync point must be synced"
+    );
+    // The next batch forwards nothing.
+    let out = s.write_log().unwrap();
+    assert!(!out.forwarded);
+}
