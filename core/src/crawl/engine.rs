@@ -18,6 +18,7 @@ use log::debug;
 use md5::{Digest, Md5};
 use url::Url;
 
+use super::counted::{Count, Counted};
 use super::counters::{doc_skip, failure_code, uri_skip, CrawlCounters};
 use super::links::{self, Extracted};
 use super::robots::{RobotsCache, Rules};
@@ -32,6 +33,8 @@ use crate::sched::parse_record;
 
 #[path = "engine_stop.rs"]
 mod stop;
+#[path = "engine_tally.rs"]
+mod tally;
 
 /// Key of the depth of an entry in its extra metadata (only written when a collection limits
 /// depth).
@@ -71,7 +74,7 @@ struct Flight {
 }
 
 /// A crawl site of a collection, shared between the site table, the run queue and the timers.
-type SiteKey = Arc<(Vec<u8>, String)>;
+pub type SiteKey = Arc<(Vec<u8>, String)>;
 
 /// An engine-clock instant in microseconds, for the timer heap.
 fn micros(t: f64) -> u64 {
@@ -87,7 +90,7 @@ fn micros(t: f64) -> u64 {
 pub struct CrawlEngine {
     opts: EngineOptions,
     configs: HashMap<Vec<u8>, Arc<CollectionConfig>>,
-    counters: HashMap<Vec<u8>, CrawlCounters>,
+    counters: HashMap<Vec<u8>, Counted>,
     sites: HashMap<SiteKey, Site>,
     run: VecDeque<SiteKey>,
     timers: BinaryHeap<Reverse<(u64, SiteKey)>>,
@@ -157,7 +160,7 @@ impl CrawlEngine {
 
     /// The counters of a collection.
     pub fn counters(&self, name: &[u8]) -> Option<&CrawlCounters> {
-        self.counters.get(name)
+        self.counters.get(name).map(|c| &**c)
     }
 
     /// The collection of an open request (to archive its exchange before [`Self::complete`]).
@@ -167,11 +170,11 @@ impl CrawlEngine {
 
     /// Every collection's counters.
     pub fn all_counters(&self) -> impl Iterator<Item = (&Vec<u8>, &CrawlCounters)> {
-        self.counters.iter()
+        self.counters.iter().map(|(n, c)| (n, &**c))
     }
 
     /// Mutable counters (the node scheduler counts duplicates and stores).
-    pub fn counters_mut(&mut self, name: &[u8]) -> &mut CrawlCounters {
+    pub fn counters_mut(&mut self, name: &[u8]) -> &mut Counted {
         self.counters.entry(name.to_vec()).or_default()
     }
 
@@ -421,7 +424,7 @@ impl CrawlEngine {
             if sitemaps::entry_kind(&entry).is_some() {
                 req.max_body = sitemaps::MAX_BODY;
             }
-            self.counters_mut(&key.0).processed += 1;
+            self.counters_mut(&key.0).add(Count::Processed, 1);
             self.start(key, ip, Some((seq, rec)), uri, req, reqs);
         }
     }
@@ -487,12 +490,12 @@ impl CrawlEngine {
         };
         let counters = self.counters.entry(f.key.0.clone()).or_default();
         counters.count_download(o.elapsed);
-        counters.read_net += o.net_read;
-        counters.write_net += o.net_written;
+        counters.add(Count::ReadNet, o.net_read);
+        counters.add(Count::WriteNet, o.net_written);
         let Some(rec) = f.record.take() else {
             let (status, body) = match &o.result {
                 Ok(r) => {
-                    *counters.http_response.entry(r.status).or_default() += 1;
+                    counters.http_status(r.status);
                     (Some(r.status), r.body.as_slice())
                 }
                 Err(e) => {
@@ -502,7 +505,7 @@ impl CrawlEngine {
             };
             let rules = Rules::from_fetch(&cfg.user_agent, status, body);
             if rules.has_sitemap() {
-                counters.has_sitemap += 1;
+                counters.add(Count::HasSitemap, 1);
             }
             let offered = sitemaps::offered(&cfg, &rules, &f.key.0, &f.key.1, &f.url);
             self.robots.insert(&f.key.1, rules, now);
@@ -541,8 +544,8 @@ impl CrawlEngine {
                 return sitemap(Err(&e)).into_iter().collect();
             }
         };
-        counters.downloaded += 1;
-        *counters.http_response.entry(r.status).or_default() += 1;
+        counters.add(Count::Downloaded, 1);
+        counters.http_status(r.status);
         if let Some(a) = sitemap(Ok(&r)) {
             return vec![a];
         }
@@ -607,12 +610,12 @@ impl CrawlEngine {
             .unwrap_or("")
             .trim()
             .to_ascii_lowercase();
-        *counters.mime_type.entry(mime.clone()).or_default() += 1;
+        counters.mime_type(&mime);
         if r.header("last-modified").is_some() {
-            counters.has_last_mod += 1;
+            counters.add(Count::HasLastMod, 1);
         }
         if r.header("etag").is_some() {
-            counters.has_etag += 1;
+            counters.add(Count::HasEtag, 1);
         }
         if r.truncated {
             counters.skip_doc(doc_skip::TOO_LARGE);
@@ -690,9 +693,9 @@ impl CrawlEngine {
                     continue;
                 }
                 if same_site {
-                    counters.local += 1;
+                    counters.add(Count::Local, 1);
                 } else {
-                    counters.local_fwd += 1;
+                    counters.add(Count::LocalFwd, 1);
                 }
 
                 let mut e = CrawlQueueEntry::new(UriStructure::unparsed(Cow::Owned(
@@ -770,7 +773,7 @@ fn redirect_entry(
     target: &str,
     kind: i64,
     from_url: &str,
-    counters: &mut CrawlCounters,
+    counters: &mut Counted,
 ) -> Option<CrawlQueueEntry<'static>> {
     if from.redirects.len() as u32 >= cfg.max_redirects {
         counters.skip_doc(doc_skip::NO_REDIRECT_TARGET);
@@ -782,7 +785,7 @@ fn redirect_entry(
             return None;
         }
     }
-    counters.redirects += 1;
+    counters.add(Count::Redirects, 1);
     let mut e = from.clone();
     e.uri = UriStructure::unparsed(Cow::Owned(target.as_bytes().to_vec()));
     e.redirects.push(Redirect {
