@@ -329,6 +329,7 @@ impl Crawler {
                 Action::Links {
                     collection,
                     from,
+                    site,
                     links,
                 } => {
                     if let Some(b) = &self.links {
@@ -343,14 +344,9 @@ impl Crawler {
                         if let Err(e) = b.add_links(&collection, &from, &out, unix_now()) {
                             debug!("link store: links of a page refused: {e}");
                         }
-                        // The page's site (2.2.1.3.1.7).
-                        let site = url::Url::parse(&String::from_utf8_lossy(&from))
-                            .ok()
-                            .map(|u| format!("{}/", u.origin().ascii_serialization()));
-                        if let Some(site) = site {
-                            if let Err(e) = b.sitemap(&collection, &from, site.as_bytes()) {
-                                debug!("link store: sitemap line refused: {e}");
-                            }
+                        // The page's site (2.2.1.3.1.7), from the URL the request parsed.
+                        if let Err(e) = b.sitemap(&collection, &from, site.as_bytes()) {
+                            debug!("link store: sitemap line refused: {e}");
                         }
                     }
                 }

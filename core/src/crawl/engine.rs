@@ -239,10 +239,10 @@ impl CrawlEngine {
         &mut self,
         cfg: &CollectionConfig,
         url: &str,
+        u: Url,
         ip: &str,
         conditional: Vec<(String, String)>,
     ) -> Option<Request> {
-        let u = Url::parse(url).ok()?;
         let port = u.port_or_known_default()?;
         let id = self.next_id;
         self.next_id += 1;
@@ -377,7 +377,10 @@ impl CrawlEngine {
                     })
                     .unwrap_or("http");
                 let url = format!("{scheme}://{}/robots.txt", key.1);
-                let Some(req) = self.new_request(&cfg, &url, &ip, Vec::new()) else {
+                let Some(req) = Url::parse(&url)
+                    .ok()
+                    .and_then(|u| self.new_request(&cfg, &url, u, &ip, Vec::new()))
+                else {
                     return;
                 };
                 let site = self.sites.get_mut(key).expect("present above");
@@ -402,12 +405,17 @@ impl CrawlEngine {
             if entry.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
                 skip = rule_skip(&cfg, &uri, entry.uri_flags);
             }
+            // Parsed once, for robots.txt and the request.
+            let parsed = skip.is_none().then(|| Url::parse(&uri).ok()).flatten();
             if skip.is_none()
                 && cfg.robots
                 && !self
                     .robots
                     .get(&key.1, now)
-                    .is_none_or(|r: &Rules| r.allowed(&uri))
+                    .is_none_or(|r: &Rules| match &parsed {
+                        Some(u) => r.allowed_url(u),
+                        None => r.allowed(&uri),
+                    })
             {
                 skip = Some(uri_skip::ROBOTS);
             }
@@ -416,7 +424,8 @@ impl CrawlEngine {
                 self.done.push((key.0.clone(), seq));
                 continue;
             }
-            let Some(mut req) = self.new_request(&cfg, &uri, &ip, conditional) else {
+            let req = parsed.and_then(|u| self.new_request(&cfg, &uri, u, &ip, conditional));
+            let Some(mut req) = req else {
                 self.counters_mut(&key.0).skip_uri(uri_skip::SCHEME);
                 self.done.push((key.0.clone(), seq));
                 continue;
@@ -718,6 +727,7 @@ impl CrawlEngine {
                 out.push(Action::Links {
                     collection: f.key.0.clone(),
                     from: f.url.as_bytes().to_vec(),
+                    site: super::resolve::origin_site(&url),
                     links: page_links,
                 });
             }

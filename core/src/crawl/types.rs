@@ -181,6 +181,9 @@ pub enum Action {
         collection: Vec<u8>,
         /// The page.
         from: Vec<u8>,
+        /// The page's site as the link store's sitemap line gives it (MS-FSWASDR
+        /// 2.2.1.3.1.7): its origin and `/`.
+        site: String,
         /// Its links, each once.
         links: Vec<PageLink>,
     },

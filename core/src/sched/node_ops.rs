@@ -29,9 +29,9 @@ impl NodeScheduler {
             return Ok(false);
         }
         let local = self.opts.standalone
-            || crawl_site(&entry.uri.uri).is_some_and(|site| {
-                self.routing.get(name, routing_attribute(&site).as_bytes())
-                    == Some(&self.opts.node_id[..])
+            || crawl_site_ref(&entry.uri.uri).is_some_and(|site| {
+                let attr = self.attr_memo.get(&site);
+                self.routing.get(name, attr.as_bytes()) == Some(&self.opts.node_id[..])
             });
         let c = self.collections.get_mut(name).expect("checked above");
         if local {
