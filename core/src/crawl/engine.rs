@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use log::debug;
@@ -73,6 +73,10 @@ struct Flight {
     parsed: Url,
 }
 
+/// The engine's tables are looked up several times per page: hashed with foldhash (seeded per
+/// map) rather than SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// A crawl site of a collection, shared between the site table, the run queue and the timers.
 pub type SiteKey = Arc<(Vec<u8>, String)>;
 
@@ -133,13 +137,13 @@ impl CrawlEngine {
         CrawlEngine {
             robots: RobotsCache::new(opts.robots_ttl, 100_000),
             opts,
-            configs: HashMap::new(),
-            counters: HashMap::new(),
-            sites: HashMap::new(),
+            configs: HashMap::default(),
+            counters: HashMap::default(),
+            sites: HashMap::default(),
             run: VecDeque::new(),
             timers: BinaryHeap::new(),
-            ips: HashMap::new(),
-            flights: HashMap::new(),
+            ips: HashMap::default(),
+            flights: HashMap::default(),
             next_id: 1,
             queued: 0,
             slots: (0, VecDeque::new()),

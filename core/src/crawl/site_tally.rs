@@ -22,7 +22,7 @@ use super::counted::{Bucket, Journal};
 use super::engine::CrawlEngine;
 use super::types::{Action, Outcome, Request};
 use crate::routing::crawl_site_ref;
-use crate::stats::sites::{add_cell, continuous_index, SiteDelta};
+use crate::stats::sites::{add_cell, add_cells, continuous_index, SiteDelta};
 
 /// Pending sites beyond which new ones are not tallied (the statistics take the pending ones
 /// every few hundred milliseconds; this only bounds a stall).
@@ -47,10 +47,12 @@ pub struct SiteTally {
 /// Adds what `j` holds to `d`: each attribute that rose one update of its rise (DLTime in
 /// microseconds, the rest whole numbers), each bucket its count.
 fn book(d: &mut SiteDelta, j: &mut Journal) {
-    for (i, v) in j.continuous() {
+    // In attribute order, as the cells are kept.
+    let rises = j.continuous().map(|(i, v)| {
         let v = if i == DLTIME { v * 1e6 } else { v };
-        add_cell(&mut d.cells, i, v.round() as u64);
-    }
+        (i, v.round() as u64)
+    });
+    add_cells(&mut d.cells, rises);
     for (attr, bucket, n) in j.histograms() {
         let n = u32::try_from(*n).unwrap_or(u32::MAX);
         let mut digits = [0u8; 5];
