@@ -678,7 +678,7 @@ impl CrawlEngine {
             }
             let depth = depth_of(&entry);
             let mut page_links = Vec::new();
-            for l in &ex.links {
+            for l in ex.links {
                 if ex.nofollow || entry.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
                     counters.skip_uri(uri_skip::NOFOLLOW);
                     continue;
@@ -686,12 +686,16 @@ impl CrawlEngine {
                 // The link's crawl site, once for the link graph and the depth.
                 let same_site =
                     crawl_site_ref(l.url.as_bytes()).as_deref() == Some(f.key.1.as_str());
-                // The link graph holds every link a page gives, crawled or not.
+                // The link graph holds every link a page gives, crawled or not: it takes the
+                // link (no copy), and the entry below is made from it there.
                 page_links.push(PageLink {
-                    url: l.url.clone(),
-                    anchor: l.text.clone(),
+                    url: l.url,
+                    anchor: l.text,
                     intra: same_site,
                 });
+                let Some(l) = page_links.last() else {
+                    continue;
+                };
                 if let Some(code) = rule_skip(cfg, &l.url, 0) {
                     counters.skip_uri(code);
                     continue;
