@@ -308,8 +308,13 @@ impl Crawler {
     fn apply(&mut self, sm: &mut NodeScheduler, actions: Vec<Action>) -> Result<(), SchedError> {
         for a in actions {
             match a {
-                Action::Queue { collection, entry } => {
-                    sm.add_uri(&collection, &entry, false)?;
+                Action::Queue {
+                    collection,
+                    entry,
+                    site,
+                } => {
+                    let site = site.as_ref().map(|k| k.1.as_str());
+                    sm.add_uri_at(&collection, &entry, site, false)?;
                 }
                 Action::Document(d) => {
                     if let (Some(b), false) = (&self.links, d.redirected_from.is_empty()) {

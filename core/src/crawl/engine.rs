@@ -581,6 +581,7 @@ impl CrawlEngine {
                         out.push(Action::Queue {
                             collection: f.key.0.clone(),
                             entry: Box::new(e),
+                            site: None,
                         });
                     }
                 }
@@ -673,6 +674,7 @@ impl CrawlEngine {
                     out.push(Action::Queue {
                         collection: f.key.0.clone(),
                         entry: Box::new(e),
+                        site: None,
                     });
                 }
             }
@@ -729,6 +731,7 @@ impl CrawlEngine {
                 out.push(Action::Queue {
                     collection: f.key.0.clone(),
                     entry: Box::new(e),
+                    site: same_site.then(|| f.key.clone()),
                 });
             }
             if !ex.nofollow {
