@@ -26,15 +26,18 @@ use super::sitemaps;
 pub use super::types::*;
 use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
-use crate::msg::{Checksum, CrawlQueueEntry, Redirect, UriStructure};
+use crate::msg::{Checksum, CrawlQueueEntry, UriStructure};
 use crate::routing::crawl_site_ref;
 use crate::sched::node::Ready;
 use crate::sched::parse_record;
 
+#[path = "engine_redirect.rs"]
+mod redirect;
 #[path = "engine_stop.rs"]
 mod stop;
 #[path = "engine_tally.rs"]
 mod tally;
+use redirect::{excluded_header, redirect_entry};
 
 /// Key of the depth of an entry in its extra metadata (only written when a collection limits
 /// depth).
@@ -777,47 +780,4 @@ impl CrawlEngine {
         }
         d
     }
-}
-
-/// True when a response header line `Name: value` matches the collection's `exclude_headers`.
-fn excluded_header(cfg: &CollectionConfig, r: &Fetched) -> bool {
-    r.headers.iter().any(|(n, v)| {
-        let line = format!("{n}: {}", String::from_utf8_lossy(v));
-        cfg.exclude_headers.matches(&line)
-    })
-}
-
-/// The entry of a redirect (or meta refresh) target: the trail of `from` plus this hop.
-fn redirect_entry(
-    cfg: &CollectionConfig,
-    from: &CrawlQueueEntry<'static>,
-    target: &str,
-    kind: i64,
-    from_url: &str,
-    counters: &mut Counted,
-) -> Option<CrawlQueueEntry<'static>> {
-    if from.redirects.len() as u32 >= cfg.max_redirects {
-        counters.skip_doc(doc_skip::NO_REDIRECT_TARGET);
-        return None;
-    }
-    if from.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
-        if let Some(code) = rule_skip(cfg, target, from.uri_flags) {
-            counters.skip_uri(code);
-            return None;
-        }
-    }
-    counters.add(Count::Redirects, 1);
-    let mut e = from.clone();
-    e.uri = UriStructure::unparsed(Cow::Owned(target.as_bytes().to_vec()));
-    e.redirects.push(Redirect {
-        from: Cow::Owned(from_url.as_bytes().to_vec()),
-        kind,
-    });
-    e.uri_flags = (from.uri_flags
-        & !(uri_flags::URIF_REDIRECT_300
-            | uri_flags::URIF_REDIRECT_301
-            | uri_flags::URIF_REDIRECT_302
-            | uri_flags::URIF_META_REFRESH))
-        | kind;
-    Some(e)
 }
