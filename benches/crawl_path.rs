@@ -5,7 +5,9 @@
 //!   tokenizing, resolution against the page's URL, normalization), in bytes per second;
 //! - `links/resolve`: resolving hrefs of every form against a page URL, per href;
 //! - `site/crawl_site`: the crawl site of a link (the routing key and the same-site test);
-//! - `robots/allowed`: a robots.txt match (RFC 9309) on a parsed file of a dozen rules;
+//! - `robots/allowed`: a robots.txt match (RFC 9309) on a parsed file of a dozen rules, and
+//!   `robots/allowed_url` the same on URLs already parsed (as the engine matches them);
+//! - `tally/page`: one page's counts booked to its site for the per-site statistics;
 //! - `rules/refusal`: a link against the collection rules `bench crawl` uses (include_domains
 //!   the web's hosts, exclude_uris one regexp), per link;
 //! - `queue/decode_entry`: a crawl queue record decoded (each taken entry is, four times), and
@@ -24,6 +26,8 @@ use crawlfleet_core::checksum::ChecksumStore;
 use crawlfleet_core::config::{CollectionConfig, RuleSet, RuleTarget};
 use crawlfleet_core::crawl::links;
 use crawlfleet_core::crawl::robots::Rules;
+use crawlfleet_core::crawl::site_tally::SiteTally;
+use crawlfleet_core::crawl::{Count, CrawlEngine, EngineOptions};
 use crawlfleet_core::msg::{Checksum, CrawlQueueEntry, UriStructure};
 use crawlfleet_core::queue;
 use crawlfleet_core::routing::crawl_site;
@@ -114,7 +118,49 @@ Sitemap: http://127.77.0.1:8080/sitemap.xml\n";
             }
         })
     });
+    // The engine's match: the entry's URL parsed once, for this and for its request.
+    let parsed: Vec<Url> = uris.iter().map(|u| Url::parse(u).expect("url")).collect();
+    g.bench_function("allowed_url", |b| {
+        b.iter(|| {
+            for u in &parsed {
+                black_box(rules.allowed_url(black_box(u)));
+            }
+        })
+    });
     g.finish();
+}
+
+/// What one page's outcome and verdict count, booked to its site by the per-site tally: the
+/// journal of the collection's counters read into the site's pending delta.
+fn bench_tally(c: &mut Criterion) {
+    let mut e = CrawlEngine::new(EngineOptions::default());
+    e.set_config(
+        b"bench",
+        std::sync::Arc::new(CollectionConfig::defaults("bench")),
+    );
+    let mut t = SiteTally::new();
+    let mut g = c.benchmark_group("tally");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("page", |b| {
+        b.iter(|| {
+            t.before(&mut e, b"bench");
+            let k = e.counters_mut(b"bench");
+            k.count_download(0.0123);
+            k.add(Count::ReadNet, 2_400);
+            k.add(Count::WriteNet, 120);
+            k.add(Count::Downloaded, 1);
+            k.http_status(200);
+            k.mime_type("text/html");
+            k.count_doc(2_172);
+            k.add(Count::Local, 7);
+            t.after(&mut e, b"bench", "127.77.0.1:8080", 1_000);
+            t.before(&mut e, b"bench");
+            e.counters_mut(b"bench").add(Count::Stored, 1);
+            t.after(&mut e, b"bench", "127.77.0.1:8080", 1_000);
+        })
+    });
+    g.finish();
+    black_box(t.take());
 }
 
 fn bench_rules_and_queue(c: &mut Criterion) {
@@ -222,6 +268,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    targets = bench_links, bench_robots, bench_rules_and_queue, bench_checksum
+    targets = bench_links, bench_robots, bench_tally, bench_rules_and_queue, bench_checksum
 }
 criterion_main!(benches);

@@ -133,6 +133,8 @@ type Links = BTreeMap<(String, String), String>;
 struct Sprel {
     ops: BTreeMap<String, Operation>,
     schchange_lines: Vec<String>,
+    /// The site each page's `sitemap` line gave (MS-FSWASDR 2.2.1.3.1.7).
+    sites: BTreeMap<String, String>,
 }
 
 /// The hyperlinks of `pages` the embedded link store received, read back through its index,
@@ -157,6 +159,10 @@ fn stored_links(dir: &Path, pages: &[String]) -> (Links, Sprel) {
     for p in pages {
         if let Some(op) = ix.sprel(p.as_bytes()).and_then(|e| e.op) {
             sprel.ops.insert(p.clone(), op);
+        }
+        if let Some(site) = ix.site_of(p.as_bytes()) {
+            let site = String::from_utf8_lossy(site).into_owned();
+            sprel.sites.insert(p.clone(), site);
         }
     }
     let mut out = Links::new();
@@ -272,6 +278,18 @@ fn a_cluster_crawls_exactly_the_allowed_reachable_web() {
     );
     for (k, anchor) in &graph {
         assert_eq!(&links[k], anchor, "anchor of {k:?}");
+    }
+    // Each page whose links were stored has its site line: `http://host:port/`.
+    for (from, _) in graph.keys() {
+        let end = from
+            .match_indices('/')
+            .nth(2)
+            .map_or(from.len(), |(i, _)| i);
+        assert_eq!(
+            sprel.sites.get(from),
+            Some(&from[..=end].to_string()),
+            "{from}"
+        );
     }
     // SPRel (2.2.1.3.2.1): an ADD line for every fed document and for nothing else; the fed one
     // of each group of identical documents gets a URLSCHCHANGE line for each other member

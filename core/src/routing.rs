@@ -66,7 +66,7 @@ type Routes = HashMap<Vec<u8>, Vec<u8>, foldhash::fast::RandomState>;
 pub struct RoutingDb {
     log: LogWriter,
     /// Collection -> routing attribute -> node (looked up for every routed entry: hashed).
-    routes: HashMap<Vec<u8>, Routes>,
+    routes: HashMap<Vec<u8>, Routes, foldhash::fast::RandomState>,
     /// Routes per node over all collections, for balancing.
     load: HashMap<Vec<u8>, u64>,
 }
@@ -74,7 +74,7 @@ pub struct RoutingDb {
 impl RoutingDb {
     /// Opens (or creates) the database at `path`, replaying its log.
     pub fn open(path: &Path) -> Result<RoutingDb, RoutingError> {
-        let mut routes: HashMap<Vec<u8>, Routes> = HashMap::new();
+        let mut routes: HashMap<Vec<u8>, Routes, foldhash::fast::RandomState> = HashMap::default();
         let (log, found) = LogWriter::open(path, Options::new(FORMAT), |payload| {
             match Op::parse(payload) {
                 Some(Op::Set(c, a, n)) => {
@@ -398,6 +398,27 @@ pub fn site_host(site: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
+/// [`routing_attribute`] of the last site asked for, kept: the links of a page mostly share a
+/// site or two, and each asked for the attribute again (a public suffix lookup and a String).
+#[derive(Debug, Default)]
+pub struct AttrMemo {
+    site: String,
+    attr: String,
+}
+
+impl AttrMemo {
+    /// The routing attribute of `site`.
+    pub fn get(&mut self, site: &str) -> &str {
+        // The empty memo holds itself: the attribute of "" is "".
+        if self.site != site {
+            self.attr = routing_attribute(site);
+            self.site.clear();
+            self.site.push_str(site);
+        }
+        &self.attr
+    }
+}
+
 /// The crawl routing attribute of a crawl site: the registrable domain of its host, or the host
 /// itself for IP addresses and names without a known public suffix.
 pub fn routing_attribute(site: &str) -> String {
@@ -414,6 +435,25 @@ pub fn routing_attribute(site: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_attribute_memo_answers_as_routing_attribute() {
+        let mut m = AttrMemo::default();
+        for site in [
+            "",
+            "a.example.com",
+            "b.example.com",
+            "b.example.com",
+            "example.co.uk:8080",
+            "10.0.0.1",
+            "[::1]:8080",
+            "a.example.com",
+            "",
+            "localhost",
+        ] {
+            assert_eq!(m.get(site), routing_attribute(site), "{site}");
+        }
+    }
     use std::fs::OpenOptions;
     use std::io::Write;
     use tempfile::TempDir;

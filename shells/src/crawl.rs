@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crawlfleet_core::crawl::counters::doc_skip;
 use crawlfleet_core::crawl::site_tally::SiteTally;
 use crawlfleet_core::crawl::{
-    Action, CrawlCounters, CrawlEngine, EngineOptions, Failure, Fetched, Outcome, Request,
+    Action, Count, CrawlCounters, CrawlEngine, EngineOptions, Failure, Fetched, Outcome, Request,
 };
 use crawlfleet_core::marshal::Value;
 use crawlfleet_core::sched::multinode::SchedError;
@@ -207,7 +207,7 @@ impl Crawler {
             }
         }
         let (reqs, done) = self.engine.poll(self.now());
-        self.sites.requested(&self.engine, &reqs, unix_secs());
+        self.sites.requested(&mut self.engine, &reqs, unix_secs());
         for a in done {
             if let Action::SiteDone { collection, site } = a {
                 debug!("collection {}: site {site} done", show(&collection));
@@ -229,7 +229,7 @@ impl Crawler {
                         net_written: 0,
                     };
                     let now = self.now();
-                    let actions = self.complete(o, &r.url, now);
+                    let actions = self.complete(o, now);
                     self.apply(sm, actions)?;
                 }
             }
@@ -296,29 +296,25 @@ impl Crawler {
         };
         self.latency.record(o.elapsed);
         let now = self.now();
-        let actions = self.complete(o, r.url.as_str(), now);
+        let actions = self.complete(o, now);
         self.apply(sm, actions)
     }
 
     /// The engine reads an outcome; what it counts is the request's site's.
-    fn complete(&mut self, o: Outcome, url: &str, now: f64) -> Vec<Action> {
-        let coll = self.engine.collection_of(o.id).map(<[u8]>::to_vec);
-        if let Some(c) = &coll {
-            self.sites.before(&self.engine, c);
-        }
-        let actions = self.engine.complete(o, now);
-        if let Some(c) = &coll {
-            self.sites
-                .after_uri(&self.engine, c, url.as_bytes(), unix_secs());
-        }
-        actions
+    fn complete(&mut self, o: Outcome, now: f64) -> Vec<Action> {
+        self.sites.complete(&mut self.engine, o, now, unix_secs())
     }
 
     fn apply(&mut self, sm: &mut NodeScheduler, actions: Vec<Action>) -> Result<(), SchedError> {
         for a in actions {
             match a {
-                Action::Queue { collection, entry } => {
-                    sm.add_uri(&collection, &entry, false)?;
+                Action::Queue {
+                    collection,
+                    entry,
+                    site,
+                } => {
+                    let site = site.as_ref().map(|k| k.1.as_str());
+                    sm.add_uri_at(&collection, &entry, site, false)?;
                 }
                 Action::Document(d) => {
                     if let (Some(b), false) = (&self.links, d.redirected_from.is_empty()) {
@@ -338,6 +334,7 @@ impl Crawler {
                 Action::Links {
                     collection,
                     from,
+                    site,
                     links,
                 } => {
                     if let Some(b) = &self.links {
@@ -352,14 +349,9 @@ impl Crawler {
                         if let Err(e) = b.add_links(&collection, &from, &out, unix_now()) {
                             debug!("link store: links of a page refused: {e}");
                         }
-                        // The page's site (2.2.1.3.1.7).
-                        let site = url::Url::parse(&String::from_utf8_lossy(&from))
-                            .ok()
-                            .map(|u| format!("{}/", u.origin().ascii_serialization()));
-                        if let Some(site) = site {
-                            if let Err(e) = b.sitemap(&collection, &from, site.as_bytes()) {
-                                debug!("link store: sitemap line refused: {e}");
-                            }
+                        // The page's site (2.2.1.3.1.7), from the URL the request parsed.
+                        if let Err(e) = b.sitemap(&collection, &from, site.as_bytes()) {
+                            debug!("link store: sitemap line refused: {e}");
                         }
                     }
                 }
@@ -383,10 +375,10 @@ impl Crawler {
                     self.sitemap_queued |= t.queued > 0;
                     let c = self.engine.counters_mut(&collection);
                     match t.read {
-                        true => c.sitemaps_read += 1,
-                        false => c.sitemaps_refused += 1,
+                        true => c.add(Count::SitemapsRead, 1),
+                        false => c.add(Count::SitemapsRefused, 1),
                     }
-                    c.sitemap_skipped += t.skipped;
+                    c.add(Count::SitemapSkipped, t.skipped);
                 }
                 Action::Unchanged { collection, uri } => {
                     if let Some(v) = sm.unchanged(&collection, &uri)? {
@@ -408,10 +400,10 @@ impl Crawler {
 
     /// [`Self::verdict`], what it counts booked to the document's site.
     fn booked_verdict(&mut self, v: &Verdict) {
-        self.sites.before(&self.engine, &v.collection);
+        self.sites.before(&mut self.engine, &v.collection);
         self.verdict(v);
         self.sites
-            .after_uri(&self.engine, &v.collection, &v.uri, unix_secs());
+            .after_uri(&mut self.engine, &v.collection, &v.uri, unix_secs());
     }
 
     /// Counts what became of a document (MS-FSCADM 2.2.4.9): stored (added or modified),
@@ -421,14 +413,14 @@ impl Crawler {
         let c = self.engine.counters_mut(&v.collection);
         match v.fate {
             Fate::Duplicate => c.skip_doc(doc_skip::DUPLICATE),
-            Fate::Unchanged => c.unchanged += 1,
+            Fate::Unchanged => c.add(Count::Unchanged, 1),
             Fate::Added | Fate::Modified => {
-                c.stored += 1;
+                c.add(Count::Stored, 1);
                 if v.fate == Fate::Modified {
-                    c.modified += 1;
+                    c.add(Count::Modified, 1);
                 }
             }
-            Fate::Deleted => c.deleted += 1,
+            Fate::Deleted => c.add(Count::Deleted, 1),
         }
         let Some(b) = &self.links else {
             return;

@@ -11,13 +11,14 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use log::debug;
 use md5::{Digest, Md5};
 use url::Url;
 
+use super::counted::{Count, Counted};
 use super::counters::{doc_skip, failure_code, uri_skip, CrawlCounters};
 use super::links::{self, Extracted};
 use super::robots::{RobotsCache, Rules};
@@ -25,13 +26,18 @@ use super::sitemaps;
 pub use super::types::*;
 use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
-use crate::msg::{Checksum, CrawlQueueEntry, Redirect, UriStructure};
+use crate::msg::{Checksum, CrawlQueueEntry, UriStructure};
 use crate::routing::crawl_site_ref;
 use crate::sched::node::Ready;
 use crate::sched::parse_record;
 
+#[path = "engine_redirect.rs"]
+mod redirect;
 #[path = "engine_stop.rs"]
 mod stop;
+#[path = "engine_tally.rs"]
+mod tally;
+use redirect::{excluded_header, redirect_entry};
 
 /// Key of the depth of an entry in its extra metadata (only written when a collection limits
 /// depth).
@@ -70,8 +76,12 @@ struct Flight {
     parsed: Url,
 }
 
+/// The engine's tables are looked up several times per page: hashed with foldhash (seeded per
+/// map) rather than SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 /// A crawl site of a collection, shared between the site table, the run queue and the timers.
-type SiteKey = Arc<(Vec<u8>, String)>;
+pub type SiteKey = Arc<(Vec<u8>, String)>;
 
 /// An engine-clock instant in microseconds, for the timer heap.
 fn micros(t: f64) -> u64 {
@@ -87,7 +97,7 @@ fn micros(t: f64) -> u64 {
 pub struct CrawlEngine {
     opts: EngineOptions,
     configs: HashMap<Vec<u8>, Arc<CollectionConfig>>,
-    counters: HashMap<Vec<u8>, CrawlCounters>,
+    counters: HashMap<Vec<u8>, Counted>,
     sites: HashMap<SiteKey, Site>,
     run: VecDeque<SiteKey>,
     timers: BinaryHeap<Reverse<(u64, SiteKey)>>,
@@ -130,13 +140,13 @@ impl CrawlEngine {
         CrawlEngine {
             robots: RobotsCache::new(opts.robots_ttl, 100_000),
             opts,
-            configs: HashMap::new(),
-            counters: HashMap::new(),
-            sites: HashMap::new(),
+            configs: HashMap::default(),
+            counters: HashMap::default(),
+            sites: HashMap::default(),
             run: VecDeque::new(),
             timers: BinaryHeap::new(),
-            ips: HashMap::new(),
-            flights: HashMap::new(),
+            ips: HashMap::default(),
+            flights: HashMap::default(),
             next_id: 1,
             queued: 0,
             slots: (0, VecDeque::new()),
@@ -157,7 +167,7 @@ impl CrawlEngine {
 
     /// The counters of a collection.
     pub fn counters(&self, name: &[u8]) -> Option<&CrawlCounters> {
-        self.counters.get(name)
+        self.counters.get(name).map(|c| &**c)
     }
 
     /// The collection of an open request (to archive its exchange before [`Self::complete`]).
@@ -167,11 +177,11 @@ impl CrawlEngine {
 
     /// Every collection's counters.
     pub fn all_counters(&self) -> impl Iterator<Item = (&Vec<u8>, &CrawlCounters)> {
-        self.counters.iter()
+        self.counters.iter().map(|(n, c)| (n, &**c))
     }
 
     /// Mutable counters (the node scheduler counts duplicates and stores).
-    pub fn counters_mut(&mut self, name: &[u8]) -> &mut CrawlCounters {
+    pub fn counters_mut(&mut self, name: &[u8]) -> &mut Counted {
         self.counters.entry(name.to_vec()).or_default()
     }
 
@@ -236,10 +246,10 @@ impl CrawlEngine {
         &mut self,
         cfg: &CollectionConfig,
         url: &str,
+        u: Url,
         ip: &str,
         conditional: Vec<(String, String)>,
     ) -> Option<Request> {
-        let u = Url::parse(url).ok()?;
         let port = u.port_or_known_default()?;
         let id = self.next_id;
         self.next_id += 1;
@@ -374,7 +384,10 @@ impl CrawlEngine {
                     })
                     .unwrap_or("http");
                 let url = format!("{scheme}://{}/robots.txt", key.1);
-                let Some(req) = self.new_request(&cfg, &url, &ip, Vec::new()) else {
+                let Some(req) = Url::parse(&url)
+                    .ok()
+                    .and_then(|u| self.new_request(&cfg, &url, u, &ip, Vec::new()))
+                else {
                     return;
                 };
                 let site = self.sites.get_mut(key).expect("present above");
@@ -399,12 +412,17 @@ impl CrawlEngine {
             if entry.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
                 skip = rule_skip(&cfg, &uri, entry.uri_flags);
             }
+            // Parsed once, for robots.txt and the request.
+            let parsed = skip.is_none().then(|| Url::parse(&uri).ok()).flatten();
             if skip.is_none()
                 && cfg.robots
                 && !self
                     .robots
                     .get(&key.1, now)
-                    .is_none_or(|r: &Rules| r.allowed(&uri))
+                    .is_none_or(|r: &Rules| match &parsed {
+                        Some(u) => r.allowed_url(u),
+                        None => r.allowed(&uri),
+                    })
             {
                 skip = Some(uri_skip::ROBOTS);
             }
@@ -413,7 +431,8 @@ impl CrawlEngine {
                 self.done.push((key.0.clone(), seq));
                 continue;
             }
-            let Some(mut req) = self.new_request(&cfg, &uri, &ip, conditional) else {
+            let req = parsed.and_then(|u| self.new_request(&cfg, &uri, u, &ip, conditional));
+            let Some(mut req) = req else {
                 self.counters_mut(&key.0).skip_uri(uri_skip::SCHEME);
                 self.done.push((key.0.clone(), seq));
                 continue;
@@ -421,7 +440,7 @@ impl CrawlEngine {
             if sitemaps::entry_kind(&entry).is_some() {
                 req.max_body = sitemaps::MAX_BODY;
             }
-            self.counters_mut(&key.0).processed += 1;
+            self.counters_mut(&key.0).add(Count::Processed, 1);
             self.start(key, ip, Some((seq, rec)), uri, req, reqs);
         }
     }
@@ -487,12 +506,12 @@ impl CrawlEngine {
         };
         let counters = self.counters.entry(f.key.0.clone()).or_default();
         counters.count_download(o.elapsed);
-        counters.read_net += o.net_read;
-        counters.write_net += o.net_written;
+        counters.add(Count::ReadNet, o.net_read);
+        counters.add(Count::WriteNet, o.net_written);
         let Some(rec) = f.record.take() else {
             let (status, body) = match &o.result {
                 Ok(r) => {
-                    *counters.http_response.entry(r.status).or_default() += 1;
+                    counters.http_status(r.status);
                     (Some(r.status), r.body.as_slice())
                 }
                 Err(e) => {
@@ -502,7 +521,7 @@ impl CrawlEngine {
             };
             let rules = Rules::from_fetch(&cfg.user_agent, status, body);
             if rules.has_sitemap() {
-                counters.has_sitemap += 1;
+                counters.add(Count::HasSitemap, 1);
             }
             let offered = sitemaps::offered(&cfg, &rules, &f.key.0, &f.key.1, &f.url);
             self.robots.insert(&f.key.1, rules, now);
@@ -541,8 +560,8 @@ impl CrawlEngine {
                 return sitemap(Err(&e)).into_iter().collect();
             }
         };
-        counters.downloaded += 1;
-        *counters.http_response.entry(r.status).or_default() += 1;
+        counters.add(Count::Downloaded, 1);
+        counters.http_status(r.status);
         if let Some(a) = sitemap(Ok(&r)) {
             return vec![a];
         }
@@ -565,6 +584,7 @@ impl CrawlEngine {
                         out.push(Action::Queue {
                             collection: f.key.0.clone(),
                             entry: Box::new(e),
+                            site: None,
                         });
                     }
                 }
@@ -607,12 +627,12 @@ impl CrawlEngine {
             .unwrap_or("")
             .trim()
             .to_ascii_lowercase();
-        *counters.mime_type.entry(mime.clone()).or_default() += 1;
+        counters.mime_type(&mime);
         if r.header("last-modified").is_some() {
-            counters.has_last_mod += 1;
+            counters.add(Count::HasLastMod, 1);
         }
         if r.header("etag").is_some() {
-            counters.has_etag += 1;
+            counters.add(Count::HasEtag, 1);
         }
         if r.truncated {
             counters.skip_doc(doc_skip::TOO_LARGE);
@@ -657,12 +677,13 @@ impl CrawlEngine {
                     out.push(Action::Queue {
                         collection: f.key.0.clone(),
                         entry: Box::new(e),
+                        site: None,
                     });
                 }
             }
             let depth = depth_of(&entry);
             let mut page_links = Vec::new();
-            for l in &ex.links {
+            for l in ex.links {
                 if ex.nofollow || entry.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
                     counters.skip_uri(uri_skip::NOFOLLOW);
                     continue;
@@ -670,12 +691,16 @@ impl CrawlEngine {
                 // The link's crawl site, once for the link graph and the depth.
                 let same_site =
                     crawl_site_ref(l.url.as_bytes()).as_deref() == Some(f.key.1.as_str());
-                // The link graph holds every link a page gives, crawled or not.
+                // The link graph holds every link a page gives, crawled or not: it takes the
+                // link (no copy), and the entry below is made from it there.
                 page_links.push(PageLink {
-                    url: l.url.clone(),
-                    anchor: l.text.clone(),
+                    url: l.url,
+                    anchor: l.text,
                     intra: same_site,
                 });
+                let Some(l) = page_links.last() else {
+                    continue;
+                };
                 if let Some(code) = rule_skip(cfg, &l.url, 0) {
                     counters.skip_uri(code);
                     continue;
@@ -690,9 +715,9 @@ impl CrawlEngine {
                     continue;
                 }
                 if same_site {
-                    counters.local += 1;
+                    counters.add(Count::Local, 1);
                 } else {
-                    counters.local_fwd += 1;
+                    counters.add(Count::LocalFwd, 1);
                 }
 
                 let mut e = CrawlQueueEntry::new(UriStructure::unparsed(Cow::Owned(
@@ -709,12 +734,14 @@ impl CrawlEngine {
                 out.push(Action::Queue {
                     collection: f.key.0.clone(),
                     entry: Box::new(e),
+                    site: same_site.then(|| f.key.clone()),
                 });
             }
             if !ex.nofollow {
                 out.push(Action::Links {
                     collection: f.key.0.clone(),
                     from: f.url.as_bytes().to_vec(),
+                    site: super::resolve::origin_site(&url),
                     links: page_links,
                 });
             }
@@ -753,47 +780,4 @@ impl CrawlEngine {
         }
         d
     }
-}
-
-/// True when a response header line `Name: value` matches the collection's `exclude_headers`.
-fn excluded_header(cfg: &CollectionConfig, r: &Fetched) -> bool {
-    r.headers.iter().any(|(n, v)| {
-        let line = format!("{n}: {}", String::from_utf8_lossy(v));
-        cfg.exclude_headers.matches(&line)
-    })
-}
-
-/// The entry of a redirect (or meta refresh) target: the trail of `from` plus this hop.
-fn redirect_entry(
-    cfg: &CollectionConfig,
-    from: &CrawlQueueEntry<'static>,
-    target: &str,
-    kind: i64,
-    from_url: &str,
-    counters: &mut CrawlCounters,
-) -> Option<CrawlQueueEntry<'static>> {
-    if from.redirects.len() as u32 >= cfg.max_redirects {
-        counters.skip_doc(doc_skip::NO_REDIRECT_TARGET);
-        return None;
-    }
-    if from.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
-        if let Some(code) = rule_skip(cfg, target, from.uri_flags) {
-            counters.skip_uri(code);
-            return None;
-        }
-    }
-    counters.redirects += 1;
-    let mut e = from.clone();
-    e.uri = UriStructure::unparsed(Cow::Owned(target.as_bytes().to_vec()));
-    e.redirects.push(Redirect {
-        from: Cow::Owned(from_url.as_bytes().to_vec()),
-        kind,
-    });
-    e.uri_flags = (from.uri_flags
-        & !(uri_flags::URIF_REDIRECT_300
-            | uri_flags::URIF_REDIRECT_301
-            | uri_flags::URIF_REDIRECT_302
-            | uri_flags::URIF_META_REFRESH))
-        | kind;
-    Some(e)
 }

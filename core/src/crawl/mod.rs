@@ -2,6 +2,7 @@
 //! that turns allowed crawl queue entries into fetches and fetch outcomes into actions
 //! (MS-FSCMT 3.1, MS-FSCADM 2.2.3.1-2 and 2.2.4.9).
 
+pub mod counted;
 pub mod counters;
 pub mod engine;
 pub mod links;
@@ -11,6 +12,7 @@ pub mod site_tally;
 pub mod sitemaps;
 mod types;
 
+pub use counted::{Count, Counted};
 pub use counters::CrawlCounters;
 pub use engine::CrawlEngine;
 pub(crate) use types::header;

@@ -51,6 +51,16 @@ impl Rules {
         }
     }
 
+    /// [`Self::allowed`] for a URL already parsed (the crawl engine parses each entry's URL
+    /// once, for this and for its request).
+    pub fn allowed_url(&self, u: &url::Url) -> bool {
+        match self {
+            Rules::AllowAll => true,
+            Rules::DisallowAll => false,
+            Rules::Parsed(r) => r.is_url_allowed(u),
+        }
+    }
+
     /// The Crawl-delay, in seconds.
     pub fn crawl_delay(&self) -> Option<f64> {
         match self {
@@ -140,6 +150,14 @@ mod tests {
         assert!(r.allowed("http://h/public/x"));
         assert!(!r.allowed("http://h/private/x"));
         assert!(r.allowed("http://h/private/open"));
+        for u in [
+            "http://h/public/x",
+            "http://h/private/x",
+            "http://h/private/open?q=1",
+        ] {
+            let parsed = url::Url::parse(u).unwrap();
+            assert_eq!(r.allowed_url(&parsed), r.allowed(u), "{u}");
+        }
         assert_eq!(r.crawl_delay(), Some(2.0));
         assert!(r.has_sitemap());
         let other = Rules::from_fetch("other", Some(200), TXT);
@@ -171,6 +189,9 @@ mod tests {
     fn unavailable_allows_and_unreachable_disallows() {
         assert!(Rules::from_fetch("a", Some(404), b"").allowed("http://h/x"));
         assert!(!Rules::from_fetch("a", Some(503), b"").allowed("http://h/x"));
+        let u = url::Url::parse("http://h/x").unwrap();
+        assert!(Rules::from_fetch("a", Some(404), b"").allowed_url(&u));
+        assert!(!Rules::from_fetch("a", None, b"").allowed_url(&u));
         assert!(!Rules::from_fetch("a", None, b"").allowed("http://h/x"));
         assert!(Rules::from_fetch("a", Some(200), b"\xff\xfe garbage\n\0").allowed("http://h/x"));
     }

@@ -538,3 +538,39 @@ fn sites_beyond_the_engines_room_wait_parked_until_one_is_released() {
     assert_eq!(done.len(), 2);
     assert_eq!(hosts(&e.poll(2.0).0), ["c.example"]);
 }
+
+/// A link to the page's own site is queued with its crawl site (the node scheduler routes it
+/// without finding the site again); a link elsewhere and a redirect target without.
+#[test]
+fn links_to_the_pages_own_site_carry_it() {
+    let mut e = engine(|_| {});
+    e.push(ready(&format!("http://{SITE}/a")));
+    let reqs = pass_robots(&mut e, "", 0.0);
+    let page = "<a href=\"/b\">b</a><a href=\"http://H.example:8080/c\">c</a>\
+                <a href=\"http://other.example/d\">d</a>";
+    let actions = e.complete(ok(reqs[0].id, 200, "text/html", page), 0.0);
+    let sites: Vec<(String, Option<String>)> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Queue { entry, site, .. } => Some((
+                String::from_utf8_lossy(&entry.uri.uri).into_owned(),
+                site.as_ref().map(|k| k.1.clone()),
+            )),
+            _ => None,
+        })
+        .collect();
+    let own = Some(SITE.to_string());
+    assert_eq!(
+        sites,
+        [
+            (format!("http://{SITE}/b"), own.clone()),
+            (format!("http://{SITE}/c"), own),
+            ("http://other.example/d".to_string(), None),
+        ]
+    );
+    for (uri, site) in &sites {
+        if let Some(s) = site {
+            assert_eq!(crate::routing::crawl_site(uri.as_bytes()).as_ref(), Some(s));
+        }
+    }
+}

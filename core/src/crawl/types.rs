@@ -172,6 +172,9 @@ pub enum Action {
         collection: Vec<u8>,
         /// The entry.
         entry: Box<CrawlQueueEntry<'static>>,
+        /// (collection, crawl site) of the entry when the engine knows it: a link to the
+        /// page's own site (saves the node scheduler finding it again).
+        site: Option<super::engine::SiteKey>,
     },
     /// Check and store a document.
     Document(Box<Document>),
@@ -181,6 +184,9 @@ pub enum Action {
         collection: Vec<u8>,
         /// The page.
         from: Vec<u8>,
+        /// The page's site as the link store's sitemap line gives it (MS-FSWASDR
+        /// 2.2.1.3.1.7): its origin and `/`.
+        site: String,
         /// Its links, each once.
         links: Vec<PageLink>,
     },

@@ -74,7 +74,9 @@ use crate::msg::{
     PpdupConfRemove, PpdupSetConfig, RouteList, StartCrawlIp, Stat, StopCrawlIp, UriMsg,
 };
 use crate::queue::{CrawlQueue, QueueOptions, SyncPolicy};
-use crate::routing::{crawl_site, routing_attribute, site_host, RoutingDb};
+use crate::routing::{
+    crawl_site, crawl_site_ref, routing_attribute, site_host, AttrMemo, RoutingDb,
+};
 use crate::store::{store_dir, CrawlStore, UriState};
 pub use diskfull::RETRY_EVERY as DISK_FULL_RETRY;
 pub use docs::Verdict;
@@ -356,6 +358,8 @@ pub struct NodeScheduler {
     indexnow_dropped: u64,
     /// Refresh cycles begun since start ([`NodeScheduler::cycles_begun`]).
     cycles_begun: u64,
+    /// The routing attribute of the last site routed (`add_uri`).
+    attr_memo: AttrMemo,
 }
 
 /// The conditional request headers for a queue record whose URI has a stored copy with
@@ -446,6 +450,7 @@ impl NodeScheduler {
             out: Outbox::new(),
             indexnow_dropped: 0,
             cycles_begun: 0,
+            attr_memo: AttrMemo::default(),
         };
         for m in n.dirs.load_all()? {
             let Some(name) = m.get(b"name").and_then(Value::as_bytes).map(<[u8]>::to_vec) else {

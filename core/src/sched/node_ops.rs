@@ -25,14 +25,32 @@ impl NodeScheduler {
         entry: &CrawlQueueEntry<'_>,
         urgent: bool,
     ) -> Result<bool, SchedError> {
+        self.add_uri_at(name, entry, None, urgent)
+    }
+
+    /// [`Self::add_uri`] with the entry's crawl site when the caller knows it (the crawl
+    /// engine does for a link to the page's own site): it must be `crawl_site` of the URI.
+    pub fn add_uri_at(
+        &mut self,
+        name: &[u8],
+        entry: &CrawlQueueEntry<'_>,
+        site: Option<&str>,
+        urgent: bool,
+    ) -> Result<bool, SchedError> {
         if !self.collections.contains_key(name) {
             return Ok(false);
         }
-        let local = self.opts.standalone
-            || crawl_site(&entry.uri.uri).is_some_and(|site| {
-                self.routing.get(name, routing_attribute(&site).as_bytes())
-                    == Some(&self.opts.node_id[..])
-            });
+        debug_assert!(site.is_none() || crawl_site_ref(&entry.uri.uri).as_deref() == site);
+        let local = self.opts.standalone || {
+            let site = match site {
+                Some(s) => Some(Cow::Borrowed(s)),
+                None => crawl_site_ref(&entry.uri.uri),
+            };
+            site.is_some_and(|site| {
+                let attr = self.attr_memo.get(&site);
+                self.routing.get(name, attr.as_bytes()) == Some(&self.opts.node_id[..])
+            })
+        };
         let c = self.collections.get_mut(name).expect("checked above");
         if local {
             queue_local(c, entry, urgent)?;

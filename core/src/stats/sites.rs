@@ -117,6 +117,30 @@ pub fn add_cell(cells: &mut Vec<Cell>, attr: u8, v: u64) {
     fold_cell(cells, &one);
 }
 
+/// [`add_cell`] for each (attribute, update) of `updates`, given in ascending attribute order:
+/// one pass along `cells` instead of a search for each.
+pub fn add_cells(cells: &mut Vec<Cell>, updates: impl IntoIterator<Item = (u8, u64)>) {
+    let mut i = 0;
+    for (attr, v) in updates {
+        while cells.get(i).is_some_and(|c| c.attr < attr) {
+            i += 1;
+        }
+        let small = u32::try_from(v).unwrap_or(u32::MAX);
+        let one = Cell {
+            sum: v,
+            n: 1,
+            min: small,
+            max: small,
+            attr,
+        };
+        match cells.get_mut(i) {
+            Some(c) if c.attr == attr => c.fold(&one),
+            _ => cells.insert(i, one),
+        }
+        i += 1;
+    }
+}
+
 fn fold_cell(cells: &mut Vec<Cell>, c: &Cell) {
     match cells.binary_search_by_key(&c.attr, |x| x.attr) {
         Ok(i) => cells[i].fold(c),

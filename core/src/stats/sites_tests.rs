@@ -229,3 +229,27 @@ fn ten_thousand_sites_cost_under_seven_hundred_bytes_each() {
     );
     assert!(per_site <= 700, "{per_site} bytes per site");
 }
+
+/// One pass of `add_cells` folds exactly as `add_cell` for each update: new attributes
+/// inserted in order, present ones folded (sum, updates, smallest, largest).
+#[test]
+fn add_cells_in_one_pass_equals_add_cell_for_each() {
+    let mut rng = fastrand::Rng::with_seed(7);
+    for _ in 0..2_000 {
+        let mut fast = Vec::new();
+        let mut slow = Vec::new();
+        for _ in 0..rng.usize(1..6) {
+            let mut attrs: Vec<u8> = (0..16).filter(|_| rng.bool()).collect();
+            attrs.sort_unstable();
+            let ups: Vec<(u8, u64)> = attrs
+                .iter()
+                .map(|a| (*a, rng.u64(0..u64::from(u32::MAX) * 2)))
+                .collect();
+            add_cells(&mut fast, ups.iter().copied());
+            for (a, v) in &ups {
+                add_cell(&mut slow, *a, *v);
+            }
+            assert_eq!(fast, slow);
+        }
+    }
+}
