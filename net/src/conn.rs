@@ -264,12 +264,20 @@ impl<F: Framing> Conn<F> {
         }
     }
 
-    /// Reads until the socket would block, the turn's budget is spent, or a batch is full;
-    /// cuts complete messages with the framing. A draining connection discards what it reads.
-    pub(crate) fn read(&mut self) -> ReadOutcome {
+    /// Reads until the socket is drained, the turn's budget is spent, or a batch is full; cuts
+    /// complete messages with the framing. A draining connection discards what it reads.
+    ///
+    /// Drained is `WouldBlock`, or, with `short_drains`, a plain read that filled less than its
+    /// room and ended on a whole message: TCP hands a read everything queued up to its size, so
+    /// the socket was empty then, and whatever arrives later raises a new edge. The loop asks
+    /// for that only on a readiness event that did not report the peer's FIN (a FIN already
+    /// queued raises no further edge), and not when it comes back to a connection it left
+    /// unread; it saves the `WouldBlock` read that ended about half the loops' reads. After a
+    /// part of a message the pass reads on: the rest is often there already.
+    pub(crate) fn read(&mut self, short_drains: bool) -> ReadOutcome {
         let status = match self.state {
             State::Open if self.refused => self.discard(CloseReason::PeerClosed),
-            State::Open => self.read_messages(),
+            State::Open => self.read_messages(short_drains && self.tls.is_none()),
             State::Draining => self.discard(CloseReason::LocalClose),
             State::Connecting | State::Finishing | State::Closing => ReadStatus::Drained,
         };
@@ -279,8 +287,9 @@ impl<F: Framing> Conn<F> {
         }
     }
 
-    fn read_messages(&mut self) -> ReadStatus {
+    fn read_messages(&mut self, short_drains: bool) -> ReadStatus {
         let mut budget = READ_BUDGET;
+        let mut drained = false;
         loop {
             // Cut what the last read brought before deciding anything: a closing or failing
             // connection still delivers the messages that arrived whole.
@@ -294,6 +303,9 @@ impl<F: Framing> Conn<F> {
                 self.buf.truncate(self.framed);
                 return self.discard(CloseReason::PeerClosed);
             }
+            if drained && self.framed == self.filled {
+                return ReadStatus::Drained;
+            }
             if budget == 0 || self.framed >= MAX_BATCH {
                 return ReadStatus::More;
             }
@@ -304,6 +316,7 @@ impl<F: Framing> Conn<F> {
             // A plain connection reads into the spare capacity, without zeroing it first; a
             // read may take the budget over by at most one buffer. A TLS session (the admin
             // port's, not a hot path) decrypts into zeroed room, cut back to what it read.
+            let room = self.buf.capacity() - self.buf.len();
             let read = if self.tls.is_none() {
                 rustix::io::read(&self.stream, rustix::buffer::spare_capacity(&mut self.buf))
                     .map_err(io::Error::from)
@@ -340,6 +353,7 @@ impl<F: Framing> Conn<F> {
                     self.filled += n;
                     debug_assert_eq!(self.filled, self.buf.len());
                     budget = budget.saturating_sub(n);
+                    drained = short_drains && n < room;
                 }
                 Err(e) if would_block(&e) => return ReadStatus::Drained,
                 Err(e) if interrupted(&e) => {}

@@ -258,7 +258,7 @@ impl<F: Framing> Loop<F> {
             }
         }
         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-            self.read_conn(id);
+            self.read_conn(id, !(ev.is_read_closed() || ev.is_error()));
         }
         if ev.is_writable() || ev.is_write_closed() || ev.is_error() {
             self.write_conn(id);
@@ -299,7 +299,7 @@ impl<F: Framing> Loop<F> {
         Ok(id)
     }
 
-    fn read_conn(&mut self, id: ConnId) {
+    fn read_conn(&mut self, id: ConnId, short_drains: bool) {
         let paused = self.paused();
         let answer_half_closed = self.config.answer_half_closed;
         let max_out = self.config.limits.max_queued_output;
@@ -338,7 +338,7 @@ impl<F: Framing> Loop<F> {
             }
             return;
         }
-        let out = conn.read();
+        let out = conn.read(short_drains);
         let (was, now) = (conn.held, conn.held_now());
         if was != now {
             conn.held = now;
@@ -382,7 +382,7 @@ impl<F: Framing> Loop<F> {
             Ok(Flushed::Empty) if was_closing => {
                 // Now draining: a FIN that came while we were not reading raised no new event,
                 // so look for it now.
-                self.read_conn(id);
+                self.read_conn(id, false);
             }
             Ok(_) => {
                 if conn.throttled && conn.queued() <= resume_at {
@@ -765,7 +765,7 @@ impl<F: Framing> Loop<F> {
         for &id in &ready {
             if let Some(conn) = self.conn_mut(id) {
                 conn.read_ready = false;
-                self.read_conn(id);
+                self.read_conn(id, false);
             }
         }
     }

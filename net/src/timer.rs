@@ -68,7 +68,9 @@ struct Live {
 #[derive(Debug, Default)]
 pub(crate) struct Timers {
     heap: BinaryHeap<Reverse<Entry>>,
-    live: HashMap<TimerKey, Live>,
+    /// Looked up every turn of the loop: hashed with foldhash (the keys are the loop's own,
+    /// no peer chooses them), not SipHash.
+    live: HashMap<TimerKey, Live, foldhash::fast::RandomState>,
     generation: u64,
 }
 
@@ -101,9 +103,10 @@ impl Timers {
     }
 
     /// Moves every key due at `now` to `out`, in deadline order, rescheduling repeating ones.
+    /// Most turns nothing is due: the earliest entry, live or stale, is compared with `now`
+    /// before anything is looked up.
     pub(crate) fn expire(&mut self, now: Instant, out: &mut Vec<TimerKey>) {
         loop {
-            self.drop_stale();
             let due = matches!(self.heap.peek(), Some(Reverse(e)) if e.at <= now);
             if !due {
                 return;
@@ -111,6 +114,9 @@ impl Timers {
             let Some(Reverse(e)) = self.heap.pop() else {
                 return;
             };
+            if !self.is_live(&e) {
+                continue; // cancelled or replaced
+            }
             out.push(e.key);
             let repeat = self.live.get(&e.key).and_then(|l| l.repeat);
             match repeat {
@@ -202,6 +208,26 @@ mod tests {
         t.expire(t0 + 10 * p, &mut out);
         assert_eq!(out.len(), 2);
         assert_eq!(t.next_deadline(), Some(t0 + 11 * p));
+    }
+
+    #[test]
+    fn a_cancelled_timer_due_first_does_not_hide_a_live_one() {
+        let t0 = Instant::now();
+        let mut t = Timers::default();
+        t.set(user(1), t0 + Duration::from_millis(5), None);
+        t.set(user(2), t0 + Duration::from_millis(10), None);
+        t.set(user(3), t0 + Duration::from_millis(30), None);
+        t.cancel(user(1));
+        t.set(user(2), t0 + Duration::from_millis(20), None); // replaced: its old entry is stale
+        let mut out = Vec::new();
+        t.expire(t0 + Duration::from_millis(15), &mut out);
+        assert!(out.is_empty(), "only stale entries were due: {out:?}");
+        t.expire(t0 + Duration::from_millis(25), &mut out);
+        assert_eq!(out, vec![user(2)]);
+        assert_eq!(t.next_deadline(), Some(t0 + Duration::from_millis(30)));
+        t.expire(t0 + Duration::from_millis(30), &mut out);
+        assert_eq!(out, vec![user(2), user(3)]);
+        assert_eq!(t.next_deadline(), None);
     }
 
     #[test]

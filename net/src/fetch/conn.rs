@@ -2,9 +2,19 @@
 //! reused for every response, and the request in flight (at most one: no pipelining).
 //!
 //! The driver calls [`Conn::drive`] on every readiness event; it finishes a pending connect,
-//! writes what is queued and reads until `WouldBlock` (edge-triggered polling), feeding the
-//! [`ResponseReader`]. It reports a finished response or a typed error; closing, pooling and
-//! retrying are the driver's.
+//! writes what is queued and reads until `WouldBlock` or a complete response (edge-triggered
+//! polling), feeding the [`ResponseReader`]. It reports a finished response or a typed error; closing,
+//! pooling and retrying are the driver's.
+//!
+//! A response completed by a plain read that filled less than the room it was given leaves the
+//! socket drained: TCP hands a read everything queued up to its size, so the socket was empty
+//! then, and any byte or FIN arriving later raises a new edge. The one exception is a FIN that
+//! arrived before the poll reported the event (no further edge comes for it): the event then
+//! says `is_read_closed`, and the connection reads until `WouldBlock` as before. This saves
+//! the `WouldBlock` read after every response (one `recvfrom` a page, a third of the fetcher's
+//! system calls). A response not complete yet is read on until `WouldBlock`: its next segment
+//! is often there already (a server writing the head and the body apart), and reading it now
+//! saves a turn of the poll.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -117,6 +127,9 @@ pub(super) struct Conn {
     out_pos: usize,
     /// The peer closed its side.
     eof: bool,
+    /// The last read of a finished response left the socket drained (see the module
+    /// documentation), so [`Conn::settle`] need not read it again. Taken by `settle`.
+    drained: bool,
     /// Bytes read from and written to the socket since [`Conn::take_net`] (TLS records as
     /// they went, for HTTPS).
     net: (u64, u64),
@@ -158,6 +171,7 @@ impl Conn {
             out: Vec::with_capacity(512),
             out_pos: 0,
             eof: false,
+            drained: false,
             net: (0, 0),
         })
     }
@@ -209,8 +223,10 @@ impl Conn {
         }
     }
 
-    /// Handles readiness of a connecting or busy connection.
-    pub(super) fn drive(&mut self) -> Step {
+    /// Handles readiness of a connecting or busy connection. `read_closed`: the event said the
+    /// peer's FIN (or an error) is already there, so the socket is read until `WouldBlock`.
+    pub(super) fn drive(&mut self, read_closed: bool) -> Step {
+        self.drained = false;
         if self.phase == Phase::Connecting {
             match self.connected() {
                 Ok(true) => self.phase = Phase::Busy,
@@ -221,7 +237,7 @@ impl Conn {
         if let Err(e) = self.flush() {
             return Step::Failed(e.into());
         }
-        match self.read_response() {
+        match self.read_response(!read_closed) {
             Ok(Some((resp, keep))) => Step::Done(resp, keep),
             Ok(None) => Step::Pending,
             Err(e) => Step::Failed(e),
@@ -229,13 +245,19 @@ impl Conn {
     }
 
     /// Checks an idle (or just finished) connection: drains the socket and says whether it is
-    /// still good for another request (no EOF, no error, no stray bytes).
+    /// still good for another request (no EOF, no error, no stray bytes). A response whose last
+    /// read left the socket drained needs no further read: anything arriving later raises an
+    /// event, which brings the idle connection back here.
     pub(super) fn settle(&mut self) -> bool {
+        let drained = std::mem::take(&mut self.drained);
         if self.eof || self.start != self.end {
             return false;
         }
         self.start = 0;
         self.end = 0;
+        if drained {
+            return true;
+        }
         let r = fill(
             &mut self.stream,
             self.tls.as_deref_mut(),
@@ -288,8 +310,14 @@ impl Conn {
         Ok(())
     }
 
-    /// Reads until `WouldBlock`, EOF or a complete response.
-    fn read_response(&mut self) -> Result<Option<(Response, bool)>, FetchError> {
+    /// Reads until `WouldBlock`, EOF or a complete response. `short_drains`: a response
+    /// completed by a plain read that filled less than its room leaves the socket counted
+    /// drained (see the module documentation).
+    fn read_response(
+        &mut self,
+        short_drains: bool,
+    ) -> Result<Option<(Response, bool)>, FetchError> {
+        let short_drains = short_drains && self.tls.is_none();
         let Some(job) = &mut self.job else {
             return Err(FetchError::Protocol(
                 "response bytes without a request".into(),
@@ -310,6 +338,8 @@ impl Conn {
                     "response element larger than the read buffer".into(),
                 ));
             }
+            let room = self.buf.len() - self.end;
+            let mut drained = false;
             let done = match fill(
                 &mut self.stream,
                 self.tls.as_deref_mut(),
@@ -318,6 +348,7 @@ impl Conn {
             )? {
                 Filled::WouldBlock => return Ok(None),
                 Filled::Data(n) => {
+                    drained = short_drains && n < room;
                     self.end += n;
                     job.got_bytes = true;
                     let fed = job.reader.feed(&self.buf[self.start..self.end])?;
@@ -336,6 +367,7 @@ impl Conn {
             if done {
                 let (mut resp, keep) = job.reader.take(job.reused)?;
                 resp.wire = job.wire.take().map(Box::new);
+                self.drained = drained;
                 return Ok(Some((resp, keep && !self.eof)));
             }
             if self.eof {
@@ -428,7 +460,7 @@ pub(super) fn encode_request(req: &FetchRequest, user_agent: &str, out: &mut Vec
     out.extend_from_slice(req.url.host_str().unwrap_or_default().as_bytes());
     if let Some(port) = req.url.port() {
         out.push(b':');
-        out.extend_from_slice(port.to_string().as_bytes());
+        push_decimal(out, port);
     }
     out.extend_from_slice(b"\r\n");
     if !caller_sets(req, "user-agent") {
@@ -452,4 +484,38 @@ pub(super) fn encode_request(req: &FetchRequest, user_agent: &str, out: &mut Vec
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `n` in decimal (no allocation, unlike `to_string`, for every request of a web on a
+/// port of its own).
+fn push_decimal(out: &mut Vec<u8>, n: u16) {
+    let mut digits = [0u8; 5];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_decimal;
+
+    #[test]
+    fn ports_are_written_as_to_string_writes_them() {
+        for port in (0..=u16::MAX)
+            .step_by(7)
+            .chain([0, 1, 9, 10, 99, 100, 65_535])
+        {
+            let mut out = b"x:".to_vec();
+            push_decimal(&mut out, port);
+            assert_eq!(out, format!("x:{port}").into_bytes());
+        }
+    }
 }

@@ -347,14 +347,17 @@ impl ResponseReader {
     /// Parses a head at the start of `buf`: `Some(consumed)` once one is complete (a 1xx
     /// interim response is consumed and skipped), `None` when more bytes are needed.
     fn parse_head(&mut self, buf: &[u8]) -> Result<Option<usize>, FetchError> {
-        let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut fields);
+        // Uninitialized slots: httparse initializes the ones it fills, and the 4 KiB of empty
+        // headers that `parse_response` wants were written anew for every response.
+        let mut fields =
+            [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut []);
         // Crawled servers are sloppy: accept what browsers accept.
         let status = httparse::ParserConfig::default()
             .allow_spaces_after_header_name_in_responses(true)
             .allow_obsolete_multiline_headers_in_responses(true)
             .allow_multiple_spaces_in_response_status_delimiters(true)
-            .parse_response(&mut resp, buf);
+            .parse_response_with_uninit_headers(&mut resp, buf, &mut fields);
         let n = match status {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {

@@ -245,6 +245,10 @@ pub(crate) struct Shared {
     peak: AtomicUsize,
     /// Requests started from now on keep their wire bytes.
     keep_wire: AtomicBool,
+    /// A wake-up of the poll thread is on its way and it has not yet taken the submissions
+    /// (set by the submitters, cleared by the poll thread before it takes them): submissions
+    /// meanwhile ride on that wake-up instead of writing the eventfd again.
+    wake_pending: AtomicBool,
 }
 
 /// A request on its way to the poll thread, with its submission time.
@@ -281,6 +285,7 @@ impl Fetcher {
             open: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             keep_wire: AtomicBool::new(opts.keep_wire),
+            wake_pending: AtomicBool::new(false),
         });
         let mut driver = pool::Driver::new(registry, opts, tls, submitted, done, shared.clone());
         let thread = std::thread::Builder::new()
@@ -370,6 +375,12 @@ impl Fetcher {
     }
 
     fn wake(&self) -> Result<(), FetchError> {
+        // AcqRel pairs with the poll thread's swap before it takes submissions: `true` means
+        // a wake-up is pending and the poll thread's later swap sees what was queued before
+        // this one; `false` means it may be asleep with nothing pending, so wake it.
+        if self.shared.wake_pending.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
         self.waker.wake().map_err(|e| {
             log::warn!("fetch: cannot wake the poll thread: {e}");
             FetchError::Shutdown

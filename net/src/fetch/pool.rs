@@ -63,8 +63,9 @@ pub(super) struct Driver {
     shared: Arc<Shared>,
     conns: Slab<Conn>,
     /// Idle connections per (https, address), most recently used last; the host is checked on
-    /// the connection (no allocation per lookup).
-    idle: HashMap<(bool, SocketAddr), Vec<usize>>,
+    /// the connection (no allocation per lookup). Looked up for every request: foldhash, not
+    /// SipHash (the addresses are the scheduler's, resolved and allowed, not a peer's choice).
+    idle: HashMap<(bool, SocketAddr), Vec<usize>, foldhash::fast::RandomState>,
     /// Idle connections oldest first, for the idle timeout and for eviction. Marks of
     /// connections that were reused or closed are skipped when met, and purged when they pile up.
     idle_order: VecDeque<IdleMark>,
@@ -89,7 +90,7 @@ impl Turn for Driver {
     /// are taken after the events).
     fn on_event(&mut self, ev: &Event) {
         if ev.token() != WAKER {
-            self.on_ready(ev.token().0);
+            self.on_ready(ev.token().0, ev.is_read_closed() || ev.is_error());
         }
     }
 
@@ -101,6 +102,9 @@ impl Turn for Driver {
             return ControlFlow::Break(());
         }
         let now = Instant::now();
+        // Before taking submissions: one queued after this wakes the thread again (see
+        // `Fetcher::wake`).
+        self.shared.wake_pending.swap(false, Ordering::AcqRel);
         while let Ok(s) = self.submitted.try_recv() {
             let p = Pending {
                 req: s.req,
@@ -141,7 +145,7 @@ impl Driver {
             done,
             shared,
             conns: Slab::new(),
-            idle: HashMap::new(),
+            idle: HashMap::default(),
             idle_order: VecDeque::new(),
             waiting: VecDeque::new(),
             timers: BinaryHeap::new(),
@@ -168,7 +172,8 @@ impl Driver {
         }
     }
 
-    fn on_ready(&mut self, id: usize) {
+    /// `read_closed`: the event reported the peer's FIN or an error (see `conn.rs`).
+    fn on_ready(&mut self, id: usize, read_closed: bool) {
         let Some(conn) = self.conns.get_mut(id) else {
             return;
         };
@@ -183,7 +188,7 @@ impl Driver {
             }
             return;
         }
-        let step = conn.drive();
+        let step = conn.drive(read_closed);
         self.after(id, step);
     }
 

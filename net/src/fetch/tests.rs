@@ -630,6 +630,7 @@ fn random_bytes_never_panic_the_reader() {
     }
 }
 
+mod drained;
 mod https;
 mod pool;
 

@@ -4,6 +4,7 @@
 mod backpressure;
 mod bad_peers;
 mod coalescing;
+mod drained;
 mod http;
 mod large;
 mod lifecycle;
