@@ -353,11 +353,8 @@ impl Crawler {
                             debug!("link store: links of a page refused: {e}");
                         }
                         // The page's site (2.2.1.3.1.7).
-                        let site = url::Url::parse(&String::from_utf8_lossy(&from))
-                            .ok()
-                            .map(|u| format!("{}/", u.origin().ascii_serialization()));
-                        if let Some(site) = site {
-                            if let Err(e) = b.sitemap(&collection, &from, site.as_bytes()) {
+                        if let Some(site) = crawlfleet_core::links::site_url(&from) {
+                            if let Err(e) = b.sitemap(&collection, &from, &site) {
                                 debug!("link store: sitemap line refused: {e}");
                             }
                         }

@@ -164,10 +164,12 @@ struct Open {
     since: Instant,
 }
 
-/// The open batches of a collection, by application: looked up by the collection's name as
-/// given, without building a key for every call.
+/// A collection's applications and open batches: looked up by the collection's name as given,
+/// without building a key for every call.
 #[derive(Default)]
 struct CollectionBatches {
+    /// Set by [`LinkBatcher::set_applications`]; the configured default otherwise.
+    apps: Option<Applications>,
     webanalyzer: Option<Open>,
     sharepoint: Option<Open>,
 }
@@ -183,8 +185,8 @@ impl CollectionBatches {
 
 #[derive(Default)]
 struct Batches {
-    apps: HashMap<Vec<u8>, Applications>,
-    open: HashMap<Vec<u8>, CollectionBatches>,
+    /// By collection name, hashed with foldhash (names are the operator's, not a peer's).
+    by_collection: HashMap<Vec<u8>, CollectionBatches, foldhash::fast::RandomState>,
 }
 
 struct Shared {
@@ -215,21 +217,19 @@ impl Shared {
         f: impl FnOnce(&mut OpenBatch) -> Result<T, LinkError>,
     ) -> Result<Option<Sealed>, LinkError> {
         let mut g = self.batches.lock();
-        let apps = g
-            .apps
-            .get(collection)
-            .copied()
+        let known = g.by_collection.get_mut(collection);
+        let apps = known
+            .as_ref()
+            .and_then(|c| c.apps)
             .unwrap_or(self.cfg.default_applications);
         if !apps.has(app) {
             return Ok(None);
         }
-        if !g.open.contains_key(collection) {
-            g.open
-                .insert(collection.to_vec(), CollectionBatches::default());
-        }
-        let Some(slot) = g.open.get_mut(collection).map(|c| c.slot(app)) else {
-            return Ok(None);
+        let batches = match known {
+            Some(c) => c,
+            None => g.by_collection.entry(collection.to_vec()).or_default(),
         };
+        let slot = batches.slot(app);
         let open = slot.get_or_insert_with(|| Open {
             batch: match app {
                 Application::WebAnalyzer => OpenBatch::Wa(Box::default()),
@@ -255,7 +255,7 @@ impl Shared {
         let mut g = self.batches.lock();
         let now = Instant::now();
         let mut sealed = Vec::new();
-        for (coll, batches) in g.open.iter_mut() {
+        for (coll, batches) in g.by_collection.iter_mut() {
             for app in Application::ALL {
                 let slot = batches.slot(app);
                 if slot
@@ -328,8 +328,10 @@ impl LinkBatcher {
         self.shared
             .batches
             .lock()
-            .apps
-            .insert(collection.to_vec(), apps);
+            .by_collection
+            .entry(collection.to_vec())
+            .or_default()
+            .apps = Some(apps);
     }
 
     fn submit(&self, sealed: Result<Option<Sealed>, LinkError>) -> Result<(), LinkError> {
