@@ -56,10 +56,14 @@ fn as_served(page: &[u8]) -> Option<&[u8]> {
     Some(&page[..scheme + end + 1])
 }
 
-/// A host the url crate keeps byte for byte: labels of lowercase letters, digits and hyphens,
-/// none empty but a final one after a trailing dot, none an IDNA (`xn--`) label, and a last
-/// label that does not start with a digit (which could make the host an IPv4 number).
+/// A host the url crate keeps byte for byte: an IPv4 address as it writes one, or labels of
+/// lowercase letters, digits and hyphens, none empty but a final one after a trailing dot, none
+/// an IDNA (`xn--`) label, and a last label that does not start with a digit (which could make
+/// the host an IPv4 number in another form).
 fn plain_host(host: &[u8]) -> bool {
+    if canonical_ipv4(host) {
+        return true;
+    }
     let host = host.strip_suffix(b".").unwrap_or(host);
     if host.is_empty()
         || !host
@@ -74,6 +78,23 @@ fn plain_host(host: &[u8]) -> bool {
         && !last[0].is_ascii_digit()
         && !last.starts_with(b"xn--")
         && labels.all(|l| !l.is_empty() && !l.starts_with(b"xn--"))
+}
+
+/// Four decimal numbers from 0 to 255 without leading zeros, separated by single dots: the
+/// form the url crate writes an IPv4 address in.
+fn canonical_ipv4(host: &[u8]) -> bool {
+    let mut parts = 0;
+    for part in host.split(|&c| c == b'.') {
+        parts += 1;
+        let number = matches!(part.len(), 1..=3)
+            && part.iter().all(u8::is_ascii_digit)
+            && (part.len() == 1 || part[0] != b'0')
+            && part.iter().fold(0u16, |v, &d| v * 10 + u16::from(d - b'0')) <= 255;
+        if !number || parts > 4 {
+            return false;
+        }
+    }
+    parts == 4
 }
 
 #[cfg(test)]
@@ -92,6 +113,11 @@ mod tests {
                 "https://a-b.example:8443/",
             ),
             ("http://h3.example./", "http://h3.example./"),
+            (
+                "http://127.77.0.1:8080/s5/p117.html",
+                "http://127.77.0.1:8080/",
+            ),
+            ("http://0.0.0.0/", "http://0.0.0.0/"),
         ] {
             let got = site_url(page.as_bytes()).unwrap();
             assert!(matches!(got, Cow::Borrowed(_)), "{page}");
@@ -143,6 +169,19 @@ mod tests {
             "1.2.3.4.",
             "0x7f.1",
             "a.0x1",
+            "127.77.0.1",
+            "255.255.255.255",
+            "0.0.0.0",
+            "1.2.3.256",
+            "01.2.3.4",
+            "1.2.3",
+            "1.2.3.4.5",
+            "4294967295",
+            "1.2.3.0x4",
+            "1..2.3",
+            "1.2.3.4 ",
+            "10.0.0.00",
+            "1.2.3.010",
             "a.1b",
             "b1.a",
             "xn--bcher-kva.example",
