@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use crawlfleet_core::links::{
     parse_message, parse_records, read_log, stored_logs, LinkIndex, Message, Record,
-    WebAnalyzerBatch, ACK, FAILED,
+    WebAnalyzerBatch, ACK, FAILED, TERMINATOR,
 };
-use crawlfleet_shells::linkclient::{LinkBatcher, LinkClientConfig, OutLink};
+use crawlfleet_shells::linkclient::{Applications, LinkBatcher, LinkClientConfig, OutLink};
 
 use crate::util::{temp_dir, vector, Role};
 
@@ -424,4 +424,177 @@ fn the_backlog_outlives_the_client_and_stays_within_its_bound() {
     let s = c.flush();
     assert!(s.dropped_messages > 0, "{s:?}");
     assert!(s.backlog_bytes <= 20_000, "{s:?}");
+}
+
+/// A link store that follows MS-FSWASDR 3.2.5 and nothing more: reads each data message up to
+/// the terminator (2.2.1), answers `ack\n` (2.2.2), and hands the message's bytes on.
+fn recording_store() -> (SocketAddr, std::sync::mpsc::Receiver<Vec<u8>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut s) = conn else { return };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let n = match s.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) =
+                        buf.windows(TERMINATOR.len()).position(|w| w == TERMINATOR)
+                    {
+                        let msg: Vec<u8> = buf.drain(..end + TERMINATOR.len()).collect();
+                        if s.write_all(ACK).is_err() || tx.send(msg).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, rx)
+}
+
+#[test]
+fn the_client_writes_the_lines_of_section_4_1_1() {
+    // MS-FSWASDR 4.1.1: the fourthcoffee documents as the crawler reports them, through the
+    // client's calls, must reach the store as the section's lines (with the corrections the
+    // core's section 4 tests explain), one message per collection and application.
+    let dir = temp_dir("linkclient-lines");
+    let (addr, rx) = recording_store();
+    let mut cfg = LinkClientConfig::new(addr, dir.path().join("backlog"));
+    cfg.io_timeout = Duration::from_secs(20);
+    let c = LinkBatcher::start(cfg).unwrap();
+    c.set_applications(
+        b"sp",
+        Applications {
+            webanalyzer: true,
+            sharepoint: true,
+        },
+    );
+    let ts = 1244208852;
+    let doc1 = b"http://www.fourthcoffee.com/";
+    let links = [
+        OutLink {
+            url: b"http://www.fourthcoffee.com/about.html",
+            anchor: b"about us",
+            intra: true,
+        },
+        // Refused (a space): skipped and counted, the others still sent.
+        OutLink {
+            url: b"http://www.fourthcoffee.com/a b",
+            anchor: b"x",
+            intra: true,
+        },
+        OutLink {
+            url: b"http://www.contoso.com/",
+            anchor: b"another\nexample",
+            intra: false,
+        },
+    ];
+    c.add_links(b"sp", doc1, &links, ts).unwrap();
+    let class: [&[u8]; 2] = [
+        b"http://www.fourthcoffee.com/index.aspx",
+        b"http://www.fourthcoffee.com/index.html",
+    ];
+    c.add_equivalents(b"sp", doc1, &class, ts).unwrap();
+    c.add_links(b"sp", b"http://www.fourthcoffee.com/example1.html", &[], ts)
+        .unwrap();
+    c.sitemap(b"sp", doc1, b"http://www.fourthcoffee.com/")
+        .unwrap();
+    c.uri_add(b"sp", doc1, &class[..1], ts).unwrap();
+    // Another collection, WebAnalyzer only by default.
+    c.add_links(b"other", doc1, &[], ts).unwrap();
+    c.uri_add(b"other", doc1, &[], ts).unwrap();
+    let stats = c.flush();
+    assert_eq!(
+        (stats.acked_messages, stats.skipped_links),
+        (3, 1),
+        "{stats:?}"
+    );
+
+    let mut got = std::collections::BTreeMap::new();
+    for _ in 0..3 {
+        let wire = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+        let m = parse_message(&wire[..wire.len() - TERMINATOR.len()]).unwrap();
+        let fields: Vec<(String, String)> = m
+            .fields
+            .iter()
+            .map(|(k, v)| {
+                (
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                )
+            })
+            .collect();
+        let key = (
+            m.application.name(),
+            String::from_utf8_lossy(&m.collection).into_owned(),
+        );
+        got.insert(key, fields);
+    }
+    let f = |k: &str, v: &str| (k.to_string(), v.to_string());
+    assert_eq!(
+        got[&("webanalyzer", "sp".to_string())],
+        vec![
+            f(
+                "links",
+                "7fD/x4S22g9fsZM8Kbi3+ F73ZPmkvq5reFgsSEa4dA 1 1244208852 about us\n\
+                 7fD/x4S22g9fsZM8Kbi3+ zcHqC/594P3ec4oHm2hoS 0 1244208852 another example\n"
+            ),
+            f(
+                "urieq",
+                "7fD/x4S22g9fsZM8Kbi3+ TMj7tEFgrTGlWETqbY5L5 1244208852\n\
+                 7fD/x4S22g9fsZM8Kbi3+ 5c9HshqGRoVVma8oX4DPz 1244208852\n"
+            ),
+            f(
+                "eqrepr",
+                "7fD/x4S22g9fsZM8Kbi3+ http://www.fourthcoffee.com/ 1244208852 \
+                 http://www.fourthcoffee.com/index.aspx\0http://www.fourthcoffee.com/index.html\n"
+            ),
+            f(
+                "no_links",
+                "http://www.fourthcoffee.com/example1.html wGLEKGuSUWctKO5xzzJ7J 1244208852\n"
+            ),
+            f(
+                "urimap",
+                "http://www.fourthcoffee.com/ 7fD/x4S22g9fsZM8Kbi3+\n\
+                 http://www.fourthcoffee.com/about.html F73ZPmkvq5reFgsSEa4dA\n\
+                 http://www.contoso.com/ zcHqC/594P3ec4oHm2hoS\n\
+                 http://www.fourthcoffee.com/index.aspx TMj7tEFgrTGlWETqbY5L5\n\
+                 http://www.fourthcoffee.com/index.html 5c9HshqGRoVVma8oX4DPz\n\
+                 http://www.fourthcoffee.com/example1.html wGLEKGuSUWctKO5xzzJ7J\n"
+            ),
+            f(
+                "sitemap",
+                "7fD/x4S22g9fsZM8Kbi3+ http://www.fourthcoffee.com/\n"
+            ),
+        ]
+    );
+    // 4.2.1's line shape for SPRel.
+    assert_eq!(
+        got[&("sharepoint", "sp".to_string())],
+        vec![f(
+            "uris",
+            "http://www.fourthcoffee.com/ 1244208852 ADD http://www.fourthcoffee.com/index.aspx\n"
+        )]
+    );
+    assert_eq!(
+        got[&("webanalyzer", "other".to_string())],
+        vec![
+            f(
+                "no_links",
+                "http://www.fourthcoffee.com/ 7fD/x4S22g9fsZM8Kbi3+ 1244208852\n"
+            ),
+            f(
+                "urimap",
+                "http://www.fourthcoffee.com/ 7fD/x4S22g9fsZM8Kbi3+\n"
+            ),
+        ]
+    );
 }

@@ -56,21 +56,7 @@ pub fn send_grouped<K: Ord + Clone + std::fmt::Debug>(
     sends: impl IntoIterator<Item = (K, Priority, Vec<u8>)>,
     conn_of: impl Fn(&K) -> Option<ConnId>,
 ) -> Result<(), String> {
-    let mut grouped: std::collections::BTreeMap<(bool, K), Vec<u8>> = Default::default();
-    for (to, prio, bytes) in sends {
-        let g = grouped.entry((prio != Priority::High, to)).or_default();
-        if g.is_empty() {
-            *g = bytes;
-        } else {
-            g.extend_from_slice(&bytes);
-        }
-    }
-    for ((normal, to), bytes) in grouped {
-        let prio = if normal {
-            Priority::Normal
-        } else {
-            Priority::High
-        };
+    for (to, prio, bytes) in group_frames(sends) {
         match conn_of(&to) {
             Some(c) => handle
                 .send(c, prio, bytes)
@@ -79,6 +65,43 @@ pub fn send_grouped<K: Ord + Clone + std::fmt::Debug>(
         }
     }
     Ok(())
+}
+
+/// The frames of `sends` joined per destination and priority, in order within each group; the
+/// groups high priority first, then by destination. A group of one frame keeps its buffer; a
+/// larger one gets a buffer of its exact size, filled once.
+pub fn group_frames<K: Ord>(
+    sends: impl IntoIterator<Item = (K, Priority, Vec<u8>)>,
+) -> Vec<(K, Priority, Vec<u8>)> {
+    let mut sends: Vec<(bool, K, Vec<u8>)> = sends
+        .into_iter()
+        .map(|(to, prio, bytes)| (prio != Priority::High, to, bytes))
+        .collect();
+    // Stable: frames keep their order within a group.
+    sends.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    let mut groups = Vec::new();
+    let mut it = sends.into_iter().peekable();
+    while let Some((normal, to, first)) = it.next() {
+        let same = |s: &(bool, K, Vec<u8>)| s.0 == normal && s.1 == to;
+        let mut bytes = first;
+        if it.peek().is_some_and(same) {
+            let mut run = vec![bytes];
+            while let Some(s) = it.next_if(same) {
+                run.push(s.2);
+            }
+            bytes = Vec::with_capacity(run.iter().map(Vec::len).sum());
+            for frame in &run {
+                bytes.extend_from_slice(frame);
+            }
+        }
+        let prio = if normal {
+            Priority::Normal
+        } else {
+            Priority::High
+        };
+        groups.push((to, prio, bytes));
+    }
+    groups
 }
 
 /// Logs a data-directory failure and stops the event loop: a role stops rather than lose data.
@@ -256,5 +279,52 @@ pub fn run_with(
             resolver.lookup(host.clone());
         }
         deliver(&handle, &conns, out)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// The grouping as a map of (normal priority, destination) to the frames joined in order.
+    fn model(sends: &[(u8, Priority, Vec<u8>)]) -> Vec<(u8, Priority, Vec<u8>)> {
+        let mut m: BTreeMap<(bool, u8), Vec<u8>> = BTreeMap::new();
+        for (to, prio, bytes) in sends {
+            m.entry((*prio != Priority::High, *to))
+                .or_default()
+                .extend_from_slice(bytes);
+        }
+        m.into_iter()
+            .map(|((normal, to), b)| {
+                let p = if normal {
+                    Priority::Normal
+                } else {
+                    Priority::High
+                };
+                (to, p, b)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn frames_group_per_destination_and_priority_in_order() {
+        let mut rng = fastrand::Rng::with_seed(0x28_0004);
+        for _ in 0..2_000 {
+            let sends: Vec<(u8, Priority, Vec<u8>)> = (0..rng.usize(..40))
+                .map(|i| {
+                    let prio = if rng.u8(..4) == 0 {
+                        Priority::High
+                    } else {
+                        Priority::Normal
+                    };
+                    let frame = vec![i as u8; rng.usize(..9)];
+                    (rng.u8(..5), prio, frame)
+                })
+                .collect();
+            let got = group_frames(sends.clone());
+            assert_eq!(got, model(&sends), "{sends:?}");
+        }
     }
 }

@@ -1,14 +1,21 @@
 //! Building the batch fields of a data message (MS-FSWASDR 2.2.1.3) and the message itself.
+//!
+//! The lines are written straight into each field's buffer, with no allocation per line: the
+//! CIDHASH as 21 characters from a table, the timestamp's digits by `itoa`, the anchor text
+//! copied and its line breaks blanked in place. A page's URL is hashed and checked once for all
+//! its links (the batch remembers the last document URL it hashed).
 
 use std::collections::HashSet;
-use std::io::Write;
 
-use super::{check_url, cidhash, Application, CidHash, LinkError, TERMINATOR};
+use super::{check_url, cidhash, Application, CidHash, LinkError, CIDHASH_LEN, TERMINATOR};
 use crate::marshal::{self, Value};
 
 /// The DUPLICATE column of an SPRel `uris` line when there is no duplicate to name: the two
 /// bytes C7 82 (2.2.1.3.2.1).
 pub const EMPTY_DUPLICATE: &[u8; 2] = b"\xc7\x82";
+
+/// The longest ASCII TIMESTAMP (`u64::MAX` has 20 digits).
+const TS_MAX: usize = 20;
 
 /// The fields of a WebAnalyzer batch (2.2.1.3.1.1-7), each a string of lines ending in `\n`.
 ///
@@ -25,34 +32,72 @@ pub struct WebAnalyzerBatch {
     no_links: Vec<u8>,
     urimap: Vec<u8>,
     sitemap: Vec<u8>,
-    /// URLs already in `urimap`, by CIDHASH.
-    mapped: HashSet<CidHash>,
+    /// URLs already in `urimap`, by CIDHASH (a CIDHASH is MD5 output: foldhash's fast hash is
+    /// enough, SipHash's resistance to chosen keys is not needed).
+    mapped: HashSet<CidHash, foldhash::fast::FixedState>,
+    /// The last document URL hashed, so that a page's links hash and check it once.
+    last: LastDoc,
     lines: usize,
 }
 
-/// Appends ` <ts>` in ASCII digits (2.2.1.3.1.1 TIMESTAMP).
+/// A document URL already checked and hashed in this batch.
+#[derive(Clone, Debug, Default)]
+struct LastDoc {
+    url: Vec<u8>,
+    hash: Option<CidHash>,
+    /// Its `urimap` line is written.
+    mapped: bool,
+}
+
+/// Appends `ts` in ASCII digits (2.2.1.3.1.1 TIMESTAMP).
 fn put_ts(out: &mut Vec<u8>, ts: u64) {
-    // Writing to a Vec cannot fail.
-    let _ = write!(out, "{ts}");
+    out.extend_from_slice(itoa::Buffer::new().format(ts).as_bytes());
+}
+
+/// Appends the anchor text, line feeds and carriage returns made spaces (they would end the
+/// line): one copy, then the (rare) breaks blanked in place.
+fn put_anchor(out: &mut Vec<u8>, anchor: &[u8]) {
+    let start = out.len();
+    out.extend_from_slice(anchor);
+    for c in &mut out[start..] {
+        if *c == b'\n' || *c == b'\r' {
+            *c = b' ';
+        }
+    }
 }
 
 impl WebAnalyzerBatch {
+    /// The CIDHASH of the document URL `doc`, checked for `field` (2.2.1.3.1): computed once
+    /// while the same document comes back (a page's links, its `urimap` and `sitemap` lines).
+    fn doc_hash(&mut self, field: &'static str, doc: &[u8]) -> Result<CidHash, LinkError> {
+        if let Some(h) = self.last.hash {
+            if self.last.url == doc {
+                return Ok(h);
+            }
+        }
+        check_url(field, doc)?;
+        let h = cidhash(doc);
+        self.last.url.clear();
+        self.last.url.extend_from_slice(doc);
+        self.last.hash = Some(h);
+        self.last.mapped = self.mapped.contains(&h);
+        Ok(h)
+    }
+
     /// One `links` line (2.2.1.3.1.1): `<CIDHASH> <TO> <INTRA> <TIMESTAMP> <ANCHORTEXT>\n`.
     /// Line feeds and carriage returns in the anchor text become spaces (they would end the
     /// line).
     pub fn link_line(&mut self, from: &CidHash, to: &CidHash, intra: bool, ts: u64, anchor: &[u8]) {
         let out = &mut self.links;
+        // Two CIDHASHes, the separators, INTRA, the timestamp and the line feed.
+        out.reserve(2 * CIDHASH_LEN + 6 + TS_MAX + anchor.len());
         out.extend_from_slice(from.as_bytes());
         out.push(b' ');
         out.extend_from_slice(to.as_bytes());
         out.extend_from_slice(if intra { b" 1 " } else { b" 0 " });
         put_ts(out, ts);
         out.push(b' ');
-        out.extend(
-            anchor
-                .iter()
-                .map(|&c| if c == b'\n' || c == b'\r' { b' ' } else { c }),
-        );
+        put_anchor(out, anchor);
         out.push(b'\n');
         self.lines += 1;
     }
@@ -67,11 +112,11 @@ impl WebAnalyzerBatch {
         ts: u64,
         anchor: &[u8],
     ) -> Result<(), LinkError> {
-        check_url("links", from)?;
+        let f = self.doc_hash("links", from)?;
         check_url("links", to)?;
-        let (f, t) = (cidhash(from), cidhash(to));
+        let t = cidhash(to);
         self.link_line(&f, &t, intra, ts, anchor);
-        self.map(from, f);
+        self.map_doc(f);
         self.map(to, t);
         Ok(())
     }
@@ -79,6 +124,7 @@ impl WebAnalyzerBatch {
     /// One `urieq` line (2.2.1.3.1.2): `<CIDHASH> <MEMBER> <TIMESTAMP>\n`.
     pub fn urieq_line(&mut self, doc: &CidHash, member: &CidHash, ts: u64) {
         let out = &mut self.urieq;
+        out.reserve(2 * CIDHASH_LEN + 3 + TS_MAX);
         out.extend_from_slice(doc.as_bytes());
         out.push(b' ');
         out.extend_from_slice(member.as_bytes());
@@ -91,12 +137,12 @@ impl WebAnalyzerBatch {
     /// One `eqrepr` line (2.2.1.3.1.3): `<CIDHASH> <DOCUMENT ID> <TIMESTAMP> <EQREPR>\n`, the
     /// class's URLs separated by single NUL bytes.
     pub fn eqrepr_line(&mut self, doc: &[u8], ts: u64, class: &[&[u8]]) -> Result<(), LinkError> {
-        check_url("eqrepr", doc)?;
+        let h = self.doc_hash("eqrepr", doc)?;
         for m in class {
             check_url("eqrepr", m)?;
         }
         let out = &mut self.eqrepr;
-        out.extend_from_slice(cidhash(doc).as_bytes());
+        out.extend_from_slice(h.as_bytes());
         out.push(b' ');
         out.extend_from_slice(doc);
         out.push(b' ');
@@ -116,16 +162,15 @@ impl WebAnalyzerBatch {
     /// The equivalence class of the document `doc` (the URLs that redirect to it, in the order
     /// given): a `urieq` line per member, one `eqrepr` line, and the `urimap` lines.
     pub fn equivalence(&mut self, doc: &[u8], class: &[&[u8]], ts: u64) -> Result<(), LinkError> {
-        check_url("urieq", doc)?;
+        let d = self.doc_hash("urieq", doc)?;
         for m in class {
             check_url("urieq", m)?;
         }
-        let d = cidhash(doc);
         for m in class {
             self.urieq_line(&d, &cidhash(m), ts);
         }
         self.eqrepr_line(doc, ts, class)?;
-        self.map(doc, d);
+        self.map_doc(d);
         for m in class {
             self.map(m, cidhash(m));
         }
@@ -134,9 +179,9 @@ impl WebAnalyzerBatch {
 
     /// A `delete` line (2.2.1.3.1.4): `<CIDHASH> <TIMESTAMP>\n`.
     pub fn delete(&mut self, doc: &[u8], ts: u64) -> Result<(), LinkError> {
-        check_url("delete", doc)?;
+        let h = self.doc_hash("delete", doc)?;
         let out = &mut self.delete;
-        out.extend_from_slice(cidhash(doc).as_bytes());
+        out.extend_from_slice(h.as_bytes());
         out.push(b' ');
         put_ts(out, ts);
         out.push(b'\n');
@@ -147,8 +192,7 @@ impl WebAnalyzerBatch {
     /// A document without hyperlinks: a `no_links` line (2.2.1.3.1.5,
     /// `<DOCUMENT ID> <CIDHASH> <TIMESTAMP>\n`) and its `urimap` line.
     pub fn no_links(&mut self, doc: &[u8], ts: u64) -> Result<(), LinkError> {
-        check_url("no_links", doc)?;
-        let h = cidhash(doc);
+        let h = self.doc_hash("no_links", doc)?;
         let out = &mut self.no_links;
         out.extend_from_slice(doc);
         out.push(b' ');
@@ -157,23 +201,38 @@ impl WebAnalyzerBatch {
         put_ts(out, ts);
         out.push(b'\n');
         self.lines += 1;
-        self.map(doc, h);
+        self.map_doc(h);
         Ok(())
     }
 
     /// A `urimap` line (2.2.1.3.1.6, `<DOCUMENT ID> <CIDHASH>\n`), unless this batch maps the
     /// URL already.
     pub fn urimap(&mut self, url: &[u8]) -> Result<(), LinkError> {
-        check_url("urimap", url)?;
-        self.map(url, cidhash(url));
+        let h = self.doc_hash("urimap", url)?;
+        self.map_doc(h);
         Ok(())
+    }
+
+    /// The `urimap` line of the last document hashed (`h` its CIDHASH), unless written.
+    fn map_doc(&mut self, h: CidHash) {
+        if self.last.mapped {
+            return;
+        }
+        self.last.mapped = true;
+        let url = std::mem::take(&mut self.last.url);
+        self.map(&url, h);
+        self.last.url = url;
     }
 
     fn map(&mut self, url: &[u8], h: CidHash) {
         if !self.mapped.insert(h) {
             return;
         }
+        if self.last.hash == Some(h) {
+            self.last.mapped = true;
+        }
         let out = &mut self.urimap;
+        out.reserve(url.len() + CIDHASH_LEN + 2);
         out.extend_from_slice(url);
         out.push(b' ');
         out.extend_from_slice(h.as_bytes());
@@ -183,10 +242,10 @@ impl WebAnalyzerBatch {
 
     /// A `sitemap` line (2.2.1.3.1.7): `<CIDHASH> <SITEURL>\n`.
     pub fn sitemap(&mut self, doc: &[u8], site: &[u8]) -> Result<(), LinkError> {
-        check_url("sitemap", doc)?;
+        let h = self.doc_hash("sitemap", doc)?;
         check_url("sitemap", site)?;
         let out = &mut self.sitemap;
-        out.extend_from_slice(cidhash(doc).as_bytes());
+        out.extend_from_slice(h.as_bytes());
         out.push(b' ');
         out.extend_from_slice(site);
         out.push(b'\n');
@@ -226,7 +285,18 @@ impl WebAnalyzerBatch {
 
     /// Bytes of all fields together.
     pub fn byte_len(&self) -> usize {
-        self.fields().iter().map(|(_, v)| v.len()).sum()
+        [
+            &self.links,
+            &self.urieq,
+            &self.eqrepr,
+            &self.delete,
+            &self.no_links,
+            &self.urimap,
+            &self.sitemap,
+        ]
+        .iter()
+        .map(|v| v.len())
+        .sum()
     }
 
     /// True when no line was written.

@@ -154,7 +154,8 @@ enum ToSender {
 }
 
 enum OpenBatch {
-    Wa(WebAnalyzerBatch),
+    /// Boxed: the WebAnalyzer batch's seven fields and memo are several times the SPRel one.
+    Wa(Box<WebAnalyzerBatch>),
     Sp(SprelBatch),
 }
 
@@ -163,10 +164,29 @@ struct Open {
     since: Instant,
 }
 
+/// A collection's applications and open batches: looked up by the collection's name as given,
+/// without building a key for every call.
+#[derive(Default)]
+struct CollectionBatches {
+    /// Set by [`LinkBatcher::set_applications`]; the configured default otherwise.
+    apps: Option<Applications>,
+    webanalyzer: Option<Open>,
+    sharepoint: Option<Open>,
+}
+
+impl CollectionBatches {
+    fn slot(&mut self, app: Application) -> &mut Option<Open> {
+        match app {
+            Application::WebAnalyzer => &mut self.webanalyzer,
+            Application::SharePoint => &mut self.sharepoint,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Batches {
-    apps: HashMap<Vec<u8>, Applications>,
-    open: HashMap<(Application, Vec<u8>), Open>,
+    /// By collection name, hashed with foldhash (names are the operator's, not a peer's).
+    by_collection: HashMap<Vec<u8>, CollectionBatches, foldhash::fast::RandomState>,
 }
 
 struct Shared {
@@ -197,18 +217,22 @@ impl Shared {
         f: impl FnOnce(&mut OpenBatch) -> Result<T, LinkError>,
     ) -> Result<Option<Sealed>, LinkError> {
         let mut g = self.batches.lock();
-        let apps = g
-            .apps
-            .get(collection)
-            .copied()
+        let known = g.by_collection.get_mut(collection);
+        let apps = known
+            .as_ref()
+            .and_then(|c| c.apps)
             .unwrap_or(self.cfg.default_applications);
         if !apps.has(app) {
             return Ok(None);
         }
-        let key = (app, collection.to_vec());
-        let open = g.open.entry(key).or_insert_with(|| Open {
+        let batches = match known {
+            Some(c) => c,
+            None => g.by_collection.entry(collection.to_vec()).or_default(),
+        };
+        let slot = batches.slot(app);
+        let open = slot.get_or_insert_with(|| Open {
             batch: match app {
-                Application::WebAnalyzer => OpenBatch::Wa(WebAnalyzerBatch::default()),
+                Application::WebAnalyzer => OpenBatch::Wa(Box::default()),
                 Application::SharePoint => OpenBatch::Sp(SprelBatch::default()),
             },
             since: Instant::now(),
@@ -222,7 +246,7 @@ impl Shared {
             return Ok(None);
         }
         let sealed = seal(app, collection, &open.batch);
-        g.open.remove(&(app, collection.to_vec()));
+        *slot = None;
         Ok(Some(sealed))
     }
 
@@ -230,22 +254,27 @@ impl Shared {
     fn seal_aged(&self, age: Duration) -> Vec<Sealed> {
         let mut g = self.batches.lock();
         let now = Instant::now();
-        let due: Vec<_> = g
-            .open
-            .iter()
-            .filter(|(_, o)| now.duration_since(o.since) >= age)
-            .map(|(k, _)| k.clone())
-            .collect();
-        due.into_iter()
-            .filter_map(|k| {
-                let o = g.open.remove(&k)?;
+        let mut sealed = Vec::new();
+        for (coll, batches) in g.by_collection.iter_mut() {
+            for app in Application::ALL {
+                let slot = batches.slot(app);
+                if slot
+                    .as_ref()
+                    .is_none_or(|o| now.duration_since(o.since) < age)
+                {
+                    continue;
+                }
+                let Some(o) = slot.take() else { continue };
                 let empty = match &o.batch {
                     OpenBatch::Wa(w) => w.is_empty(),
                     OpenBatch::Sp(s) => s.is_empty(),
                 };
-                (!empty).then(|| seal(k.0, &k.1, &o.batch))
-            })
-            .collect()
+                if !empty {
+                    sealed.push(seal(app, coll, &o.batch));
+                }
+            }
+        }
+        sealed
     }
 }
 
@@ -299,8 +328,10 @@ impl LinkBatcher {
         self.shared
             .batches
             .lock()
-            .apps
-            .insert(collection.to_vec(), apps);
+            .by_collection
+            .entry(collection.to_vec())
+            .or_default()
+            .apps = Some(apps);
     }
 
     fn submit(&self, sealed: Result<Option<Sealed>, LinkError>) -> Result<(), LinkError> {
