@@ -102,7 +102,8 @@ struct Commit {
     frames: Vec<(ConnId, Vec<u8>)>,
 }
 
-/// The newest log point the syncer made durable, shared with the main thread.
+/// The newest log point the syncer made durable and whose waiting answers it has handed to the
+/// event loop, shared with the main thread.
 type Synced = Arc<Mutex<Option<SyncPoint>>>;
 
 fn is_durable(synced: &Synced, p: &SyncPoint) -> bool {
@@ -161,13 +162,16 @@ fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>, sha
                 return;
             }
             synced = Some(p.clone());
-            *shared.lock() = synced.clone();
         }
         for c in group.drain(..) {
             if send(c.frames).is_err() {
                 return;
             }
         }
+        // Published only once the answers it covers are handed to the loop: the main thread
+        // sends an answer of a durable batch at once, and it must not pass an earlier answer
+        // to the same peer still waiting here (a node reads its answers in order).
+        *shared.lock() = synced.clone();
     }
 }
 
