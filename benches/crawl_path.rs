@@ -17,8 +17,9 @@
 //!
 //! `cargo bench --bench crawl_path`.
 
+mod common;
+
 use std::hint::black_box;
-use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use crawlfleet_core::checksum::durable::DupStores;
@@ -31,27 +32,11 @@ use crawlfleet_core::crawl::{Count, CrawlEngine, EngineOptions};
 use crawlfleet_core::msg::{Checksum, CrawlQueueEntry, UriStructure};
 use crawlfleet_core::queue;
 use crawlfleet_core::routing::crawl_site;
-use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use url::Url;
 
-fn page() -> (Url, Vec<u8>) {
-    let spec: WebSpec = "4:2000".parse().expect("spec");
-    let spec = WebSpec {
-        plain: true,
-        ..spec
-    };
-    let web = SyntheticWeb::generate(&spec, Ipv4Addr::new(127, 77, 0, 1), 8080);
-    let host = web.hosts()[1];
-    let path = "/s5/p117.html";
-    let reply = web.respond(host, path);
-    assert_eq!(reply.status, 200);
-    let url = Url::parse(&format!("http://{host}{path}")).expect("url");
-    (url, reply.body)
-}
-
 fn bench_links(c: &mut Criterion) {
-    let (url, body) = page();
+    let (url, body) = common::plain_page();
     let n = links::extract(&body, &url, links::tags::A | links::tags::LINK)
         .links
         .len();

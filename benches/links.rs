@@ -14,12 +14,12 @@
 //!
 //! `cargo bench --bench links`.
 
+mod common;
+
 use std::hint::black_box;
-use std::net::Ipv4Addr;
 
 use crawlfleet_core::crawl::links;
 use crawlfleet_core::links::{cidhash, parse_message, site_url, Message, WebAnalyzerBatch};
-use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
 use crawlfleet_net::Priority;
 use crawlfleet_shells::multinode::group_frames;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -28,18 +28,8 @@ use url::Url;
 
 /// A page of the plain synthetic web `bench crawl` serves, its URL and its links.
 fn page() -> (String, Vec<u8>, Vec<(String, String, bool)>) {
-    let spec: WebSpec = "4:2000".parse().expect("spec");
-    let spec = WebSpec {
-        plain: true,
-        ..spec
-    };
-    let web = SyntheticWeb::generate(&spec, Ipv4Addr::new(127, 77, 0, 1), 8080);
-    let host = web.hosts()[1];
-    let path = "/s5/p117.html";
-    let reply = web.respond(host, path);
-    assert_eq!(reply.status, 200);
-    let url = Url::parse(&format!("http://{host}{path}")).expect("url");
-    let found = links::extract(&reply.body, &url, links::tags::A | links::tags::LINK).links;
+    let (url, body) = common::plain_page();
+    let found = links::extract(&body, &url, links::tags::A | links::tags::LINK).links;
     let out = found
         .iter()
         .map(|l| {
@@ -47,7 +37,7 @@ fn page() -> (String, Vec<u8>, Vec<(String, String, bool)>) {
             (l.url.clone(), l.text.clone(), intra)
         })
         .collect();
-    (url.to_string(), reply.body, out)
+    (url.to_string(), body, out)
 }
 
 fn bench_md5(c: &mut Criterion) {

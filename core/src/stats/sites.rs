@@ -89,6 +89,18 @@ pub struct Cell {
 }
 
 impl Cell {
+    /// The cell of one update of `v` to attribute `attr`.
+    fn one(attr: u8, v: u64) -> Cell {
+        let small = u32::try_from(v).unwrap_or(u32::MAX);
+        Cell {
+            sum: v,
+            n: 1,
+            min: small,
+            max: small,
+            attr,
+        }
+    }
+
     fn fold(&mut self, o: &Cell) {
         if o.n == 0 {
             return;
@@ -106,15 +118,7 @@ impl Cell {
 
 /// Adds one update of `v` to attribute `attr` of `cells` (kept sorted by attribute).
 pub fn add_cell(cells: &mut Vec<Cell>, attr: u8, v: u64) {
-    let small = u32::try_from(v).unwrap_or(u32::MAX);
-    let one = Cell {
-        sum: v,
-        n: 1,
-        min: small,
-        max: small,
-        attr,
-    };
-    fold_cell(cells, &one);
+    fold_cell(cells, &Cell::one(attr, v));
 }
 
 /// [`add_cell`] for each (attribute, update) of `updates`, given in ascending attribute order:
@@ -125,14 +129,7 @@ pub fn add_cells(cells: &mut Vec<Cell>, updates: impl IntoIterator<Item = (u8, u
         while cells.get(i).is_some_and(|c| c.attr < attr) {
             i += 1;
         }
-        let small = u32::try_from(v).unwrap_or(u32::MAX);
-        let one = Cell {
-            sum: v,
-            n: 1,
-            min: small,
-            max: small,
-            attr,
-        };
+        let one = Cell::one(attr, v);
         match cells.get_mut(i) {
             Some(c) if c.attr == attr => c.fold(&one),
             _ => cells.insert(i, one),
