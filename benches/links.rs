@@ -8,7 +8,7 @@
 //! - `batch/page`: what the link client writes for a page of the synthetic web (its `urimap`
 //!   line, a `links` and `urimap` line per link, its `sitemap` line), per page, 50 pages to a
 //!   fresh batch;
-//! - `batch/site_url`: the SITEURL of the page's `sitemap` line;
+//! - `batch/origin_site`: the SITEURL of the page's `sitemap` line, from its parsed URL;
 //! - `store/lines`: the link store counting a received 20,000-line message's lines;
 //! - `route/group_frames`: a turn's frames joined per destination and priority.
 //!
@@ -19,7 +19,8 @@ mod common;
 use std::hint::black_box;
 
 use crawlfleet_core::crawl::links;
-use crawlfleet_core::links::{cidhash, parse_message, site_url, Message, WebAnalyzerBatch};
+use crawlfleet_core::crawl::origin_site;
+use crawlfleet_core::links::{cidhash, parse_message, Message, WebAnalyzerBatch};
 use crawlfleet_net::Priority;
 use crawlfleet_shells::multinode::group_frames;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -27,7 +28,7 @@ use md5::{Digest, Md5};
 use url::Url;
 
 /// A page of the plain synthetic web `bench crawl` serves, its URL and its links.
-fn page() -> (String, Vec<u8>, Vec<(String, String, bool)>) {
+fn page() -> (Url, Vec<u8>, Vec<(String, String, bool)>) {
     let (url, body) = common::plain_page();
     let found = links::extract(&body, &url, links::tags::A | links::tags::LINK).links;
     let out = found
@@ -37,7 +38,7 @@ fn page() -> (String, Vec<u8>, Vec<(String, String, bool)>) {
             (l.url.clone(), l.text.clone(), intra)
         })
         .collect();
-    (url.to_string(), body, out)
+    (url, body, out)
 }
 
 fn bench_md5(c: &mut Criterion) {
@@ -46,7 +47,9 @@ fn bench_md5(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.bench_function("page", |b| b.iter(|| Md5::digest(black_box(&body))));
     g.throughput(Throughput::Elements(1));
-    g.bench_function("cidhash", |b| b.iter(|| cidhash(black_box(url.as_bytes()))));
+    g.bench_function("cidhash", |b| {
+        b.iter(|| cidhash(black_box(url.as_str().as_bytes())))
+    });
     g.finish();
 }
 
@@ -75,16 +78,16 @@ fn bench_batch(c: &mut Criterion) {
                             )
                             .expect("link");
                     }
-                    let site = site_url(from).expect("site");
-                    batch.sitemap(from, &site).expect("sitemap");
+                    let site = origin_site(&url);
+                    batch.sitemap(from, site.as_bytes()).expect("sitemap");
                 }
             },
             BatchSize::SmallInput,
         )
     });
     g.throughput(Throughput::Elements(1));
-    g.bench_function("site_url", |b| {
-        b.iter(|| site_url(black_box(url.as_bytes())).map(|s| s.len()))
+    g.bench_function("origin_site", |b| {
+        b.iter(|| origin_site(black_box(&url)).len())
     });
     g.finish();
 }

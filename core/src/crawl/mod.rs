@@ -15,6 +15,7 @@ mod types;
 pub use counted::{Count, Counted};
 pub use counters::CrawlCounters;
 pub use engine::CrawlEngine;
+pub use resolve::origin_site;
 pub(crate) use types::header;
 pub use types::{Action, Document, EngineOptions, Failure, Fetched, Outcome, PageLink, Request};
 

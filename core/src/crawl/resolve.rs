@@ -158,7 +158,7 @@ fn query_byte(b: u8) -> bool {
 /// is the URL's own text up to its path (the url crate writes the host and a port that is not
 /// the scheme's default exactly as the origin does), taken without a second parse; anything
 /// else asks the url crate for the origin.
-pub(crate) fn origin_site(u: &Url) -> String {
+pub fn origin_site(u: &Url) -> String {
     if matches!(u.scheme(), "http" | "https")
         && u.has_host()
         && u.username().is_empty()

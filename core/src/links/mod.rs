@@ -25,7 +25,6 @@ mod build_tests;
 mod index;
 mod log;
 mod parse;
-mod site;
 #[cfg(test)]
 mod tests;
 
@@ -37,7 +36,6 @@ pub use build::{Message, Operation, SprelBatch, WebAnalyzerBatch, EMPTY_DUPLICAT
 pub use index::{Anchor, Equivalence, InLink, IndexBuilder, LinkIndex, OutLink, SprelEntry};
 pub use log::{log_path, read_log, stored_logs, LinkLog, LogError, RecoveredLog};
 pub use parse::{parse_message, parse_records, Received, Record};
-pub use site::site_url;
 
 /// The end of every data message (MS-FSWASDR 2.2.1).
 pub const TERMINATOR: &[u8; 7] = b"...\0\0\0\0";
