@@ -128,6 +128,22 @@ impl Collection {
         Ok(())
     }
 
+    /// Writes the in-flight journal's queued records (no fdatasync: the sync timer's) after
+    /// entries went back to a queue through [`Collection::enqueue`] with their journal entry:
+    /// the queue's push outlives a kill at once, and so must their `-`, or the restart queues
+    /// them again from the journal and each is crawled twice. One write for all the entries
+    /// put back. Without room the collection pauses and the records wait for the next sync.
+    pub(super) fn write_journal(&mut self) -> Result<(), SchedError> {
+        if let Err(e) = self.inflight.write() {
+            let e = SchedError::from(e);
+            if !e.is_disk_full() {
+                return Err(e);
+            }
+            self.pause_disk_full(&e, Instant::now());
+        }
+        Ok(())
+    }
+
     /// Queues what waited in the spill, oldest first; stops at the first refusal.
     fn drain_spill(&mut self) -> Result<(), SchedError> {
         while let Some(s) = self.disk.spill.front() {

@@ -244,6 +244,7 @@ impl NodeScheduler {
                 c.enqueue(Target::Queue, false, r, Some(*seq))?;
             }
         }
+        c.write_journal()?;
         c.sites.stopped.extend(stopped.iter().cloned());
         for s in stopped {
             self.release_site(name, &s);
@@ -271,7 +272,7 @@ impl NodeScheduler {
         for (seq, r) in held.iter().rev() {
             c.enqueue(Target::Queue, true, r, Some(*seq))?;
         }
-        Ok(())
+        c.write_journal()
     }
 
     /// The multinode scheduler is gone, and with it the IP addresses it granted (it keeps

@@ -352,6 +352,7 @@ impl NodeScheduler {
             for (seq, r) in w.records.iter().rev() {
                 c.enqueue(diskfull::Target::Queue, true, r, Some(*seq))?;
             }
+            c.write_journal()?;
             info!(
                 "collection {}: site {site} ({ip}) blocked for {block} s ({})",
                 show(name),

@@ -83,3 +83,41 @@ fn a_pop_outlives_a_kill_only_once_published() {
     let q = CrawlQueue::open(&path, QueueOptions::default()).unwrap();
     assert_eq!(q.len(), 2, "the published pop outlives the kill");
 }
+
+/// Entries taken from the queue and put back in it (the collection suspended, 3.1.5.4: its
+/// sites stopped) are finished in the journal in the same turn: a kill right after must not
+/// find them both queued and journaled as taken, which crawled each of them twice after the
+/// restart (the queue's push outlives the kill at once, the journal's `-` waited in memory
+/// for the next sync).
+#[test]
+fn entries_put_back_in_the_queue_are_not_queued_twice_after_a_kill() {
+    let dir = TempDir::with_prefix("crawlfleet-sched-kill-back-").unwrap();
+    let mut n = open(dir.path());
+    let conf = Message::CmdAdmConfAdd(ConfSpec {
+        collection: Cow::Borrowed(b"c"),
+        config: meta(vec![("start_uris", Value::list(Vec::new()))]),
+        epoch: None,
+    });
+    n.handle_message(&Dest::Multinode, conf, 0).unwrap();
+    for i in 0..40 {
+        let u = format!("http://10.0.{}.1/p{i}.html", i % 7);
+        n.handle_message(&Dest::Multinode, uri(u), 0).unwrap();
+    }
+    n.sync().unwrap();
+    n.dispatch(25, 1000).unwrap();
+    assert_eq!(n.queued(b"c"), Some((15, 0)));
+    // CMD_ADM_CONF_SUSPEND (state 4): every site stops, its entries go back to the queue.
+    let suspend = Message::CmdAdmConfSuspend(crate::msg::ConfSuspend {
+        collection: Cow::Borrowed(b"c"),
+        state: crate::msg::types::conf_state::SUSPENDED_USER,
+    });
+    n.handle_message(&Dest::Multinode, suspend, 0).unwrap();
+    assert_eq!(n.queued(b"c"), Some((40, 0)));
+    std::mem::forget(n);
+    let n = open(dir.path());
+    assert_eq!(
+        n.queued(b"c"),
+        Some((40, 0)),
+        "each entry queued once after the kill, not again from the journal"
+    );
+}
