@@ -466,6 +466,8 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
         crawler.collect_verdicts(&mut sm);
         let stepped = crawler.step(&mut sm, now_secs());
         answer(&mut sm, &handle, stepped)?;
+        let ended = sm.end_turn();
+        answer(&mut sm, &handle, ended)?;
         let out = sm.take_output();
         for host in &out.lookups {
             resolver.lookup(host.clone());

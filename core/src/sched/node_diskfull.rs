@@ -128,6 +128,22 @@ impl Collection {
         Ok(())
     }
 
+    /// Writes the seen set's and the in-flight journal's records of this turn (no fdatasync:
+    /// the sync timer's). The crawl queue's pushes outlive a kill at once (a mapped file): a
+    /// URI queued whose seen record stayed in memory was queued a second time when a page
+    /// fetched again after the restart linked to it, and crawled twice. One write of each
+    /// per turn, after the pushes (the other order could lose a URI: seen, never queued).
+    pub(super) fn write_turn(&mut self) -> Result<(), SchedError> {
+        if let Err(e) = self.seen.write() {
+            let e = SchedError::from(e);
+            if !e.is_disk_full() {
+                return Err(e);
+            }
+            self.pause_disk_full(&e, Instant::now());
+        }
+        self.write_journal()
+    }
+
     /// Writes the in-flight journal's queued records (no fdatasync: the sync timer's) after
     /// entries went back to a queue through [`Collection::enqueue`] with their journal entry:
     /// the queue's push outlives a kill at once, and so must their `-`, or the restart queues
@@ -211,6 +227,18 @@ impl Collection {
 }
 
 impl NodeScheduler {
+    /// Ends an event loop turn: what the turn recorded in the seen sets and in-flight journals
+    /// is written (no fdatasync), so a kill after the turn finds each URI it queued recorded as
+    /// seen, and each entry it put back finished ([`Collection::write_turn`]).
+    pub fn end_turn(&mut self) -> Result<(), SchedError> {
+        for c in self.collections.values_mut() {
+            if c.disk.full.is_none() {
+                c.write_turn()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Makes queues, routes, feed and stores durable (the shell's sync timer). A store without
     /// room pauses its collection (the routing database: every collection); a paused
     /// collection is tried again every [`RETRY_EVERY`] and resumes when everything is written.

@@ -142,6 +142,14 @@ impl SeenSet {
         self.set.is_empty()
     }
 
+    /// Writes what was recorded since the last write to the file (no fdatasync): from there it
+    /// outlives the process, as the crawl queue's pushes it goes with do at once.
+    pub fn write(&mut self) -> Result<(), StoreError> {
+        self.queue_batch();
+        self.log.write_pending()?;
+        Ok(())
+    }
+
     /// Writes and syncs what was recorded since the last sync.
     pub fn sync(&mut self) -> Result<(), StoreError> {
         self.queue_batch();

@@ -121,3 +121,37 @@ fn entries_put_back_in_the_queue_are_not_queued_twice_after_a_kill() {
         "each entry queued once after the kill, not again from the journal"
     );
 }
+
+/// A URI queued in a turn is recorded as seen once the turn ends (`end_turn`, which the node's
+/// shell calls after each turn): the queue's push outlives a kill at once, and the same link
+/// found again after the restart (on a page fetched again) must not queue it a second time.
+#[test]
+fn a_uri_queued_before_a_kill_is_not_queued_again_by_the_same_link() {
+    let dir = TempDir::with_prefix("crawlfleet-sched-kill-seen-").unwrap();
+    let mut n = open(dir.path());
+    let conf = Message::CmdAdmConfAdd(ConfSpec {
+        collection: Cow::Borrowed(b"c"),
+        config: meta(vec![("start_uris", Value::list(Vec::new()))]),
+        epoch: None,
+    });
+    n.handle_message(&Dest::Multinode, conf, 0).unwrap();
+    n.sync().unwrap();
+    let links = |n: &mut NodeScheduler| {
+        for i in 0..30 {
+            let u = format!("http://10.0.{}.1/p{i}.html", i % 7);
+            n.handle_message(&Dest::Multinode, uri(u), 0).unwrap();
+        }
+    };
+    links(&mut n);
+    n.end_turn().unwrap();
+    assert_eq!(n.queued(b"c"), Some((30, 0)));
+    std::mem::forget(n);
+    let mut n = open(dir.path());
+    assert_eq!(n.queued(b"c"), Some((30, 0)));
+    links(&mut n);
+    assert_eq!(
+        n.queued(b"c"),
+        Some((30, 0)),
+        "the URIs queued before the kill are seen after it"
+    );
+}
