@@ -233,8 +233,8 @@ pub struct CrawlQueue {
     last_sync: Instant,
     ops_since_clock: u32,
     resumed: Resumed,
-    /// Pops taken with [`CrawlQueue::pop_front_unpublished`] that the live cursor does not
-    /// show yet.
+    /// Pops taken with [`CrawlQueue::pop_front_unpublished`] or pushes made with
+    /// [`CrawlQueue::push_unpublished`] that the live cursor does not show yet.
     unpublished: bool,
 }
 
@@ -356,6 +356,24 @@ impl CrawlQueue {
         self.after_op()
     }
 
+    /// Puts a record at the front (`front`) or the back without publishing it: the record is
+    /// in the mapped files, but the live cursor names it only from the next
+    /// [`CrawlQueue::publish`] (or any operation that publishes), so a kill before that drops
+    /// it. Lets a caller make many pushes visible at once, after which it writes what must
+    /// only outlive the pushes.
+    pub fn push_unpublished(&mut self, record: &[u8], front: bool) -> Result<(), QueueError> {
+        self.check_size(record)?;
+        if front {
+            self.front
+                .push(&mut self.state, record, self.opts.segment_bytes)?;
+        } else {
+            self.back
+                .push(&mut self.state, record, self.opts.segment_bytes)?;
+        }
+        self.unpublished = true;
+        Ok(())
+    }
+
     /// Takes the first record, copied out. See [`CrawlQueue::pop_front_with`] to avoid the copy.
     pub fn pop_front(&mut self) -> Result<Option<Vec<u8>>, QueueError> {
         self.pop_front_with(<[u8]>::to_vec)
@@ -398,8 +416,8 @@ impl CrawlQueue {
         }
     }
 
-    /// Publishes the pops taken by [`CrawlQueue::pop_front_unpublished`]: from here they
-    /// outlive the process.
+    /// Publishes the pops taken by [`CrawlQueue::pop_front_unpublished`] and the pushes made
+    /// by [`CrawlQueue::push_unpublished`]: from here they outlive the process.
     pub fn publish(&mut self) -> Result<(), QueueError> {
         if std::mem::take(&mut self.unpublished) {
             self.after_op()?;

@@ -164,12 +164,20 @@ impl Inflight {
 
     /// Journals that entry `seq` is finished (crawled, skipped, or back in a queue).
     pub fn done(&mut self, seq: u64) -> Result<(), StoreError> {
+        self.done_unwritten(seq);
+        self.write_if_full()
+    }
+
+    /// [`Inflight::done`] queued in memory only, however many records wait: for entries put
+    /// back in a queue whose pushes are not published yet, whose `-` must not reach the file
+    /// before the pushes are published (the entry would be in neither place after a kill).
+    /// [`Inflight::write`] writes it.
+    pub fn done_unwritten(&mut self, seq: u64) {
         let Some(rec) = self.outstanding.remove(&seq) else {
-            return Ok(());
+            return;
         };
         self.bytes -= rec.len() as u64;
         self.log.append_with(|out| done_payload(out, seq));
-        self.write_if_full()
     }
 
     fn write_if_full(&mut self) -> Result<(), StoreError> {

@@ -128,6 +128,64 @@ impl Collection {
         Ok(())
     }
 
+    /// Puts entries taken from the crawl queue back in it, `entries` (in-flight sequence
+    /// number, record) in the order they are to be crawled, at the front (`front`) or the
+    /// back, each finished in the in-flight journal. The pushes are published together, then
+    /// the journal's `-` records written: a kill before the publication leaves the entries
+    /// journaled only (queued again once by the restart), a kill after the write finds them
+    /// queued and finished; only a kill within that one write leaves an entry in both places
+    /// (crawled twice), none in neither. (Pushed and finished one by one, with the `-`
+    /// records in memory until the next sync, a kill while thousands went back left each in
+    /// both.)
+    pub(super) fn put_back(
+        &mut self,
+        entries: &[(u64, Vec<u8>)],
+        front: bool,
+    ) -> Result<(), SchedError> {
+        if self.disk.spill.is_empty() && self.queue.has_unpublished() {
+            // Pops the site manager took without publishing: their `+` records first.
+            match self.inflight.write() {
+                Ok(()) => self.queue.publish()?,
+                Err(e) => {
+                    let e = SchedError::from(e);
+                    if !e.is_disk_full() {
+                        return Err(e);
+                    }
+                    self.pause_disk_full(&e, Instant::now());
+                }
+            }
+        }
+        let mut together = self.disk.spill.is_empty() && !self.queue.has_unpublished();
+        let ordered: Vec<&(u64, Vec<u8>)> = if front {
+            entries.iter().rev().collect()
+        } else {
+            entries.iter().collect()
+        };
+        for (seq, rec) in ordered {
+            if together {
+                match self.queue.push_unpublished(rec, front) {
+                    Ok(()) => {
+                        self.inflight.done_unwritten(*seq);
+                        continue;
+                    }
+                    Err(e) => {
+                        // What was pushed is published before anything else is written.
+                        self.queue.publish()?;
+                        let e = SchedError::from(e);
+                        if !e.is_disk_full() {
+                            return Err(e);
+                        }
+                        together = false;
+                    }
+                }
+            }
+            // One at a time (a full disk: the spill).
+            self.enqueue(Target::Queue, front, rec, Some(*seq))?;
+        }
+        self.queue.publish()?;
+        self.write_journal()
+    }
+
     /// Writes the seen set's and the in-flight journal's records of this turn (no fdatasync:
     /// the sync timer's). The crawl queue's pushes outlive a kill at once (a mapped file): a
     /// URI queued whose seen record stayed in memory was queued a second time when a page

@@ -235,16 +235,7 @@ impl NodeScheduler {
             .cloned()
             .collect();
         // Each finished in the journal once it is back in the queue.
-        if front {
-            for (seq, r) in records.iter().rev() {
-                c.enqueue(Target::Queue, true, r, Some(*seq))?;
-            }
-        } else {
-            for (seq, r) in &records {
-                c.enqueue(Target::Queue, false, r, Some(*seq))?;
-            }
-        }
-        c.write_journal()?;
+        c.put_back(&records, front)?;
         c.sites.stopped.extend(stopped.iter().cloned());
         for s in stopped {
             self.release_site(name, &s);
@@ -269,10 +260,7 @@ impl NodeScheduler {
         let Some(c) = self.collections.get_mut(name) else {
             return Ok(());
         };
-        for (seq, r) in held.iter().rev() {
-            c.enqueue(Target::Queue, true, r, Some(*seq))?;
-        }
-        c.write_journal()
+        c.put_back(&held, true)
     }
 
     /// The multinode scheduler is gone, and with it the IP addresses it granted (it keeps

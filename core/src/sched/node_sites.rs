@@ -349,10 +349,7 @@ impl NodeScheduler {
                 .blocked
                 .insert(site.to_string(), now.saturating_add(block));
             c.counters.sites_blocked += 1;
-            for (seq, r) in w.records.iter().rev() {
-                c.enqueue(diskfull::Target::Queue, true, r, Some(*seq))?;
-            }
-            c.write_journal()?;
+            c.put_back(&w.records, true)?;
             info!(
                 "collection {}: site {site} ({ip}) blocked for {block} s ({})",
                 show(name),

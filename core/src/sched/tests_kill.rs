@@ -84,6 +84,38 @@ fn a_pop_outlives_a_kill_only_once_published() {
     assert_eq!(q.len(), 2, "the published pop outlives the kill");
 }
 
+/// A push made without publishing is gone after a kill; once published it outlives one
+/// (what `put_back` relies on to write the journal's `-` records only after its pushes).
+#[test]
+fn a_push_outlives_a_kill_only_once_published() {
+    use crate::queue::{CrawlQueue, QueueOptions};
+    let dir = TempDir::with_prefix("crawlfleet-queue-kill-push-").unwrap();
+    let path = dir.path().join("q");
+    let mut q = CrawlQueue::open(&path, QueueOptions::default()).unwrap();
+    q.push_back(b"a").unwrap();
+    q.push_unpublished(b"front", true).unwrap();
+    q.push_unpublished(b"back", false).unwrap();
+    assert_eq!(q.len(), 3);
+    assert!(q.has_unpublished());
+    std::mem::forget(q);
+    let mut q = CrawlQueue::open(&path, QueueOptions::default()).unwrap();
+    assert_eq!(q.len(), 1, "the unpublished pushes are undone by the kill");
+    q.push_unpublished(b"front", true).unwrap();
+    q.push_unpublished(b"back", false).unwrap();
+    q.publish().unwrap();
+    std::mem::forget(q);
+    let mut q = CrawlQueue::open(&path, QueueOptions::default()).unwrap();
+    let mut all = Vec::new();
+    while let Some(r) = q.pop_front().unwrap() {
+        all.push(r);
+    }
+    assert_eq!(
+        all,
+        [&b"front"[..], b"a", b"back"],
+        "published pushes outlive the kill"
+    );
+}
+
 /// Entries taken from the queue and put back in it (the collection suspended, 3.1.5.4: its
 /// sites stopped) are finished in the journal in the same turn: a kill right after must not
 /// find them both queued and journaled as taken, which crawled each of them twice after the
