@@ -6,7 +6,8 @@
 //! for both sides: every request is encoded before the clock starts, net's event loop drives all
 //! connections (its thread does the socket work, as in every role; this thread hands it windows
 //! of requests and counts answers), and answers are parsed only as far as needed to count them
-//! and tell duplicates (a typed decode of each PPDUP_ADD_OK; the RESP status line for redis).
+//! and tell duplicates (each PPDUP_ADD_OK read borrowed in place, its PKT_OWNURI compared with
+//! its PKT_URI; the RESP status line for redis).
 //! With `--flow windows` each connection works like `redis-benchmark -P`: it sends a window of
 //! `pipeline` requests, waits for their answers, and repeats; with `--flow stream` it sends a new
 //! request for every answer, so `pipeline` stay in flight. A request's latency is the time from
@@ -21,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use crawlfleet_core::frame::{self, Priority};
 use crawlfleet_core::marshal::{Limits, Value};
-use crawlfleet_core::msg::{Checksum, Message, PpdupChecksum, PpdupSetConfig};
+use crawlfleet_core::msg::{
+    read_ppdup, Checksum, Message, PpdupChecksum, PpdupRef, PpdupSetConfig,
+};
 use crawlfleet_net::{
     ConnId, Event, EventLoop, Framing, FramingError, FscmtLengthFraming, Handle, MessageMeta, Next,
 };
@@ -160,24 +163,38 @@ impl Protocol for Dup<'_> {
     }
 
     fn answer(&self, body: &[u8]) -> Result<Answer, BenchError> {
-        let limits = Limits::default();
-        let (_, m) = frame::decode_message(body, &limits)
-            .map_err(|e| BenchError(format!("bad message from the server: {e}")))?;
-        Ok(match m {
-            Message::PpdupAddOk(ok) if ok.owner_uri.as_deref() == Some(&ok.uri[..]) => {
-                Answer::Fresh
-            }
-            Message::PpdupAddOk(_) => Answer::Duplicate,
-            Message::PpdupError(e) => {
-                return Err(BenchError(format!(
-                    "the server refused an add: {}",
-                    String::from_utf8_lossy(&e.why)
-                )))
-            }
-            // Keep-alives, promote requests and the PPDUP_CONFIG_ACK are not answers to adds.
-            _ => Answer::Other,
-        })
+        add_answer(body)
     }
+}
+
+/// Reads one of the duplicate server's answers (a frame body).
+fn add_answer(body: &[u8]) -> Result<Answer, BenchError> {
+    let limits = Limits::default();
+    // An answer to an add in the canonical layout (every one from a crawlfleet server) is
+    // read borrowed, as far as telling fresh from duplicate: no typed message is built, as
+    // the redis side compares its status line and no more. Anything else goes through the
+    // general decoder.
+    if let Some((_, PpdupRef::AddOk(ok))) = read_ppdup(body, &limits) {
+        return Ok(if ok.owner_uri.as_deref() == Some(&ok.uri[..]) {
+            Answer::Fresh
+        } else {
+            Answer::Duplicate
+        });
+    }
+    let (_, m) = frame::decode_message(body, &limits)
+        .map_err(|e| BenchError(format!("bad message from the server: {e}")))?;
+    Ok(match m {
+        Message::PpdupAddOk(ok) if ok.owner_uri.as_deref() == Some(&ok.uri[..]) => Answer::Fresh,
+        Message::PpdupAddOk(_) => Answer::Duplicate,
+        Message::PpdupError(e) => {
+            return Err(BenchError(format!(
+                "the server refused an add: {}",
+                String::from_utf8_lossy(&e.why)
+            )))
+        }
+        // Keep-alives, promote requests and the PPDUP_CONFIG_ACK are not answers to adds.
+        _ => Answer::Other,
+    })
 }
 
 /// RESP answers as the loop cuts them: one line each (`+OK`, or the nil of SET ... NX).
@@ -569,4 +586,85 @@ fn print_server(name: &str, unit: &str, run: &Run, note: &str) {
         run.latency.value_at_quantile(0.99),
         run.duplicates
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use crawlfleet_core::msg::{PpdupAddOk, PpdupError};
+
+    use super::*;
+
+    /// The body of the frame carrying `m`, as the general encoder writes it.
+    fn body_of(m: &Message<'_>) -> Vec<u8> {
+        let mut out = Vec::new();
+        frame::encode_message(m, Priority::Normal, &mut out);
+        let (body, _) = frame::split(&out, &Limits::default()).unwrap().unwrap();
+        body.to_vec()
+    }
+
+    /// The slow path: the typed decode the borrowed read stands in for.
+    fn typed(body: &[u8]) -> Option<bool> {
+        match frame::decode_message(body, &Limits::default()).ok()?.1 {
+            Message::PpdupAddOk(ok) => Some(ok.owner_uri.as_deref() == Some(&ok.uri[..])),
+            _ => None,
+        }
+    }
+
+    fn ok(uri: &str, owner: Option<&str>, replica: bool) -> Message<'static> {
+        let b = |s: &str| Cow::Owned(s.as_bytes().to_vec());
+        Message::PpdupAddOk(PpdupAddOk {
+            collection: b("bench"),
+            node_id: b("bench-0"),
+            uri: b(uri),
+            owner_uri: owner.map(b),
+            ppdup_id: replica.then(|| b("dup-1")),
+            dbname: replica.then(|| b("/data/bench")),
+        })
+    }
+
+    #[test]
+    fn answers_are_told_fresh_or_duplicate_as_the_typed_decode_tells_them() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for i in 0..500 {
+            let uri = uri(rng.u64(0..4), i);
+            let owner = match rng.u8(0..3) {
+                0 => None,
+                1 => Some(uri.clone()),
+                _ => Some(format!("{uri}x")),
+            };
+            let body = body_of(&ok(&uri, owner.as_deref(), rng.bool()));
+            let fresh = typed(&body).expect("a PPDUP_ADD_OK");
+            let got = add_answer(&body).unwrap();
+            assert_eq!(matches!(got, Answer::Fresh), fresh, "{owner:?} for {uri}");
+            assert!(!matches!(got, Answer::Other));
+            assert_eq!(!fresh, matches!(got, Answer::Duplicate));
+        }
+    }
+
+    #[test]
+    fn other_layouts_errors_and_other_messages_go_through_the_general_decoder() {
+        // The same PPDUP_ADD_OK with its keys in reverse order: not the canonical layout, still
+        // a valid frame (MS-FSCMT 2.2.1 does not order a dict's keys).
+        let m = ok("http://a/", Some("http://b/"), false);
+        let mut dict = m.to_dict();
+        dict.reverse();
+        let mut out = Vec::new();
+        frame::encode_dict(&dict, Priority::Normal, &mut out);
+        let (body, _) = frame::split(&out, &Limits::default()).unwrap().unwrap();
+        assert!(read_ppdup(body, &Limits::default()).is_none());
+        assert!(matches!(add_answer(body), Ok(Answer::Duplicate)));
+        let refused = Message::PpdupError(PpdupError {
+            collection: Cow::Borrowed(b"bench"),
+            why: Cow::Borrowed(b"unknown collection"),
+        });
+        let e = add_answer(&body_of(&refused)).err().expect("an error");
+        assert!(e.0.contains("unknown collection"), "{}", e.0);
+        assert!(matches!(
+            add_answer(&body_of(&Message::PpdupKeepalive)),
+            Ok(Answer::Other)
+        ));
+        assert!(add_answer(b"not a frame").is_err());
+    }
 }

@@ -78,6 +78,9 @@ pub(super) struct InFlight {
     /// The forwards of `order` by the time their batch was handled, oldest first: (time,
     /// forwards); the counts add up to `order.len()`.
     stamps: VecDeque<(Instant, u32)>,
+    /// Forwards of PPDUP_REMOVE in `order`: while there are none, a checksum missing from the
+    /// store has no forward in flight (a forwarded add is in the store until its _OK at least).
+    removes: usize,
 }
 
 impl InFlight {
@@ -121,7 +124,13 @@ impl InFlight {
         &self.held[r]
     }
 
-    /// The key of `checksum` in `collection` when a forward of it awaits the replica.
+    /// Forwards of PPDUP_REMOVE awaiting the replica (see [`Self::busy_key`]).
+    pub(super) fn removes(&self) -> usize {
+        self.removes
+    }
+
+    /// The key of `checksum` in `collection` when a forward of it awaits the replica. While
+    /// [`Self::removes`] is 0, every such checksum is in the store (its forward was an add).
     pub(super) fn busy_key(&self, collection: &[u8], checksum: Checksum) -> Option<Key> {
         if self.busy.is_empty() {
             return None;
@@ -166,6 +175,7 @@ impl InFlight {
             cancelled: false,
             batch,
         });
+        self.removes += usize::from(promote);
         self.busy.insert(Busy(key));
     }
 
@@ -193,6 +203,7 @@ impl InFlight {
         }
         let range = self.held_start..self.held_start + f.len;
         self.held_start = range.end;
+        self.removes -= usize::from(f.promote);
         let (Some(key), false) = (f.key, f.cancelled) else {
             return Some(Released {
                 answer: None,
@@ -234,6 +245,7 @@ impl InFlight {
         self.stamps.clear();
         self.held.clear();
         self.held_start = 0;
+        self.removes = 0;
         self.busy.clear();
         self.waiting.clear();
     }

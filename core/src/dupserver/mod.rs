@@ -500,7 +500,13 @@ impl DupServer {
             return;
         }
         self.served_nodes |= self.mode == Mode::Replica;
-        if self.wait_behind(peer, add, false) {
+        // A checksum whose forward awaits the replica's _OK waits behind it (3.3.5.4 step 5).
+        // Such a checksum is in the store unless the forward was a remove: with no remove in
+        // flight, the store's probe comes first, and only a checksum it holds is looked up in
+        // the set in flight (an add that adds cannot be waiting for anything). The store's add
+        // of a checksum it holds changes nothing, so looking after it is the same as before.
+        let looked = self.flight.removes() > 0;
+        if looked && self.wait_behind(peer, add, false) {
             return;
         }
         // The answer is written straight into its buffer; an owner's URI is read in place.
@@ -512,6 +518,13 @@ impl DupServer {
         {
             Ok(AddOutcome::Added) => Ok(()),
             Ok(AddOutcome::Exists { owner_uri, .. }) => {
+                if !looked {
+                    if let Some(key) = self.flight.busy_key(add.collection, add.checksum) {
+                        let msg = Message::PpdupAdd(add.to_message()).into_owned();
+                        self.flight.queue(key, peer, msg);
+                        return;
+                    }
+                }
                 // Nothing changed: answered once the log is committed, with no forward.
                 let ok = PpdupAddOk {
                     owner_uri: Some(Cow::Borrowed(owner_uri)),
@@ -700,3 +713,5 @@ fn collection_of(m: &Message<'_>) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_flight;

@@ -16,10 +16,18 @@ const MIN_ROOM: usize = 4096;
 /// Frames for peers, in the order produced, consecutive frames to one peer in one buffer.
 pub(super) type Queue = Vec<(PeerId, Vec<u8>)>;
 
-/// The buffer of `q` the next frame for `to` goes into: the last one when it is for `to`, else
-/// a new one with room for `room` bytes.
+/// Spare room under which the last buffer for a peer is left as it is and a new one started,
+/// rather than grown: growing copies every frame in it (a replica's answers to two socket reads
+/// of forwards in one batch filled the first read's room, and each batch copied its answers
+/// again). The loop writes a connection's queued buffers with one `writev` all the same.
+const SPARE: usize = 1024;
+
+/// The buffer of `q` the next frame for `to` goes into: the last one when it is for `to` and
+/// has room left, else a new one with room for `room` bytes.
 fn buffer_for(q: &mut Queue, to: PeerId, room: usize) -> &mut Vec<u8> {
-    if q.last().is_none_or(|(p, _)| *p != to) {
+    if q.last()
+        .is_none_or(|(p, b)| *p != to || b.capacity() - b.len() < SPARE)
+    {
         q.push((to, Vec::with_capacity(room.max(MIN_ROOM))));
     }
     &mut q.last_mut().expect("pushed above").1
@@ -82,5 +90,31 @@ mod tests {
         assert_eq!((q[1].0, &q[1].1), (2, &one));
         assert_eq!(q[1].1.capacity(), MIN_ROOM);
         assert_eq!((q[2].0, &q[2].1), (1, &one));
+    }
+
+    #[test]
+    fn a_full_buffer_is_followed_by_a_new_one_rather_than_grown() {
+        let ok = PpdupAddOk {
+            collection: Cow::Borrowed(b"c"),
+            node_id: Cow::Borrowed(b"n"),
+            uri: Cow::Borrowed(b"u"),
+            owner_uri: Some(Cow::Borrowed(b"u")),
+            ppdup_id: None,
+            dbname: None,
+        };
+        let mut one = Vec::new();
+        encode_add_ok_frame(&ok, Priority::Normal, &mut one);
+        let mut q = Queue::new();
+        // Frames to one peer until the first buffer's room is short of SPARE.
+        let fit = (MIN_ROOM - SPARE) / one.len() + 1;
+        for _ in 0..fit + 3 {
+            push_add_ok(&mut q, 1, &ok, 0);
+        }
+        assert_eq!(q.len(), 2);
+        assert_eq!(q[0].1.capacity(), MIN_ROOM, "not grown");
+        assert_eq!(q[0].1.len(), fit * one.len());
+        let all: Vec<u8> = q.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+        assert_eq!(all, one.repeat(fit + 3), "the same bytes, in order");
+        assert!(q.iter().all(|(p, _)| *p == 1));
     }
 }

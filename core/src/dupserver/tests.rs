@@ -7,12 +7,12 @@ use crate::marshal::{Limits, Value};
 use crate::msg::{Key, MessageError, PpdupChecksum};
 use tempfile::TempDir;
 
-const NODE_A: PeerId = 1;
-const NODE_B: PeerId = 2;
-const REPLICA: PeerId = 9;
+pub(super) const NODE_A: PeerId = 1;
+pub(super) const NODE_B: PeerId = 2;
+pub(super) const REPLICA: PeerId = 9;
 
 /// A server on a fresh store in a scratch directory, which lives as long as the guard.
-fn server(name: &str, mode: Mode, with_replica: bool) -> (DupServer, TempDir) {
+pub(super) fn server(name: &str, mode: Mode, with_replica: bool) -> (DupServer, TempDir) {
     let dir = TempDir::with_prefix(format!("crawlfleet-dupsm-{name}-")).unwrap();
     let (stores, _) = DupStores::open(dir.path(), 4).unwrap();
     let mut s = DupServer::new(mode, b"dup-1", stores, with_replica);
@@ -21,15 +21,15 @@ fn server(name: &str, mode: Mode, with_replica: bool) -> (DupServer, TempDir) {
     (s, dir)
 }
 
-fn b(s: &str) -> Bytes<'static> {
+pub(super) fn b(s: &str) -> Bytes<'static> {
     Cow::Owned(s.as_bytes().to_vec())
 }
 
-fn cs(i: u8) -> Checksum {
+pub(super) fn cs(i: u8) -> Checksum {
     Checksum([i; 16])
 }
 
-fn set_config(coll: &str, vc: i64) -> Message<'static> {
+pub(super) fn set_config(coll: &str, vc: i64) -> Message<'static> {
     Message::PpdupSetConfig(PpdupSetConfig {
         config: Value::Dict(vec![(
             Value::owned_bytes(coll.as_bytes().to_vec()),
@@ -40,7 +40,7 @@ fn set_config(coll: &str, vc: i64) -> Message<'static> {
     })
 }
 
-fn add(coll: &str, node: &str, uri: &str, c: Checksum) -> Message<'static> {
+pub(super) fn add(coll: &str, node: &str, uri: &str, c: Checksum) -> Message<'static> {
     Message::PpdupAdd(PpdupChecksum {
         collection: b(coll),
         node_id: b(node),
@@ -51,7 +51,7 @@ fn add(coll: &str, node: &str, uri: &str, c: Checksum) -> Message<'static> {
     })
 }
 
-fn remove(coll: &str, node: &str, uri: &str, c: Checksum) -> Message<'static> {
+pub(super) fn remove(coll: &str, node: &str, uri: &str, c: Checksum) -> Message<'static> {
     match add(coll, node, uri, c) {
         Message::PpdupAdd(x) => Message::PpdupRemove(x),
         _ => unreachable!(),
@@ -59,7 +59,7 @@ fn remove(coll: &str, node: &str, uri: &str, c: Checksum) -> Message<'static> {
 }
 
 /// Everything sent since the last call, decoded, one entry per frame.
-fn sent(s: &mut DupServer) -> Vec<(PeerId, Message<'static>)> {
+pub(super) fn sent(s: &mut DupServer) -> Vec<(PeerId, Message<'static>)> {
     decoded(s.flush().unwrap())
 }
 
@@ -78,7 +78,7 @@ fn decoded(entries: Vec<(PeerId, Vec<u8>)>) -> Vec<(PeerId, Message<'static>)> {
     out
 }
 
-fn add_ok(coll: &str, node: &str, uri: &str, owner: &str) -> Message<'static> {
+pub(super) fn add_ok(coll: &str, node: &str, uri: &str, owner: &str) -> Message<'static> {
     Message::PpdupAddOk(PpdupAddOk {
         collection: b(coll),
         node_id: b(node),
@@ -631,7 +631,7 @@ fn a_replica_nodes_failed_over_to_keeps_its_checksums_through_the_servers_resync
 }
 
 /// The replica's _OK for a forwarded PPDUP_ADD.
-fn ok_of(fwd: &Message<'static>) -> Message<'static> {
+pub(super) fn ok_of(fwd: &Message<'static>) -> Message<'static> {
     let Message::PpdupAdd(fwd) = fwd.clone() else {
         panic!("{fwd:?}")
     };
