@@ -303,6 +303,29 @@ impl WebAnalyzerBatch {
     pub fn is_empty(&self) -> bool {
         self.lines == 0
     }
+
+    /// Empties the batch and keeps its buffers, so that the next batch is written into memory
+    /// already grown and touched (a new batch grows each field from nothing to megabytes,
+    /// faulting in fresh pages at every doubling). What is written after it is what a new
+    /// batch would hold.
+    pub fn clear(&mut self) {
+        for field in [
+            &mut self.links,
+            &mut self.urieq,
+            &mut self.eqrepr,
+            &mut self.delete,
+            &mut self.no_links,
+            &mut self.urimap,
+            &mut self.sitemap,
+        ] {
+            field.clear();
+        }
+        self.mapped.clear();
+        self.last.url.clear();
+        self.last.hash = None;
+        self.last.mapped = false;
+        self.lines = 0;
+    }
 }
 
 /// The operation of an SPRel `uris` line (2.2.1.3.2.1).

@@ -271,3 +271,53 @@ fn received_lines_count_every_line_feed() {
         assert_eq!(msg.lines(), want, "{len}");
     }
 }
+
+/// Writes generated pages (urimap, links, no_links, sitemap, now and then an equivalence) into
+/// `b`, as the link client does.
+fn write_pages(b: &mut WebAnalyzerBatch, rng: &mut fastrand::Rng, first: &[u8]) {
+    for i in 0..rng.usize(1..20) {
+        let from = if i == 0 { first.to_vec() } else { url(rng) };
+        let ts = 1_700_000_000 + rng.u64(..1000);
+        let _ = b.urimap(&from);
+        let mut any = false;
+        for _ in 0..rng.usize(..8) {
+            let (to, a) = (url(rng), anchor(rng));
+            any |= b.link(&from, &to, rng.bool(), ts, &a).is_ok();
+        }
+        if !any {
+            let _ = b.no_links(&from, ts);
+        }
+        let _ = b.sitemap(&from, &url(rng));
+        if rng.u8(..4) == 0 {
+            let _ = b.equivalence(&from, &[&url(rng)[..], &url(rng)[..]], ts);
+        }
+        if rng.u8(..8) == 0 {
+            let _ = b.delete(&from, ts);
+        }
+    }
+}
+
+#[test]
+fn a_cleared_batch_writes_what_a_new_one_writes() {
+    let mut rng = fastrand::Rng::with_seed(0x28_0003);
+    let mut reused = WebAnalyzerBatch::default();
+    for round in 0..300 {
+        // The next batch often starts with the document the last one ended with: the memo of
+        // the last document hashed (and whether its urimap line is written) must not survive.
+        let first = url(&mut rng);
+        write_pages(&mut reused, &mut rng, &first);
+        reused.clear();
+        assert!(reused.is_empty());
+        assert_eq!(reused.byte_len(), 0);
+        let seed = rng.u64(..);
+        let mut fresh = WebAnalyzerBatch::default();
+        write_pages(&mut fresh, &mut fastrand::Rng::with_seed(seed), &first);
+        write_pages(&mut reused, &mut fastrand::Rng::with_seed(seed), &first);
+        assert_eq!(reused.lines(), fresh.lines(), "round {round}");
+        assert_eq!(
+            Message::webanalyzer(b"c", &reused).to_wire(),
+            Message::webanalyzer(b"c", &fresh).to_wire(),
+            "round {round}"
+        );
+    }
+}

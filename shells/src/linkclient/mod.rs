@@ -159,6 +159,33 @@ enum OpenBatch {
     Sp(SprelBatch),
 }
 
+impl OpenBatch {
+    fn is_empty(&self) -> bool {
+        match self {
+            OpenBatch::Wa(w) => w.is_empty(),
+            OpenBatch::Sp(s) => s.is_empty(),
+        }
+    }
+
+    /// After a seal: empties a WebAnalyzer batch and says to keep it, so that the next batch
+    /// is written into buffers already grown to a batch's size (growing seven fields from
+    /// nothing to megabytes again faulted in fresh pages at every doubling, on the node
+    /// threads). What is kept is at most one batch's bytes
+    /// ([`LinkClientConfig::max_batch_bytes`] and a line) per collection. An SPRel batch (one
+    /// field, written by the refresh path) is dropped as before.
+    fn reuse(&mut self) -> bool {
+        match self {
+            OpenBatch::Wa(w) => {
+                w.clear();
+                true
+            }
+            OpenBatch::Sp(_) => false,
+        }
+    }
+}
+
+/// A batch being written, or a WebAnalyzer batch kept empty after its seal (then `since` is
+/// reset when the first line is written into it).
 struct Open {
     batch: OpenBatch,
     since: Instant,
@@ -237,6 +264,10 @@ impl Shared {
             },
             since: Instant::now(),
         });
+        if open.batch.is_empty() {
+            // A batch kept from the last seal opens again now.
+            open.since = Instant::now();
+        }
         f(&mut open.batch)?;
         let size = match &open.batch {
             OpenBatch::Wa(w) => w.byte_len(),
@@ -246,7 +277,9 @@ impl Shared {
             return Ok(None);
         }
         let sealed = seal(app, collection, &open.batch);
-        *slot = None;
+        if !open.batch.reuse() {
+            *slot = None;
+        }
         Ok(Some(sealed))
     }
 
@@ -264,13 +297,14 @@ impl Shared {
                 {
                     continue;
                 }
-                let Some(o) = slot.take() else { continue };
-                let empty = match &o.batch {
-                    OpenBatch::Wa(w) => w.is_empty(),
-                    OpenBatch::Sp(s) => s.is_empty(),
-                };
-                if !empty {
-                    sealed.push(seal(app, coll, &o.batch));
+                let Some(o) = slot.as_mut() else { continue };
+                if o.batch.is_empty() {
+                    // Kept from the last seal, nothing written since: not open.
+                    continue;
+                }
+                sealed.push(seal(app, coll, &o.batch));
+                if !o.batch.reuse() {
+                    *slot = None;
                 }
             }
         }
