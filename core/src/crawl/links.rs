@@ -362,7 +362,7 @@ impl State {
 
     fn end_anchor(&mut self) {
         if let Some(i) = self.open_anchor.take() {
-            let text = collapse(&String::from_utf8_lossy(&self.anchor_text));
+            let text = collapse_bytes(&self.anchor_text);
             self.anchors.push((i, text));
             self.anchor_text.clear();
         }
@@ -540,6 +540,43 @@ impl Emitter for LinkEmitter<'_> {
     }
 }
 
+/// [`collapse`] of the text's lossy UTF-8 reading; ASCII text (most anchors) is split at its
+/// white space bytes directly, which are the ASCII characters `split_whitespace` splits at.
+fn collapse_bytes(text: &[u8]) -> String {
+    let s = match std::str::from_utf8(text) {
+        Ok(s) if s.is_ascii() => s,
+        _ => return collapse(&String::from_utf8_lossy(text)),
+    };
+    let space = |b: u8| matches!(b, b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r' | b' ');
+    let bytes = s.as_bytes();
+    let mut out = String::with_capacity(s.len().min(MAX_ANCHOR));
+    let mut i = 0;
+    loop {
+        while i < bytes.len() && space(bytes[i]) {
+            i += 1;
+        }
+        let start = i;
+        while i < bytes.len() && !space(bytes[i]) {
+            i += 1;
+        }
+        if start == i {
+            break;
+        }
+        // ASCII: every index is a character boundary.
+        let w = &s[start..i];
+        if out.len() + w.len() + 1 > MAX_ANCHOR {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
+}
+
+/// The words of `s`, one space between them, as many whole words as fit in [`MAX_ANCHOR`]
+/// bytes.
 fn collapse(s: &str) -> String {
     let mut out = String::with_capacity(s.len().min(MAX_ANCHOR));
     for w in s.split_whitespace() {

@@ -474,3 +474,38 @@ fn names_longer_than_their_room_are_long() {
     n.push(b"a");
     assert_eq!(n.get(), Some(&b"a"[..]));
 }
+
+#[test]
+fn anchor_text_collapses_as_the_unicode_reading_does() {
+    // Every ASCII byte among words (the white space of split_whitespace among them, and the
+    // control characters that are not), non-ASCII white space, invalid UTF-8, and texts past
+    // MAX_ANCHOR.
+    let mut rng = fastrand::Rng::with_seed(28);
+    let pieces: &[&[u8]] = &[
+        b"word",
+        b"x",
+        b"\xc2\xa0",
+        "\u{2003}".as_bytes(),
+        "\u{85}".as_bytes(),
+        b"\xff",
+        b"\xe2\x80",
+        "é".as_bytes(),
+    ];
+    for i in 0..20_000 {
+        let mut text = Vec::new();
+        for _ in 0..rng.usize(..if i % 10 == 0 { 200 } else { 12 }) {
+            if rng.u8(..3) == 0 {
+                text.extend_from_slice(pieces[rng.usize(..pieces.len())]);
+            } else if rng.bool() {
+                text.push(rng.u8(..0x80));
+            } else {
+                text.extend_from_slice(b"abc");
+            }
+        }
+        assert_eq!(
+            collapse_bytes(&text),
+            collapse(&String::from_utf8_lossy(&text)),
+            "{text:?}"
+        );
+    }
+}
