@@ -170,6 +170,19 @@ fn bench_rules_and_queue(c: &mut Criterion) {
             }
         })
     });
+    // The scale run's configuration: include_domains names 10,000 hosts.
+    let mut many = cfg.clone();
+    let hosts: Vec<String> = (0..10_000)
+        .map(|i| format!("127.{}.{}.{}", 77 + i / 65_536, (i / 256) % 256, i % 256))
+        .collect();
+    many.include_domains = RuleSet::parse(RuleTarget::Domain, &hosts).expect("hosts");
+    g.bench_function("refusal_10000_hosts", |b| {
+        b.iter(|| {
+            for u in &uris {
+                black_box(many.refusal_with(black_box(u), true));
+            }
+        })
+    });
     g.finish();
     let mut e = CrawlQueueEntry::new(UriStructure::unparsed(
         b"http://127.77.0.1:8080/s5/p117.html"[..].into(),
@@ -182,6 +195,9 @@ fn bench_rules_and_queue(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     g.bench_function("decode_entry", |b| {
         b.iter(|| black_box(queue::decode_entry(black_box(&rec)).is_ok()))
+    });
+    g.bench_function("peek_entry", |b| {
+        b.iter(|| black_box(queue::peek_entry(black_box(&rec)).is_ok()))
     });
     let mut out = Vec::with_capacity(512);
     g.bench_function("encode_entry", |b| {

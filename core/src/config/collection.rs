@@ -480,7 +480,7 @@ impl CollectionConfig {
     pub fn refusal_with(&self, uri: &str, hosts: bool) -> Option<Refusal> {
         // Every link of every page comes here: each part of the URI is looked at only when
         // there is a rule to check it against.
-        let scheme = uri.split_once(':').map_or("", |(s, _)| s);
+        let scheme = memchr::memchr(b':', uri.as_bytes()).map_or("", |i| &uri[..i]);
         if !self
             .allowed_schemes
             .iter()

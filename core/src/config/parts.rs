@@ -216,18 +216,39 @@ pub(crate) fn login(p: &Params<'_, '_>, name: String) -> Result<Login, ConfigErr
 /// the authority follows the first `://` and ends at `/`, `?` or `#`; the host follows its last
 /// `@`, and ends at the first `:` (or is what stands between `[` and `]`).
 pub(crate) fn host_of(uri: &str) -> &str {
-    let Some(i) = uri.as_bytes().windows(3).position(|w| w == b"://") else {
-        return "";
+    let b = uri.as_bytes();
+    // The first `://`: at one of the `:`s (mostly the first).
+    let mut from = 0;
+    let rest = loop {
+        let Some(i) = memchr::memchr(b':', &b[from..]).map(|i| from + i) else {
+            return "";
+        };
+        if b[i + 1..].starts_with(b"//") {
+            break i + 3;
+        }
+        from = i + 1;
     };
-    let rest = &uri[i + 3..];
-    let until = |s: &str, f: fn(u8) -> bool| s.bytes().position(f).unwrap_or(s.len());
-    let authority = &rest[..until(rest, |c| matches!(c, b'/' | b'?' | b'#'))];
-    let hostport = match authority.bytes().rposition(|c| c == b'@') {
-        Some(at) => &authority[at + 1..],
-        None => authority,
-    };
-    if let Some(v6) = hostport.strip_prefix('[') {
-        return &v6[..until(v6, |c| c == b']')];
+    // One pass over the authority: the host starts after the last `@` and ends at the first
+    // `:` after it.
+    let (mut start, mut colon) = (rest, None);
+    let mut end = b.len();
+    for (i, &c) in b.iter().enumerate().skip(rest) {
+        match c {
+            b'/' | b'?' | b'#' => {
+                end = i;
+                break;
+            }
+            b'@' => {
+                start = i + 1;
+                colon = None;
+            }
+            b':' if colon.is_none() => colon = Some(i),
+            _ => {}
+        }
     }
-    &hostport[..until(hostport, |c| c == b':')]
+    let hostport = &uri[start..end];
+    if let Some(v6) = hostport.strip_prefix('[') {
+        return &v6[..v6.find(']').unwrap_or(v6.len())];
+    }
+    &uri[start..colon.unwrap_or(end)]
 }

@@ -7,6 +7,7 @@
 //! names without regard to ASCII case; URI rules are case-sensitive. A `regexp` must match the
 //! whole host name or URI (it is anchored at both ends).
 
+use std::collections::HashSet;
 use std::fmt;
 
 use regex::{RegexBuilder, RegexSet, RegexSetBuilder};
@@ -96,6 +97,10 @@ pub struct RuleSet {
     target: RuleTarget,
     /// The rules as given (domain patterns other than regexps lower-cased).
     rules: Vec<(RuleKind, String)>,
+    /// The `exact` patterns, looked up by hash (a domain list may name thousands of hosts).
+    exact: HashSet<String, foldhash::fast::RandomState>,
+    /// The `prefix` and `suffix` rules.
+    affixes: Vec<(RuleKind, String)>,
     /// All `regexp` rules, anchored, compiled once.
     regexps: Option<RegexSet>,
 }
@@ -110,6 +115,8 @@ impl RuleSet {
         RuleSet {
             target,
             rules: Vec::new(),
+            exact: HashSet::default(),
+            affixes: Vec::new(),
             regexps: None,
         }
     }
@@ -179,9 +186,21 @@ impl RuleSet {
                 })?;
             Some(set)
         };
+        let exact = rules
+            .iter()
+            .filter(|(k, _)| *k == RuleKind::Exact)
+            .map(|(_, p)| p.clone())
+            .collect();
+        let affixes = rules
+            .iter()
+            .filter(|(k, _)| matches!(k, RuleKind::Prefix | RuleKind::Suffix))
+            .cloned()
+            .collect();
         Ok(RuleSet {
             target,
             rules,
+            exact,
+            affixes,
             regexps,
         })
     }
@@ -213,12 +232,12 @@ impl RuleSet {
         } else {
             s
         };
-        let plain = self.rules.iter().any(|(k, p)| match k {
-            RuleKind::Exact => s == p,
-            RuleKind::Prefix => s.starts_with(p.as_str()),
-            RuleKind::Suffix => s.ends_with(p.as_str()),
-            RuleKind::Regexp => false,
-        });
+        let plain = self.exact.contains(s)
+            || self.affixes.iter().any(|(k, p)| match k {
+                RuleKind::Prefix => s.starts_with(p.as_str()),
+                RuleKind::Suffix => s.ends_with(p.as_str()),
+                RuleKind::Exact | RuleKind::Regexp => false,
+            });
         plain || self.regexps.as_ref().is_some_and(|r| r.is_match(s))
     }
 }

@@ -4,6 +4,8 @@
 //! bytes, into an emitter of ours that keeps only what extraction reads); resolution and
 //! normalization are the url crate's.
 
+use std::cell::RefCell;
+
 use html5gum::{Emitter, Tokenizer};
 use url::Url;
 
@@ -130,20 +132,64 @@ enum TagKind {
     End,
 }
 
+/// Room of a [`Name`]: more than the longest name extraction compares (`http-equiv`, and
+/// `plaintext` among the tags that switch the tokenizer to raw text).
+const NAME_ROOM: usize = 16;
+
+/// A tag or attribute name as the tokenizer gives it (lower case), held in place: a name
+/// longer than [`NAME_ROOM`] is only marked long, since no name extraction compares is that
+/// long (the tags of [`tag_wanted`], the attributes of [`attr::slot`], the raw text tags of
+/// html5gum's `naive_next_state`).
+#[derive(Clone, Copy, Default)]
+struct Name {
+    buf: [u8; NAME_ROOM],
+    len: u8,
+    long: bool,
+}
+
+impl Name {
+    fn clear(&mut self) {
+        self.len = 0;
+        self.long = false;
+    }
+
+    fn push(&mut self, s: &[u8]) {
+        if self.long {
+            return;
+        }
+        let at = usize::from(self.len);
+        match self.buf.get_mut(at..at + s.len()) {
+            Some(room) => {
+                room.copy_from_slice(s);
+                // At most NAME_ROOM: the slice fitted.
+                self.len += s.len() as u8;
+            }
+            None => self.long = true,
+        }
+    }
+
+    /// The name; `None` for a long one, which equals none of the names compared.
+    fn get(&self) -> Option<&[u8]> {
+        (!self.long).then(|| &self.buf[..usize::from(self.len)])
+    }
+}
+
 /// The extraction's state, fed by the tokenizer through [`LinkEmitter`]: only what link
 /// extraction reads is kept (the name of the open tag, the values of the wanted attributes of
 /// the wanted tags, anchor text while an `<a>` is open, comments when they are asked for).
+/// One is kept per thread and cleared between documents ([`State::clear`]), so a page's
+/// extraction allocates nothing once the buffers have grown.
 #[derive(Default)]
 struct State {
     /// The name of the open tag (lower case: the tokenizer lowers it).
-    tag: Vec<u8>,
+    tag: Name,
     kind: TagKind,
     /// The open start tag is one of [`tag_wanted`]'s (once `decided`).
     want_tag: bool,
     /// The open tag's name is whole, and `want_tag` says what it is.
     decided: bool,
     /// The name of the attribute being read, while it is being read (of a wanted tag only).
-    attr_name: Vec<u8>,
+    attr_name: Name,
     /// The attribute's name is being read (its slot not chosen yet).
     name_open: bool,
     /// The slot the attribute being read fills (the first of each name counts).
@@ -152,25 +198,65 @@ struct State {
     attrs: [Option<(usize, usize)>; attr::COUNT],
     values: Vec<u8>,
     /// The name of the last start tag, for the end tag that closes raw text (WHATWG
-    /// "appropriate end tag token").
-    last_start_tag: Vec<u8>,
+    /// "appropriate end tag token"); `None` when there is none.
+    last_start_tag: Option<Name>,
     /// Index into `raw` of the open `<a>` collecting text.
     open_anchor: Option<usize>,
     anchor_text: Vec<u8>,
     base: Option<Url>,
     comment: Vec<u8>,
-    comments: Vec<Vec<u8>>,
-    raw: Vec<(u32, Vec<u8>)>,
+    /// Each comment's text, as a range of `comment_text` (when comments are asked for).
+    comments: Vec<(usize, usize)>,
+    comment_text: Vec<u8>,
+    /// The links found, in document order: their key and their text as a range of `hrefs`.
+    raw: Vec<(u32, usize, usize)>,
+    hrefs: Vec<u8>,
     anchors: Vec<(usize, String)>,
     meta_robots: Vec<Vec<u8>>,
     meta_refresh: Option<Vec<u8>>,
 }
 
+/// The largest buffer a thread's [`State`] keeps between documents; one grown larger by a big
+/// document is given back.
+const KEEP_BUFFER: usize = 64 << 10;
+
 impl State {
+    /// Ready for the next document: everything emptied, the buffers' room kept (up to
+    /// [`KEEP_BUFFER`] each).
+    fn clear(&mut self) {
+        fn empty<T>(v: &mut Vec<T>) {
+            v.clear();
+            if v.capacity() * std::mem::size_of::<T>() > KEEP_BUFFER {
+                *v = Vec::new();
+            }
+        }
+        self.tag.clear();
+        self.kind = TagKind::None;
+        self.want_tag = false;
+        self.decided = false;
+        self.attr_name.clear();
+        self.name_open = false;
+        self.cur = None;
+        self.attrs = [None; attr::COUNT];
+        empty(&mut self.values);
+        self.last_start_tag = None;
+        self.open_anchor = None;
+        empty(&mut self.anchor_text);
+        self.base = None;
+        empty(&mut self.comment);
+        empty(&mut self.comments);
+        empty(&mut self.comment_text);
+        empty(&mut self.raw);
+        empty(&mut self.hrefs);
+        empty(&mut self.anchors);
+        empty(&mut self.meta_robots);
+        self.meta_refresh = None;
+    }
+
     /// The open tag's name is whole: is it one whose attributes are read?
     fn decide(&mut self) {
         if !std::mem::take(&mut self.decided) {
-            self.want_tag = self.kind == TagKind::Start && tag_wanted(&self.tag);
+            self.want_tag = self.kind == TagKind::Start && self.tag.get().is_some_and(tag_wanted);
         }
         self.decided = true;
     }
@@ -182,7 +268,11 @@ impl State {
     /// The name of the attribute being read is whole: its slot, unless the tag already had it.
     fn end_attr_name(&mut self) {
         if std::mem::take(&mut self.name_open) {
-            self.cur = attr::slot(&self.attr_name).filter(|&i| self.attrs[i].is_none());
+            self.cur = self
+                .attr_name
+                .get()
+                .and_then(attr::slot)
+                .filter(|&i| self.attrs[i].is_none());
             if let Some(i) = self.cur {
                 self.attrs[i] = Some((self.values.len(), self.values.len()));
             }
@@ -199,25 +289,36 @@ impl State {
         }
     }
 
+    /// A link with key `key` to the value of attribute `slot`, if the open tag has it.
+    fn push_link(&mut self, key: u32, slot: usize) -> bool {
+        match self.attrs[slot] {
+            Some((a, b)) => {
+                let at = self.hrefs.len();
+                self.hrefs.extend_from_slice(&self.values[a..b]);
+                self.raw.push((key, at, self.hrefs.len()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// An `<a>` with an href: its link, and its text collected from here.
+    fn open_anchor(&mut self) {
+        if self.push_link(tags::A, attr::HREF) {
+            self.open_anchor = Some(self.raw.len() - 1);
+            self.anchor_text.clear();
+        }
+    }
+
     fn close_tag(&mut self, mask: u32) {
         let push = |this: &mut State, key: u32, slot: usize| {
             if mask & key != 0 {
-                if let Some(v) = this.attr(slot) {
-                    let v = v.to_vec();
-                    this.raw.push((key, v));
-                }
+                this.push_link(key, slot);
             }
         };
-        let tag = std::mem::take(&mut self.tag);
-        match tag.as_slice() {
-            b"a" if mask & tags::A != 0 => {
-                if let Some(v) = self.attr(attr::HREF) {
-                    let v = v.to_vec();
-                    self.raw.push((tags::A, v));
-                    self.open_anchor = Some(self.raw.len() - 1);
-                    self.anchor_text.clear();
-                }
-            }
+        let tag = self.tag;
+        match tag.get().unwrap_or_default() {
+            b"a" if mask & tags::A != 0 => self.open_anchor(),
             b"base" => {
                 if let Some(v) = self.attr(attr::HREF) {
                     if self.base.is_none() {
@@ -252,18 +353,16 @@ impl State {
                 } else if mask & tags::META != 0
                     && (content.starts_with(b"http://") || content.starts_with(b"https://"))
                 {
-                    let c = content.to_vec();
-                    self.raw.push((tags::META, c));
+                    self.push_link(tags::META, attr::CONTENT);
                 }
             }
             _ => {}
         }
-        self.tag = tag;
     }
 
     fn end_anchor(&mut self) {
         if let Some(i) = self.open_anchor.take() {
-            let text = collapse(&String::from_utf8_lossy(&self.anchor_text));
+            let text = collapse_bytes(&self.anchor_text);
             self.anchors.push((i, text));
             self.anchor_text.clear();
         }
@@ -282,10 +381,11 @@ impl Emitter for LinkEmitter<'_> {
     type Token = std::convert::Infallible;
 
     fn set_last_start_tag(&mut self, last_start_tag: Option<&[u8]>) {
-        self.st.last_start_tag.clear();
-        self.st
-            .last_start_tag
-            .extend_from_slice(last_start_tag.unwrap_or_default());
+        self.st.last_start_tag = last_start_tag.map(|s| {
+            let mut n = Name::default();
+            n.push(s);
+            n
+        });
     }
 
     fn emit_eof(&mut self) {}
@@ -342,15 +442,15 @@ impl Emitter for LinkEmitter<'_> {
                     st.end_attr();
                     st.close_tag(self.mask);
                 }
-                st.last_start_tag.clear();
-                st.last_start_tag.extend_from_slice(&st.tag);
-                html5gum::naive_next_state(&st.last_start_tag)
+                st.last_start_tag = Some(st.tag);
+                // A long name is none of the raw text tags.
+                html5gum::naive_next_state(st.tag.get().unwrap_or_default())
             }
             TagKind::End => {
-                if st.tag == b"a" {
+                if st.tag.get() == Some(b"a") {
                     st.end_anchor();
                 }
-                st.last_start_tag.clear();
+                st.last_start_tag = None;
                 None
             }
             TagKind::None => None,
@@ -359,8 +459,10 @@ impl Emitter for LinkEmitter<'_> {
 
     fn emit_current_comment(&mut self) {
         if self.mask & tags::COMMENT != 0 {
-            let c = self.st.comment.clone();
-            self.st.comments.push(c);
+            let st = &mut *self.st;
+            let at = st.comment_text.len();
+            st.comment_text.extend_from_slice(&st.comment);
+            st.comments.push((at, st.comment_text.len()));
         }
     }
 
@@ -371,7 +473,7 @@ impl Emitter for LinkEmitter<'_> {
     fn set_force_quirks(&mut self) {}
 
     fn push_tag_name(&mut self, s: &[u8]) {
-        self.st.tag.extend_from_slice(s);
+        self.st.tag.push(s);
     }
 
     fn push_comment(&mut self, s: &[u8]) {
@@ -405,7 +507,7 @@ impl Emitter for LinkEmitter<'_> {
 
     fn push_attribute_name(&mut self, s: &[u8]) {
         if self.st.name_open {
-            self.st.attr_name.extend_from_slice(s);
+            self.st.attr_name.push(s);
         }
     }
 
@@ -429,10 +531,52 @@ impl Emitter for LinkEmitter<'_> {
 
     fn current_is_appropriate_end_tag_token(&mut self) -> bool {
         let st = &*self.st;
-        st.kind == TagKind::End && !st.last_start_tag.is_empty() && st.last_start_tag == st.tag
+        st.kind == TagKind::End
+            && st
+                .last_start_tag
+                .as_ref()
+                .and_then(Name::get)
+                .is_some_and(|last| !last.is_empty() && st.tag.get() == Some(last))
     }
 }
 
+/// [`collapse`] of the text's lossy UTF-8 reading; ASCII text (most anchors) is split at its
+/// white space bytes directly, which are the ASCII characters `split_whitespace` splits at.
+fn collapse_bytes(text: &[u8]) -> String {
+    let s = match std::str::from_utf8(text) {
+        Ok(s) if s.is_ascii() => s,
+        _ => return collapse(&String::from_utf8_lossy(text)),
+    };
+    let space = |b: u8| matches!(b, b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r' | b' ');
+    let bytes = s.as_bytes();
+    let mut out = String::with_capacity(s.len().min(MAX_ANCHOR));
+    let mut i = 0;
+    loop {
+        while i < bytes.len() && space(bytes[i]) {
+            i += 1;
+        }
+        let start = i;
+        while i < bytes.len() && !space(bytes[i]) {
+            i += 1;
+        }
+        if start == i {
+            break;
+        }
+        // ASCII: every index is a character boundary.
+        let w = &s[start..i];
+        if out.len() + w.len() + 1 > MAX_ANCHOR {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
+}
+
+/// The words of `s`, one space between them, as many whole words as fit in [`MAX_ANCHOR`]
+/// bytes.
 fn collapse(s: &str) -> String {
     let mut out = String::with_capacity(s.len().min(MAX_ANCHOR));
     for w in s.split_whitespace() {
@@ -476,25 +620,53 @@ pub fn resolve(base: &Url, href: &str) -> Option<Url> {
     Some(u)
 }
 
+thread_local! {
+    /// Each thread's extraction state, kept between documents for its buffers' room.
+    static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
 /// Extracts the links of an HTML document fetched from `url`, over the tags `mask` selects.
 pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
-    let mut st = State::default();
-    let emitter = LinkEmitter { st: &mut st, mask };
+    STATE.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut st) => {
+            st.clear();
+            extract_with(&mut st, body, url, mask)
+        }
+        // Not reached (extraction does not call itself); a fresh state does the same work.
+        Err(_) => extract_with(&mut State::default(), body, url, mask),
+    })
+}
+
+fn extract_with(st: &mut State, body: &[u8], url: &Url, mask: u32) -> Extracted {
+    let emitter = LinkEmitter { st, mask };
     // The reader's error type is Infallible: reading a byte slice cannot fail.
     let _ = Tokenizer::new_with_emitter(body, emitter).finish();
     st.end_anchor();
-    let base = st.base.clone().unwrap_or_else(|| url.clone());
+    let State {
+        base,
+        comments,
+        comment_text,
+        raw,
+        hrefs,
+        anchors,
+        meta_robots,
+        meta_refresh,
+        ..
+    } = &mut *st;
+    let base = base.as_ref().unwrap_or(url);
     let mut out = Extracted::default();
-    for c in &st.comments {
-        for word in String::from_utf8_lossy(c).split_whitespace() {
+    for &(a, b) in comments.iter() {
+        for word in String::from_utf8_lossy(&comment_text[a..b]).split_whitespace() {
             let w = word.trim_matches(|c: char| c == '"' || c == '\'' || c == '<' || c == '>');
             if w.starts_with("http://") || w.starts_with("https://") {
-                st.raw.push((tags::COMMENT, w.as_bytes().to_vec()));
+                let at = hrefs.len();
+                hrefs.extend_from_slice(w.as_bytes());
+                raw.push((tags::COMMENT, at, hrefs.len()));
             }
         }
     }
-    let mut texts: Vec<String> = vec![String::new(); st.raw.len()];
-    for (i, t) in st.anchors {
+    let mut texts: Vec<String> = vec![String::new(); raw.len()];
+    for (i, t) in anchors.drain(..) {
         if let Some(slot) = texts.get_mut(i) {
             *slot = t;
         }
@@ -502,17 +674,17 @@ pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
     // Indexes into out.links by the hash of the URL: each URI once, without a second copy of
     // it as a map key.
     // Hrefs of the common forms are resolved without a URL parse (the url crate's result).
-    let fast = FastBase::new(&base);
-    let mut seen: hashbrown::HashTable<usize> = hashbrown::HashTable::with_capacity(st.raw.len());
+    let fast = FastBase::new(base);
+    let mut seen: hashbrown::HashTable<usize> = hashbrown::HashTable::with_capacity(raw.len());
     let hash = |s: &str| xxhash_rust::xxh3::xxh3_64(s.as_bytes());
-    for ((tag, raw), text) in st.raw.into_iter().zip(texts) {
+    for (&(tag, a, b), text) in raw.iter().zip(texts) {
         if out.links.len() >= MAX_LINKS {
             break;
         }
-        let href = String::from_utf8_lossy(&raw);
+        let href = String::from_utf8_lossy(&hrefs[a..b]);
         let resolved = match fast.as_ref().and_then(|f| f.resolve(&href)) {
             Some(s) => Some(s),
-            None => resolve(&base, &href).map(String::from),
+            None => resolve(base, &href).map(String::from),
         };
         let Some(s) = resolved else {
             continue;
@@ -533,7 +705,7 @@ pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
             }
         }
     }
-    for content in &st.meta_robots {
+    for content in meta_robots.iter() {
         let c = String::from_utf8_lossy(content).to_ascii_lowercase();
         for d in c.split(',').map(str::trim) {
             match d {
@@ -548,195 +720,13 @@ pub fn extract(body: &[u8], url: &Url, mask: u32) -> Extracted {
         }
     }
     if mask & tags::META_REFRESH != 0 {
-        if let Some(t) = st.meta_refresh.as_deref().and_then(refresh_target) {
-            out.refresh = resolve(&base, &t).map(String::from);
+        if let Some(t) = meta_refresh.as_deref().and_then(refresh_target) {
+            out.refresh = resolve(base, &t).map(String::from);
         }
     }
     out
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ALL: u32 = !tags::COMMENT;
-
-    fn ex(html: &str, mask: u32) -> Extracted {
-        extract(
-            html.as_bytes(),
-            &Url::parse("http://h.example:81/dir/page.html").unwrap(),
-            mask,
-        )
-    }
-
-    #[test]
-    fn anchors_resolve_against_the_page_and_keep_their_text() {
-        let e = ex(
-            r##"<html><body><A HREF="a.html">First <b>link</b></a>
-               <a href='/top#frag'>top</a><a href="../up/">up</a>
-               <a href="http://other.example/x">x</a><a href="#only">f</a>
-               <a href="javascript:void(0)">js</a><a href="mailto:a@b">m</a>
-               <a href="a.html">again</a></body></html>"##,
-            ALL,
-        );
-        let urls: Vec<&str> = e.links.iter().map(|l| l.url.as_str()).collect();
-        assert_eq!(
-            urls,
-            [
-                "http://h.example:81/dir/a.html",
-                "http://h.example:81/top",
-                "http://h.example:81/up/",
-                "http://other.example/x",
-            ]
-        );
-        assert_eq!(e.links[0].text, "First link");
-        let twice = ex(r#"<link href="n.html"><a href="n.html">next</a>"#, ALL);
-        assert_eq!(twice.links.len(), 1);
-        assert_eq!(twice.links[0].text, "next");
-        assert_eq!(e.links[0].tag, tags::A);
-        assert!(!e.noindex && !e.nofollow && e.refresh.is_none());
-    }
-
-    #[test]
-    fn international_host_names_become_punycode() {
-        // IDNA (UTS #46) through the url crate: the queue, routing and the request's Host
-        // header all see the ASCII form.
-        let e = ex(
-            r#"<a href="http://Bücher.example/ä?q=ü">b</a><a href="http://xn--bcher-kva.example/">c</a>"#,
-            ALL,
-        );
-        let urls: Vec<&str> = e.links.iter().map(|l| l.url.as_str()).collect();
-        assert_eq!(
-            urls,
-            [
-                "http://xn--bcher-kva.example/%C3%A4?q=%C3%BC",
-                "http://xn--bcher-kva.example/"
-            ]
-        );
-    }
-
-    #[test]
-    fn the_mask_selects_tags() {
-        let html = r#"<img src="i.png"><link href="s.css"><script src="j.js"></script>
-            <frame src="f.html"><iframe src="if.html"></iframe><area href="m.html">
-            <form action="/post"></form><embed src="e.swf"><object data="o.bin"></object>
-            <a href="a.html">a</a>"#;
-        assert_eq!(ex(html, ALL).links.len(), 10);
-        let only_a = ex(html, tags::A);
-        assert_eq!(only_a.links.len(), 1);
-        let img = ex(html, tags::IMG | tags::FRAME);
-        let urls: Vec<&str> = img.links.iter().map(|l| l.url.as_str()).collect();
-        assert_eq!(
-            urls,
-            [
-                "http://h.example:81/dir/i.png",
-                "http://h.example:81/dir/f.html",
-                "http://h.example:81/dir/if.html"
-            ]
-        );
-    }
-
-    #[test]
-    fn base_href_meta_robots_and_refresh() {
-        let e = ex(
-            r#"<head><base href="http://b.example/base/"><meta name="ROBOTS" content="NoIndex, nofollow">
-               <meta http-equiv="Refresh" content="0; URL='next.html'"></head><a href="x">x</a>"#,
-            ALL,
-        );
-        assert_eq!(e.links[0].url, "http://b.example/base/x");
-        assert!(e.noindex && e.nofollow);
-        assert_eq!(
-            e.refresh.as_deref(),
-            Some("http://b.example/base/next.html")
-        );
-        let none = ex(r#"<meta name="robots" content="none">"#, ALL);
-        assert!(none.noindex && none.nofollow);
-        let off = ex(
-            r#"<meta http-equiv="refresh" content="0;url=n.html">"#,
-            ALL & !tags::META_REFRESH,
-        );
-        assert_eq!(off.refresh, None);
-    }
-
-    #[test]
-    fn script_bodies_and_comments_are_not_markup() {
-        let html = r#"<script>var s = '<a href="in-script.html">';</script><!-- <a href="c.html"> http://c.example/x -->
-            <a href="real.html">r</a>"#;
-        let e = ex(html, ALL);
-        let urls: Vec<&str> = e.links.iter().map(|l| l.url.as_str()).collect();
-        assert_eq!(urls, ["http://h.example:81/dir/real.html"]);
-        let with_comments = ex(html, ALL | tags::COMMENT);
-        assert!(with_comments
-            .links
-            .iter()
-            .any(|l| l.url == "http://c.example/x" && l.tag == tags::COMMENT));
-    }
-
-    #[test]
-    fn attributes_and_text_as_the_tokenizer_reads_them() {
-        // Character references in attribute values and anchor text are decoded (WHATWG
-        // tokenization: "&amp;" and the legacy "&copy" without a semicolon in text, but not
-        // "&copy=" inside an attribute value); the first of two same-named attributes counts;
-        // names are matched in any case; attributes of end tags and of other tags are ignored.
-        let e = ex(
-            r#"<p href="no.html"><A Href="a.html?x=1&amp;y=2&copy=3" HREF="second.html">Fish &amp; chips&copy;</A href="end.html">
-               <img alt="x" SRC = 'i&#46;png' src="j.png"/><a href>empty</a>
-               <textarea><a href="in-textarea.html"></textarea><title><a href="in-title.html"></title>
-               <style>a { } <a href="in-style.html"></style><a href=bare.html title=t>bare</a>"#,
-            ALL,
-        );
-        let got: Vec<(&str, &str, u32)> = e
-            .links
-            .iter()
-            .map(|l| (l.url.as_str(), l.text.as_str(), l.tag))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                (
-                    "http://h.example:81/dir/a.html?x=1&y=2&copy=3",
-                    "Fish & chips\u{a9}",
-                    tags::A
-                ),
-                ("http://h.example:81/dir/i.png", "", tags::IMG),
-                ("http://h.example:81/dir/bare.html", "bare", tags::A),
-            ]
-        );
-        // A meta tag's content, and a refresh and robots directive written with references.
-        let m = ex(
-            r#"<meta name="description" content="http://m.example/?a=1&amp;b=2"><meta http-equiv="refresh" content="0;url=n.html?a&amp;b"><meta name="robots" content="noindex&#44;nofollow">"#,
-            ALL,
-        );
-        assert_eq!(m.links.len(), 1);
-        assert_eq!(m.links[0].url, "http://m.example/?a=1&b=2");
-        assert_eq!(m.links[0].tag, tags::META);
-        assert_eq!(
-            m.refresh.as_deref(),
-            Some("http://h.example:81/dir/n.html?a&b")
-        );
-        assert!(m.noindex && m.nofollow);
-    }
-
-    #[test]
-    fn broken_markup_never_panics() {
-        for html in [
-            "<a href=",
-            "<a href=\"x",
-            "<<<>>>",
-            "<a href=x>unterminated",
-            "\u{0}\u{ffff}<a\u{0}href=y>",
-            "<meta http-equiv=refresh content=\"5\">",
-            "<base href=\"::::\"><a href=\"q\">",
-        ] {
-            let _ = ex(html, ALL);
-        }
-        let e = ex("<a href=x>unterminated", ALL);
-        assert_eq!(e.links[0].text, "unterminated");
-        let bytes: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
-        let _ = extract(
-            &bytes,
-            &Url::parse("http://h/").unwrap(),
-            ALL | tags::COMMENT,
-        );
-    }
-}
+#[path = "links_tests.rs"]
+mod tests;

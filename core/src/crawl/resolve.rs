@@ -39,10 +39,14 @@ impl<'a> FastBase<'a> {
     /// when the href is not of a form this reads (the url crate's then, which may still
     /// resolve it).
     pub(crate) fn resolve(&self, href: &str) -> Option<String> {
-        let href = href.trim();
-        let body = href.split('#').next().unwrap_or(href);
-        let (path, query) = match body.split_once('?') {
-            Some((p, q)) => (p, Some(q)),
+        // Byte searches throughout: every link of every page comes here.
+        let href = trim(href);
+        let body = match memchr::memchr(b'#', href.as_bytes()) {
+            Some(i) => &href[..i],
+            None => href,
+        };
+        let (path, query) = match memchr::memchr(b'?', body.as_bytes()) {
+            Some(i) => (&body[..i], Some(&body[i + 1..])),
             None => (body, None),
         };
         if !query.is_none_or(|q| q.bytes().all(query_byte)) {
@@ -54,7 +58,7 @@ impl<'a> FastBase<'a> {
             .strip_prefix("http://")
             .or_else(|| path.strip_prefix("https://"))
         {
-            let slash = rest.find('/')?;
+            let slash = memchr::memchr(b'/', rest.as_bytes())?;
             let origin = &path[..path.len() - rest.len() + slash];
             if !self.canonical(origin) {
                 return None;
@@ -81,12 +85,17 @@ impl<'a> FastBase<'a> {
         if !segments.bytes().all(|b| b == b'/' || segment_byte(b)) {
             return None;
         }
-        let mut it = segments.split('/').peekable();
-        while let Some(seg) = it.next() {
-            let last = it.peek().is_none();
+        // The segments between slashes (ASCII, checked above: every index is a boundary).
+        let mut rest = segments;
+        loop {
+            let (seg, last) = match memchr::memchr(b'/', rest.as_bytes()) {
+                Some(i) => (&rest[..i], false),
+                None => (rest, true),
+            };
             match seg {
                 ".." => {
-                    let cut = out[start..].rfind('/').map_or(start, |i| start + i);
+                    let cut = memchr::memrchr(b'/', &out.as_bytes()[start..])
+                        .map_or(start, |i| start + i);
                     out.truncate(cut);
                     if last {
                         out.push('/');
@@ -102,6 +111,10 @@ impl<'a> FastBase<'a> {
                     out.push_str(seg);
                 }
             }
+            if last {
+                break;
+            }
+            rest = &rest[seg.len() + 1..];
         }
         if out.len() == start {
             out.push('/');
@@ -140,6 +153,21 @@ thread_local! {
     /// The verdicts of [`FastBase::canonical`] on this thread.
     static CHECKED: RefCell<HashMap<String, bool, foldhash::fast::RandomState>> =
         RefCell::new(HashMap::default());
+}
+
+/// `s.trim()`, without the Unicode test when `s` begins and ends with ASCII that is not white
+/// space (the ASCII white space of `trim` is tab, LF, VT, FF, CR and space).
+fn trim(s: &str) -> &str {
+    let plain = |b: Option<&u8>| {
+        b.is_some_and(|&b| {
+            b.is_ascii() && !matches!(b, b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r' | b' ')
+        })
+    };
+    if plain(s.as_bytes().first()) && plain(s.as_bytes().last()) {
+        s
+    } else {
+        s.trim()
+    }
 }
 
 /// A byte the url crate keeps as it is in a path segment of an http(s) URL, and that has no
@@ -295,6 +323,10 @@ mod tests {
                 "~",
                 "@",
                 "127.0.0.1",
+                "\u{b}",
+                "\t",
+                "\u{a0}",
+                "\u{3000}",
             ];
             for _ in 0..50_000 {
                 let n = rng.usize(0..8);
@@ -307,6 +339,27 @@ mod tests {
             }
         }
         assert!(FastBase::new(&Url::parse("mailto:a@b").unwrap()).is_none());
+        // The trim: every byte at either end, and Unicode white space.
+        for b in 0..=0x7fu8 {
+            for s in [
+                format!("{}x", b as char),
+                format!("x{}", b as char),
+                format!("{0}{0}", b as char),
+            ] {
+                assert_eq!(trim(&s), s.trim(), "{s:?}");
+            }
+        }
+        for s in [
+            "\u{a0}x",
+            "x\u{2003}",
+            "\u{85}",
+            "é",
+            "",
+            " ",
+            "\u{b}x\u{b}",
+        ] {
+            assert_eq!(trim(s), s.trim(), "{s:?}");
+        }
         assert!(FastBase::new(&Url::parse("file:///x/y").unwrap()).is_none());
     }
 }

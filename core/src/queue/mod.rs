@@ -79,6 +79,7 @@ mod segment;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -552,4 +553,14 @@ pub fn decode_entry(rec: &[u8]) -> Result<CrawlQueueEntry<'_>, QueueError> {
     }
     let v = marshal::from_bytes(rec, &limits).map_err(QueueError::Decode)?;
     CrawlQueueEntry::from_value(Key::Data, &v).map_err(QueueError::Entry)
+}
+
+/// The URI and URI flags of a record written by [`encode_entry`], as [`decode_entry`] gives
+/// them (the same error for a record it refuses), without building the entry when the record
+/// is in the layout read straight.
+pub fn peek_entry(rec: &[u8]) -> Result<(Cow<'_, [u8]>, i64), QueueError> {
+    if let Some((uri, flags)) = crate::msg::peek_entry_flat(rec, &Limits::default()) {
+        return Ok((Cow::Borrowed(uri), flags));
+    }
+    decode_entry(rec).map(|e| (e.uri.uri, e.uri_flags))
 }

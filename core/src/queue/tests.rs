@@ -651,6 +651,61 @@ fn entries_are_written_and_read_straight_as_the_general_codec_does() {
     }
 }
 
+/// A record's URI and URI flags peeked are those of its decoded entry, and a record is peeked
+/// exactly when the straight decoder reads it (byte changes, truncations, limits), or when the
+/// general path decodes it.
+#[test]
+fn a_peeked_entry_gives_what_its_decoding_gives() {
+    let mut plain = CrawlQueueEntry::new(UriStructure::unparsed(b"http://h.example/x"[..].into()));
+    plain.referrer = UriStructure::unparsed(b"http://h.example/"[..].into());
+    plain.uri_flags = crate::msg::types::uri_flags::URIF_FORCE;
+    let mut extra = entry();
+    extra.extra.push((
+        crate::marshal::Value::bytes(b"rss"),
+        crate::marshal::Value::bytes(b"1"),
+    ));
+    let mut wide = entry();
+    wide.uri_flags = 1 << 40;
+    let limits = Limits::default();
+    let same = |rec: &[u8]| match (peek_entry(rec), decode_entry(rec)) {
+        (Ok((uri, flags)), Ok(e)) => {
+            assert_eq!((uri, flags), (e.uri.uri.clone(), e.uri_flags));
+        }
+        (Err(_), Err(_)) => {}
+        (p, d) => panic!("peek {p:?} against decode {d:?}"),
+    };
+    for e in [entry(), plain, extra, wide] {
+        let mut rec = Vec::new();
+        encode_entry(&e, &mut rec);
+        same(&rec);
+        for i in 0..rec.len() {
+            for delta in [1u8, 0x80, 0xff] {
+                let mut bad = rec.clone();
+                bad[i] = bad[i].wrapping_add(delta);
+                same(&bad);
+                assert_eq!(
+                    crate::msg::peek_entry_flat(&bad, &limits).is_some(),
+                    crate::msg::decode_entry_flat(&bad, &limits).is_some()
+                );
+            }
+        }
+        for n in 0..rec.len() {
+            same(&rec[..n]);
+            assert_eq!(crate::msg::peek_entry_flat(&rec[..n], &limits), None);
+        }
+        for depth in 0..4 {
+            let shallow = Limits {
+                max_depth: depth,
+                ..Limits::default()
+            };
+            assert_eq!(
+                crate::msg::peek_entry_flat(&rec, &shallow).is_some(),
+                crate::msg::decode_entry_flat(&rec, &shallow).is_some()
+            );
+        }
+    }
+}
+
 /// The allocation used where a file system has no fallocate (what glibc's posix_fallocate does
 /// there) allocates every block of the range and changes no byte of the file.
 #[test]

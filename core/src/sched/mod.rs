@@ -103,6 +103,15 @@ pub fn parse_record(rec: &[u8]) -> Result<(CrawlQueueEntry<'_>, bool), queue::Qu
     }
 }
 
+/// The URI and URI flags of a queue record's entry ([`parse_record`]'s, the same error for a
+/// record it refuses), without building the entry.
+pub fn peek_record(rec: &[u8]) -> Result<(Cow<'_, [u8]>, i64), queue::QueueError> {
+    match rec.split_first() {
+        Some((&m, body)) if m == RECORD_NORMAL || m == RECORD_URGENT => queue::peek_entry(body),
+        _ => queue::peek_entry(b""),
+    }
+}
+
 /// A crawl queue entry for a start URI (URIF_STARTURI).
 pub fn start_uri_entry(uri: &[u8]) -> CrawlQueueEntry<'static> {
     let mut e = CrawlQueueEntry::new(UriStructure::unparsed(Cow::Owned(uri.to_vec())));

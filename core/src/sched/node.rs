@@ -37,7 +37,7 @@ use super::dns::{DnsCache, DnsEntry};
 use super::inflight::Inflight;
 use super::multinode::SchedError;
 use super::seen::SeenSet;
-use super::{parse_record, record, show, start_uri_entry, start_uris, Outbox};
+use super::{parse_record, peek_record, record, show, start_uri_entry, start_uris, Outbox};
 
 #[path = "node_conns.rs"]
 mod conns;
@@ -365,13 +365,13 @@ pub struct NodeScheduler {
 /// The conditional request headers for a queue record whose URI has a stored copy with
 /// validators; none for an entry that must be fetched whole (URIF_PROMOTE, URIF_FORCE).
 fn conditional(c: &Collection, rec: &[u8]) -> Vec<(String, String)> {
-    let Ok((e, _)) = parse_record(rec) else {
+    let Ok((uri, flags)) = peek_record(rec) else {
         return Vec::new();
     };
-    if e.uri_flags & (uri_flags::URIF_PROMOTE | uri_flags::URIF_FORCE) != 0 {
+    if flags & (uri_flags::URIF_PROMOTE | uri_flags::URIF_FORCE) != 0 {
         return Vec::new();
     }
-    store::conditional_headers(&c.store, &e.uri.uri)
+    store::conditional_headers(&c.store, &uri)
 }
 
 fn owned(b: &[u8]) -> Bytes<'static> {

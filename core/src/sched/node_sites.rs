@@ -90,20 +90,22 @@ impl NodeScheduler {
             let Some(rec) = c.queue.pop_front_unpublished()? else {
                 break;
             };
-            let parsed = parse_record(&rec).ok();
+            // The URI alone is read here (the entry is decoded where it is fetched).
+            let peeked = peek_record(&rec).ok();
             // FSCADM 2.2.10.2: while refreshing only, nothing outside the crawl store is
             // downloaded; new URIs wait in `new_held`.
             if refresh_only
-                && parsed.as_ref().is_some_and(|(e, _)| {
-                    c.store.get(&e.uri.uri).is_none()
-                        && crate::crawl::sitemaps::entry_kind(e).is_none()
-                })
+                && peeked
+                    .as_ref()
+                    .is_some_and(|(uri, _)| c.store.get(uri).is_none())
+                && parse_record(&rec)
+                    .is_ok_and(|(e, _)| crate::crawl::sitemaps::entry_kind(&e).is_none())
             {
                 c.enqueue(diskfull::Target::NewHeld, false, &rec, None)?;
                 c.counters.uris_held_refresh_only += 1;
                 continue;
             }
-            let site = parsed.and_then(|(e, _)| crawl_site(&e.uri.uri));
+            let site = peeked.and_then(|(uri, _)| crawl_site(&uri));
             let Some(site) = site else {
                 c.counters.uris_dropped += 1;
                 warn!(
