@@ -68,4 +68,12 @@ fn the_spider_column_counts_each_mode_from_the_access_log() {
     assert_eq!(v["spider_stopped"].as_u64(), Some(0), "{v}");
     assert!(v["spider_rate"].as_f64().unwrap() > 0.0, "{v}");
     assert!(v["ratio_spider_sync"].as_f64().unwrap() > 0.0, "{v}");
+    // The crawl as nginx saw it, first answer to last: within the cluster's own span (which
+    // starts before the roles ask for anything and ends after the last page).
+    let web = v["web_seconds"].as_f64().expect("web_seconds");
+    assert!(
+        web > 0.0 && web <= v["elapsed_seconds"].as_f64().unwrap() + 0.05,
+        "{v}"
+    );
+    assert!(v["web_rate"].as_f64().unwrap() > 0.0, "{v}");
 }
