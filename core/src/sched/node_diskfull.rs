@@ -128,6 +128,26 @@ impl Collection {
         Ok(())
     }
 
+    /// Takes the outcome of a write the crawl can wait for: `Ok(true)` when it succeeded,
+    /// `Ok(false)` when the disk is full (the collection pauses and what was not written
+    /// waits for a later write), any other failure as the error.
+    pub(super) fn written_or_paused<E: Into<SchedError>>(
+        &mut self,
+        r: Result<(), E>,
+    ) -> Result<bool, SchedError> {
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                let e = e.into();
+                if !e.is_disk_full() {
+                    return Err(e);
+                }
+                self.pause_disk_full(&e, Instant::now());
+                Ok(false)
+            }
+        }
+    }
+
     /// Puts entries taken from the crawl queue back in it, `entries` (in-flight sequence
     /// number, record) in the order they are to be crawled, at the front (`front`) or the
     /// back, each finished in the in-flight journal. The pushes are published together, then
@@ -144,15 +164,9 @@ impl Collection {
     ) -> Result<(), SchedError> {
         if self.disk.spill.is_empty() && self.queue.has_unpublished() {
             // Pops the site manager took without publishing: their `+` records first.
-            match self.inflight.write() {
-                Ok(()) => self.queue.publish()?,
-                Err(e) => {
-                    let e = SchedError::from(e);
-                    if !e.is_disk_full() {
-                        return Err(e);
-                    }
-                    self.pause_disk_full(&e, Instant::now());
-                }
+            let written = self.inflight.write();
+            if self.written_or_paused(written)? {
+                self.queue.publish()?;
             }
         }
         let mut together = self.disk.spill.is_empty() && !self.queue.has_unpublished();
@@ -192,13 +206,8 @@ impl Collection {
     /// fetched again after the restart linked to it, and crawled twice. One write of each
     /// per turn, after the pushes (the other order could lose a URI: seen, never queued).
     pub(super) fn write_turn(&mut self) -> Result<(), SchedError> {
-        if let Err(e) = self.seen.write() {
-            let e = SchedError::from(e);
-            if !e.is_disk_full() {
-                return Err(e);
-            }
-            self.pause_disk_full(&e, Instant::now());
-        }
+        let written = self.seen.write();
+        self.written_or_paused(written)?;
         self.write_journal()
     }
 
@@ -208,14 +217,8 @@ impl Collection {
     /// them again from the journal and each is crawled twice. One write for all the entries
     /// put back. Without room the collection pauses and the records wait for the next sync.
     pub(super) fn write_journal(&mut self) -> Result<(), SchedError> {
-        if let Err(e) = self.inflight.write() {
-            let e = SchedError::from(e);
-            if !e.is_disk_full() {
-                return Err(e);
-            }
-            self.pause_disk_full(&e, Instant::now());
-        }
-        Ok(())
+        let written = self.inflight.write();
+        self.written_or_paused(written).map(drop)
     }
 
     /// Queues what waited in the spill, oldest first; stops at the first refusal.

@@ -25,17 +25,11 @@ impl NodeScheduler {
             let Some(c) = self.collections.get_mut(&name) else {
                 continue;
             };
-            match c.inflight.write() {
-                Ok(()) => c.queue.publish()?,
-                Err(e) => {
-                    let e = SchedError::from(e);
-                    if !e.is_disk_full() {
-                        return Err(e);
-                    }
-                    // The records wait in memory and the pops stay unpublished until a sync
-                    // writes them (it writes the journal before the queue).
-                    c.pause_disk_full(&e, std::time::Instant::now());
-                }
+            // Without room the records wait in memory and the pops stay unpublished until a
+            // sync writes them (it writes the journal before the queue).
+            let written = c.inflight.write();
+            if c.written_or_paused(written)? {
+                c.queue.publish()?;
             }
             taken?;
         }
