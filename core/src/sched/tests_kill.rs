@@ -16,6 +16,24 @@ fn open(dir: &std::path::Path) -> NodeScheduler {
     NodeScheduler::open(dir, NodeOptions::new(b"n1")).unwrap()
 }
 
+/// Adds collection `c`, without start URIs (CMD_ADM_CONF_ADD).
+fn add_collection(n: &mut NodeScheduler) {
+    let conf = Message::CmdAdmConfAdd(ConfSpec {
+        collection: Cow::Borrowed(b"c"),
+        config: meta(vec![("start_uris", Value::list(Vec::new()))]),
+        epoch: None,
+    });
+    n.handle_message(&Dest::Multinode, conf, 0).unwrap();
+}
+
+/// Sends collection `c` the same `count` links, over seven sites, as CMD_UM_URI.
+fn queue_links(n: &mut NodeScheduler, count: usize) {
+    for i in 0..count {
+        let u = format!("http://10.0.{}.1/p{i}.html", i % 7);
+        n.handle_message(&Dest::Multinode, uri(u), 0).unwrap();
+    }
+}
+
 fn uri(u: String) -> Message<'static> {
     Message::CmdUmUri(UriMsg {
         collection: Cow::Borrowed(b"c"),
@@ -30,16 +48,8 @@ fn uri(u: String) -> Message<'static> {
 fn entries_taken_from_the_queue_survive_a_kill_before_the_next_sync() {
     let dir = TempDir::with_prefix("crawlfleet-sched-kill-").unwrap();
     let mut n = open(dir.path());
-    let conf = Message::CmdAdmConfAdd(ConfSpec {
-        collection: Cow::Borrowed(b"c"),
-        config: meta(vec![("start_uris", Value::list(Vec::new()))]),
-        epoch: None,
-    });
-    n.handle_message(&Dest::Multinode, conf, 0).unwrap();
-    for i in 0..40 {
-        let u = format!("http://10.0.{}.1/p{i}.html", i % 7);
-        n.handle_message(&Dest::Multinode, uri(u), 0).unwrap();
-    }
+    add_collection(&mut n);
+    queue_links(&mut n, 40);
     n.sync().unwrap();
     assert_eq!(n.queued(b"c"), Some((40, 0)));
     // Taken: 25 entries now wait in memory for their sites' permission.
@@ -125,16 +135,8 @@ fn a_push_outlives_a_kill_only_once_published() {
 fn entries_put_back_in_the_queue_are_not_queued_twice_after_a_kill() {
     let dir = TempDir::with_prefix("crawlfleet-sched-kill-back-").unwrap();
     let mut n = open(dir.path());
-    let conf = Message::CmdAdmConfAdd(ConfSpec {
-        collection: Cow::Borrowed(b"c"),
-        config: meta(vec![("start_uris", Value::list(Vec::new()))]),
-        epoch: None,
-    });
-    n.handle_message(&Dest::Multinode, conf, 0).unwrap();
-    for i in 0..40 {
-        let u = format!("http://10.0.{}.1/p{i}.html", i % 7);
-        n.handle_message(&Dest::Multinode, uri(u), 0).unwrap();
-    }
+    add_collection(&mut n);
+    queue_links(&mut n, 40);
     n.sync().unwrap();
     n.dispatch(25, 1000).unwrap();
     assert_eq!(n.queued(b"c"), Some((15, 0)));
@@ -161,26 +163,15 @@ fn entries_put_back_in_the_queue_are_not_queued_twice_after_a_kill() {
 fn a_uri_queued_before_a_kill_is_not_queued_again_by_the_same_link() {
     let dir = TempDir::with_prefix("crawlfleet-sched-kill-seen-").unwrap();
     let mut n = open(dir.path());
-    let conf = Message::CmdAdmConfAdd(ConfSpec {
-        collection: Cow::Borrowed(b"c"),
-        config: meta(vec![("start_uris", Value::list(Vec::new()))]),
-        epoch: None,
-    });
-    n.handle_message(&Dest::Multinode, conf, 0).unwrap();
+    add_collection(&mut n);
     n.sync().unwrap();
-    let links = |n: &mut NodeScheduler| {
-        for i in 0..30 {
-            let u = format!("http://10.0.{}.1/p{i}.html", i % 7);
-            n.handle_message(&Dest::Multinode, uri(u), 0).unwrap();
-        }
-    };
-    links(&mut n);
+    queue_links(&mut n, 30);
     n.end_turn().unwrap();
     assert_eq!(n.queued(b"c"), Some((30, 0)));
     std::mem::forget(n);
     let mut n = open(dir.path());
     assert_eq!(n.queued(b"c"), Some((30, 0)));
-    links(&mut n);
+    queue_links(&mut n, 30);
     assert_eq!(
         n.queued(b"c"),
         Some((30, 0)),
