@@ -66,16 +66,21 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn consecutive_frames_to_one_peer_share_a_buffer_of_the_room_asked() {
-        let ok = PpdupAddOk {
+    /// A PPDUP_ADD_OK naming its own URI as the owner.
+    fn add_ok() -> PpdupAddOk<'static> {
+        PpdupAddOk {
             collection: Cow::Borrowed(b"c"),
             node_id: Cow::Borrowed(b"n"),
             uri: Cow::Borrowed(b"u"),
             owner_uri: Some(Cow::Borrowed(b"u")),
             ppdup_id: None,
             dbname: None,
-        };
+        }
+    }
+
+    #[test]
+    fn consecutive_frames_to_one_peer_share_a_buffer_of_the_room_asked() {
+        let ok = add_ok();
         let mut one = Vec::new();
         frame::encode_message(&Message::PpdupAddOk(ok.clone()), Priority::Normal, &mut one);
         let mut q = Queue::new();
@@ -94,14 +99,7 @@ mod tests {
 
     #[test]
     fn a_full_buffer_is_followed_by_a_new_one_rather_than_grown() {
-        let ok = PpdupAddOk {
-            collection: Cow::Borrowed(b"c"),
-            node_id: Cow::Borrowed(b"n"),
-            uri: Cow::Borrowed(b"u"),
-            owner_uri: Some(Cow::Borrowed(b"u")),
-            ppdup_id: None,
-            dbname: None,
-        };
+        let ok = add_ok();
         let mut one = Vec::new();
         encode_add_ok_frame(&ok, Priority::Normal, &mut one);
         let mut q = Queue::new();
