@@ -563,14 +563,9 @@ fn collapse_bytes(text: &[u8]) -> String {
             break;
         }
         // ASCII: every index is a character boundary.
-        let w = &s[start..i];
-        if out.len() + w.len() + 1 > MAX_ANCHOR {
+        if !push_word(&mut out, &s[start..i]) {
             break;
         }
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(w);
     }
     out
 }
@@ -580,15 +575,25 @@ fn collapse_bytes(text: &[u8]) -> String {
 fn collapse(s: &str) -> String {
     let mut out = String::with_capacity(s.len().min(MAX_ANCHOR));
     for w in s.split_whitespace() {
-        if out.len() + w.len() + 1 > MAX_ANCHOR {
+        if !push_word(&mut out, w) {
             break;
         }
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(w);
     }
     out
+}
+
+/// Appends word `w` to the anchor text `out`, after a space unless it is the first; false,
+/// leaving `out` as it was, when it would not fit in [`MAX_ANCHOR`] bytes.
+#[inline]
+fn push_word(out: &mut String, w: &str) -> bool {
+    if out.len() + w.len() + 1 > MAX_ANCHOR {
+        return false;
+    }
+    if !out.is_empty() {
+        out.push(' ');
+    }
+    out.push_str(w);
+    true
 }
 
 /// The target of a `<meta http-equiv="refresh" content="5; url=...">`.
