@@ -590,6 +590,19 @@ fn general_entry<'a>(rec: &'a [u8], limits: &Limits) -> Option<CrawlQueueEntry<'
     CrawlQueueEntry::from_value(crate::msg::Key::Data, &v).ok()
 }
 
+/// [`entry`] with an extra key, and with URI flags over 31 bits: entries the straight
+/// decoder declines, for the general path.
+fn entries_off_the_straight_path() -> [CrawlQueueEntry<'static>; 2] {
+    let mut extra = entry();
+    extra.extra.push((
+        crate::marshal::Value::bytes(b"rss"),
+        crate::marshal::Value::bytes(b"1"),
+    ));
+    let mut wide = entry();
+    wide.uri_flags = 1 << 40;
+    [extra, wide]
+}
+
 /// Records are written and read straight for the common entry: the bytes are those of the
 /// general encoder, and the straight decoder never reads a record differently from the general
 /// one (it declines, or agrees), byte changes and truncations included.
@@ -598,13 +611,7 @@ fn entries_are_written_and_read_straight_as_the_general_codec_does() {
     let mut plain = CrawlQueueEntry::new(UriStructure::unparsed(b"http://h.example/x"[..].into()));
     plain.referrer = UriStructure::unparsed(b"http://h.example/"[..].into());
     plain.refresh_cycle = 3;
-    let mut extra = entry();
-    extra.extra.push((
-        crate::marshal::Value::bytes(b"rss"),
-        crate::marshal::Value::bytes(b"1"),
-    ));
-    let mut wide = entry();
-    wide.uri_flags = 1 << 40;
+    let [extra, wide] = entries_off_the_straight_path();
     let limits = Limits::default();
     for e in [entry(), plain, extra, wide] {
         let mut buf = b"kept".to_vec();
@@ -659,13 +666,7 @@ fn a_peeked_entry_gives_what_its_decoding_gives() {
     let mut plain = CrawlQueueEntry::new(UriStructure::unparsed(b"http://h.example/x"[..].into()));
     plain.referrer = UriStructure::unparsed(b"http://h.example/"[..].into());
     plain.uri_flags = crate::msg::types::uri_flags::URIF_FORCE;
-    let mut extra = entry();
-    extra.extra.push((
-        crate::marshal::Value::bytes(b"rss"),
-        crate::marshal::Value::bytes(b"1"),
-    ));
-    let mut wide = entry();
-    wide.uri_flags = 1 << 40;
+    let [extra, wide] = entries_off_the_straight_path();
     let limits = Limits::default();
     let same = |rec: &[u8]| match (peek_entry(rec), decode_entry(rec)) {
         (Ok((uri, flags)), Ok(e)) => {
