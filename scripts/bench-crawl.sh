@@ -70,6 +70,8 @@ print(f"\n{len(runs)} runs, {runs[0]['hosts']} hosts x {runs[0]['pages_per_host'
       f"complete in every run: {all(r['complete'] for r in runs)}")
 show("crawlfleet pages/s", "rate")
 show("crawlfleet pages/s at the web", "web_rate")
+show("  cluster start to first answer, s", "start_lag")
+show("  last answer to cluster end, s", "end_lag")
 show("wrk requests/s", "wrk_rate")
 show("scrapy pages/s", "scrapy_rate")
 show("spider (concurrent) pages/s", "spider_rate")

@@ -188,6 +188,10 @@ pub struct BenchCrawlArgs {
     /// No wrk run.
     #[arg(long)]
     pub skip_wrk: bool,
+    /// Copy nginx's access log of the run to this file (tab-separated: host, path, status,
+    /// `$msec`, request time, connection), to see the crawl's rate over time.
+    #[arg(long)]
+    pub access_log: Option<PathBuf>,
     /// Print one JSON object (rate, wrk_rate, scrapy_rate, spider_rate, spider_sync_rate, pages,
     /// ratio_scrapy, ratio_wrk, ratio_spider, ratio_spider_sync, complete, ...).
     #[arg(long)]

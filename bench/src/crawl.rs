@@ -11,7 +11,12 @@
 //!
 //! Our crawl is `crawlfleet up`'s cluster ([`Cluster`]) on the same web with delay 0, robots
 //! on and `--connections` per site, run until idle; the rate is pages fetched over elapsed
-//! seconds. nginx's access log tells whether every page was fetched, each once.
+//! seconds, from the cluster's start (its roles up) to the first reading of its status that
+//! shows the crawl done (everything fetched and stored, nothing queued). nginx's access log
+//! tells whether every page was fetched, each once, and gives the crawl's rate at the web
+//! (`web_rate`: pages over nginx's first answer to its last) and how the cluster's clock
+//! sits around it (`start_lag`: start to the first answer; `end_lag`: the last answer to the
+//! end).
 //!
 //! Peers run first, our crawl last, so the cluster's idle roles (they run until the process
 //! ends) cost the peers nothing. nginx is stopped and the work directory removed at the end,
@@ -559,6 +564,10 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
     };
     let cluster =
         Cluster::start(&work.dir.join("cluster"), args.web.nodes, &[source]).map_err(BenchError)?;
+    // The cluster's clock, on the web's: its time starts as `start` returns.
+    let t0 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     let watched = cluster.watch(
         &WatchOptions {
             until_idle: true,
@@ -571,6 +580,9 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
     cluster.detach();
     let sum = watched.map_err(BenchError)?;
     let served = access_log(&log_path, before)?;
+    if let Some(to) = &args.access_log {
+        fs::copy(&log_path, to).map_err(err("copying nginx's access log (--access-log)"))?;
+    }
     work.stop_nginx();
     let expected = (spec.hosts * spec.pages) as u64;
     let (requests, not_ok) = (served.requests, served.not_ok);
@@ -612,6 +624,8 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
             "repeated_pages": served.repeats,
             "robots_requests": served.robots,
             "elapsed_seconds": round(sum.elapsed),
+            "start_lag": round(served.first_at - t0),
+            "end_lag": round(t0 + sum.elapsed - served.last_at),
             "nodes": args.web.nodes,
             "hosts": spec.hosts,
             "pages_per_host": spec.pages,
@@ -640,8 +654,11 @@ pub fn run(args: &BenchCrawlArgs) -> Result<(), BenchError> {
         if let Some(w) = web_rate {
             println!(
                 "  at the web: {} pages from the first answer to the last in {web_seconds:.3} s \
-                 = {w:.0} pages/s",
-                served.pages
+                 = {w:.0} pages/s (first answer {:.2} s after the cluster's start, last {:.2} s \
+                 before its end)",
+                served.pages,
+                served.first_at - t0,
+                t0 + sum.elapsed - served.last_at
             );
         }
         if complete {

@@ -541,7 +541,7 @@ impl Crawler {
                     held,
                     in_flight,
                     active_sites: sites,
-                    drained: sm.is_drained(&name) && self.engine.is_idle(),
+                    drained: sm.is_drained(&name) && self.engine.is_quiet(),
                     feed: Default::default(),
                     warc: self
                         .archiver

@@ -178,7 +178,10 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
     }
     crawler.archive_with(crate::warc::Archiver::new(&args.data_dir, &node_id));
     admin.set_fetch_latency(crawler.latency());
+    // The statistics are fed every 200 ms; the status `up` watches is published every 50 ms,
+    // so that the end of a crawl is seen soon after it (Cluster::watch_until).
     let mut published = std::time::Instant::now();
+    let mut stats_fed = published;
     let mut cycles_seen = sm.cycles_begun();
     let mut mn_conn: Option<ConnId> = None;
     let mut held: VecDeque<(Priority, Vec<u8>)> = VecDeque::new();
@@ -424,12 +427,15 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
                     r
                 }
                 Event::Timer(CRAWL_TIMER) => {
-                    if published.elapsed() >= Duration::from_millis(200) {
+                    if stats_fed.elapsed() >= Duration::from_millis(200) {
                         crawler.feed_stats(&mut sm, admin.stats_mut());
                         crawler.feed_site_stats(&sm, admin.site_stats_mut());
                         if let Some(s) = &mut sink {
                             s.feed_stats(admin.stats_mut());
                         }
+                        stats_fed = std::time::Instant::now();
+                    }
+                    if published.elapsed() >= Duration::from_millis(50) {
                         if let Some(slot) = &status {
                             let mut st = crawler.status(&sm);
                             st.rup = robot.counters();

@@ -141,6 +141,11 @@ fn held(slots: &[StatusSlot]) -> u64 {
         .sum()
 }
 
+/// How often [`Cluster::watch_until`] reads the nodes' published status.
+const POLL: Duration = Duration::from_millis(50);
+/// How often it shows the figures.
+const SHOW_EVERY: Duration = Duration::from_millis(250);
+
 fn all_drained(slots: &[StatusSlot], since: Instant) -> bool {
     slots.iter().all(|s| {
         let st = s.lock();
@@ -465,7 +470,8 @@ impl Cluster {
     }
 
     /// Shows progress on `bar` every 250 ms; with `until_idle`, returns when every collection
-    /// is crawled, the elapsed time without the idle seconds waited.
+    /// is crawled, the elapsed time until the crawl was first seen done (see
+    /// [`Cluster::watch_until`]).
     pub fn watch(&self, opts: &WatchOptions, bar: &ProgressBar) -> Result<RunSummary, String> {
         let r = self.watch_until(opts, &Stop::never(), &mut |f: &Figures| {
             bar.set_message(f.line());
@@ -477,6 +483,12 @@ impl Cluster {
 
     /// [`Cluster::watch`], showing the figures with `show` every 250 ms, and returning early
     /// (with `true`) once `stop` is set.
+    ///
+    /// The nodes' published status is read every [`POLL`]. With `until_idle`, the crawl is
+    /// done once nothing is queued anywhere, every node says its collections are drained and
+    /// no counter has moved for `idle_seconds`; the elapsed time returned ends at the first
+    /// reading of that final state (at most one publication and one reading after the last
+    /// page was stored), not at the end of the idle wait that confirms it.
     pub fn watch_until(
         &self,
         opts: &WatchOptions,
@@ -490,8 +502,11 @@ impl Cluster {
         let mut last_total = u64::MAX;
         let mut last_rate_at = (Instant::now(), 0u64, 0u64);
         let mut figures = Figures::default();
+        // When the state now unchanged was first read done.
+        let mut settled_at: Option<Instant> = None;
+        let mut shown_at: Option<Instant> = None;
         let stopped = loop {
-            if stop.wait(Duration::from_millis(250)) {
+            if stop.wait(POLL) {
                 break true;
             }
             let sum = summarize(slots);
@@ -510,16 +525,24 @@ impl Cluster {
             figures.stored = stored;
             figures.queued = queued;
             figures.errors = sum.values().map(|s| s.counters.errors()).sum();
-            show(&figures);
+            if shown_at.is_none_or(|t| t.elapsed() >= SHOW_EVERY) {
+                show(&figures);
+                shown_at = Some(Instant::now());
+            }
             if !opts.until_idle {
                 continue;
             }
             let activity = fetched + stored + queued;
-            let quiet = activity == last_total
-                && queued == 0
+            let done = queued == 0
                 && mn_queued.load(Ordering::Relaxed) == 0
                 && all_drained(slots, started)
                 && (fetched > 0 || started.elapsed() > Duration::from_secs(5));
+            settled_at = match (done, activity == last_total, settled_at) {
+                (true, true, Some(t)) => Some(t),
+                (true, _, _) => Some(Instant::now()),
+                (false, _, _) => None,
+            };
+            let quiet = done && activity == last_total;
             last_total = activity;
             match (quiet, idle_since) {
                 (true, None) => idle_since = Some(Instant::now()),
@@ -534,11 +557,14 @@ impl Cluster {
                 ));
             }
         };
-        let waited = if stopped { 0.0 } else { opts.idle_seconds };
+        let end = match settled_at {
+            Some(t) if !stopped => t,
+            _ => Instant::now(),
+        };
         Ok((
             RunSummary {
                 collections: summarize(slots),
-                elapsed: started.elapsed().as_secs_f64() - waited,
+                elapsed: end.duration_since(started).as_secs_f64(),
                 feeding: self.distributors.is_some(),
                 indexnow_dropped: indexnow_dropped(slots),
                 rup: rup_counters(slots),

@@ -206,6 +206,19 @@ impl CrawlEngine {
         self.queued == 0 && self.flights.is_empty() && self.sites.is_empty()
     }
 
+    /// True when nothing is held, open or unreported: the sites left, if any, only linger
+    /// (each is released `site_linger` after its last request) and do no more work unless
+    /// given entries.
+    pub fn is_quiet(&self) -> bool {
+        self.queued == 0
+            && self.flights.is_empty()
+            && self.done.is_empty()
+            && self
+                .sites
+                .values()
+                .all(|s| s.queue.is_empty() && s.in_flight == 0 && !s.robots_pending)
+    }
+
     /// Takes an entry of an allowed site.
     pub fn push(&mut self, r: Ready) {
         let key: SiteKey = Arc::new((r.collection, r.site));

@@ -369,6 +369,33 @@ fn idle_sites_are_released_after_the_linger() {
     assert!(e.is_idle());
 }
 
+/// A site lingering after its last request does no more work: the engine is quiet (what `up`
+/// waits for to end a crawl) before it is idle (the site released).
+#[test]
+fn a_lingering_site_is_quiet_before_it_is_released() {
+    let mut e = engine(|c| c.robots = false);
+    e.push(ready(&format!("http://{SITE}/")));
+    assert!(!e.is_quiet(), "an entry held");
+    let r = e.poll(0.0).0;
+    assert!(!e.is_quiet(), "a request open");
+    e.complete(ok(r[0].id, 404, "text/html", "gone"), 0.5);
+    assert!(!e.is_quiet(), "the entry's end not taken by the node yet");
+    assert_eq!(e.take_done().len(), 1);
+    assert!(e.is_quiet());
+    assert!(!e.is_idle(), "the site lingers");
+    assert!(e.poll(0.6).1.is_empty());
+    assert!(e.is_quiet());
+    e.push(ready(&format!("http://{SITE}/again")));
+    assert!(!e.is_quiet(), "a lingering site given an entry");
+    let r = e.poll(0.7).0;
+    e.complete(ok(r[0].id, 404, "text/html", "gone"), 0.8);
+    e.take_done();
+    assert!(e.poll(0.9).1.is_empty());
+    let (_, done) = e.poll(2.0);
+    assert_eq!(done.len(), 1);
+    assert!(e.is_quiet() && e.is_idle());
+}
+
 #[test]
 fn depth_limit_counts_levels_from_the_start_uri() {
     let mut e = engine(|c| {
