@@ -35,9 +35,9 @@ use crate::checksum::AddOutcome;
 use crate::frame::{self, FrameError, MessageFrameError, Priority};
 use crate::marshal::{self, dict_get};
 use crate::msg::{
-    encode_add_ok_frame, read_ppdup, Bytes, Checksum, ChecksumRef, CollectionOnly, Message,
-    PpdupAddOk, PpdupConfRemove, PpdupConfigAck, PpdupError, PpdupPromoteReq, PpdupRef,
-    PpdupRemoveOk, PpdupSetConfig,
+    encode_add_ok_frame, read_ppdup, read_ppdup_command, Bytes, Checksum, ChecksumRef,
+    CollectionOnly, Command, Message, PpdupAddOk, PpdupConfRemove, PpdupConfigAck, PpdupError,
+    PpdupPromoteReq, PpdupRef, PpdupRemoveOk, PpdupSetConfig,
 };
 
 mod counters;
@@ -267,6 +267,20 @@ impl DupServer {
     /// is answered with PPDUP_ERROR and the connection kept.
     pub fn handle_frame(&mut self, peer: PeerId, body: &[u8]) -> Result<(), FrameError> {
         let limits = Default::default();
+        // The replica's _OKs release the oldest forward: their command is all that is read.
+        if Some(peer) == self.replica_peer() {
+            match read_ppdup_command(body, &limits) {
+                Some((_, Command::PpdupAddOk)) => {
+                    self.on_ppdup_add_ok();
+                    return Ok(());
+                }
+                Some((_, Command::PpdupRemoveOk)) => {
+                    self.on_ppdup_remove_ok();
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         // PPDUP_ADD and its kin straight to their handler, borrowed from the body.
         if let Some((_, m)) = read_ppdup(body, &limits) {
             match m {
