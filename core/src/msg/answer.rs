@@ -163,6 +163,176 @@ pub fn encode_checksum_frame(
     );
 }
 
+/// A PPDUP_ADD as [`super::read_ppdup`] read it from its frame body (the canonical layout: the
+/// pairs PKT_CSUM, PKT_DSPECNAME, PKT_ID, PKT_CMD, PKT_URI, then PKT_PPDUP_ID and PKT_DBNAME if
+/// present, then the dict's end and the priority), with where its pairs lie in the body. The
+/// server's answer to it, its forward to the replica and the replica's answer to a forward are
+/// the body's own runs of bytes with a pair or two added or dropped and PKT_CMD's value
+/// changed, so they are written as three or four copies rather than pair by pair: the bytes
+/// are those of [`encode_add_ok_frame`] and [`encode_checksum_frame`] (checked against them in
+/// the tests, and on every frame in builds with debug assertions).
+/// It is kept small (it is passed by value down the add's handling): the body and two offsets.
+#[derive(Clone, Copy, Debug)]
+pub struct AddBytes<'a> {
+    body: &'a [u8],
+    /// Start of the PKT_CMD pair (right after PKT_ID's value).
+    cm: u32,
+    /// End of the pairs: the dict's end tag. Its top bit is set when the add carries
+    /// PKT_PPDUP_ID or PKT_DBNAME (pairs after PKT_URI's).
+    end: u32,
+}
+
+/// The bit of [`AddBytes::end`] telling an add with pairs after PKT_URI's.
+const TAIL: u32 = 1 << 31;
+
+/// Where PKT_DSPECNAME's pair starts in a PPDUP_ADD's body: after the 2-tuple and dict tags (6
+/// bytes) and PKT_CSUM's pair (12 + 16).
+const DN_AT: usize = 6 + 12 + 16;
+
+/// Where `part` starts in `body`; None when it does not lie in it.
+fn offset_in(body: &[u8], part: &[u8]) -> Option<usize> {
+    let start = (part.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+    (start.checked_add(part.len())? <= body.len()).then_some(start)
+}
+
+impl<'a> AddBytes<'a> {
+    /// `add` as [`super::read_ppdup`] read it from `body` (as a PPDUP_ADD); None when its strings
+    /// do not lie in `body` where that layout puts them (a message read otherwise).
+    pub fn of(body: &'a [u8], add: &ChecksumRef<'a>) -> Option<Self> {
+        let cm = offset_in(body, add.node_id)? + add.node_id.len();
+        let end = body.len().checked_sub(6)?;
+        // Compared as words (a slice comparison is a call to memcmp).
+        let word = |at: usize| Some(u64::from_le_bytes(*body.get(at..)?.first_chunk::<8>()?));
+        let cm_head = u64::from_le_bytes(*head(wire(Key::Cmd), tag::INT, 0).first_chunk::<8>()?);
+        let layout = offset_in(body, add.collection)? == DN_AT + 12
+            && word(cm)? == cm_head
+            && offset_in(body, add.uri)? == cm + 24
+            && u16::from_le_bytes([body[end], body[end + 1]])
+                == u16::from_le_bytes([tag::NULL, tag::INT])
+            && end < TAIL as usize;
+        let tail = add.ppdup_id.is_some() || add.dbname.is_some();
+        layout.then_some(AddBytes {
+            body,
+            cm: cm as u32,
+            end: end as u32 | if tail { TAIL } else { 0 },
+        })
+    }
+
+    /// The message carries neither PKT_PPDUP_ID nor PKT_DBNAME: its last pair is PKT_URI's.
+    fn plain(&self) -> bool {
+        self.end & TAIL == 0
+    }
+
+    /// Start of the PKT_CMD pair, and end of the pairs.
+    fn at(&self) -> (usize, usize) {
+        (self.cm as usize, (self.end & !TAIL) as usize)
+    }
+
+    /// The add, read again from its body (for the checks made with debug assertions).
+    fn add(&self) -> ChecksumRef<'a> {
+        match super::read_ppdup(self.body, &Default::default()) {
+            Some((_, super::PpdupRef::Add(add))) => add,
+            other => panic!("AddBytes holds a PPDUP_ADD: {other:?}"),
+        }
+    }
+
+    /// The replica's PPDUP_ADD_OK to this forwarded add (MS-FSCMT 3.4.5.3: the same pairs, no
+    /// PKT_OWNURI), at normal priority: the body's pairs after PKT_CSUM's, PKT_CMD's value
+    /// changed.
+    pub fn echo_add_ok(&self, out: &mut Vec<u8>) {
+        let (cm, end) = self.at();
+        let body = 6 + (end - DN_AT) + 6;
+        let start = out.len();
+        out.reserve(HEADER_LEN + body);
+        open(out, body);
+        out.extend_from_slice(&self.body[DN_AT..cm + 8]);
+        out.extend_from_slice(&(Command::PpdupAddOk as i32).to_le_bytes());
+        out.extend_from_slice(&self.body[cm + 12..end]);
+        close(out, Priority::Normal);
+        self.check(&out[start..], |add| PpdupAddOk {
+            collection: add.collection.into(),
+            node_id: add.node_id.into(),
+            uri: add.uri.into(),
+            owner_uri: None,
+            ppdup_id: add.ppdup_id.map(Into::into),
+            dbname: add.dbname.map(Into::into),
+        });
+    }
+
+    /// The server's PPDUP_ADD_OK to this new add of a node (3.3.5.4: PKT_OWNURI its own URI), at
+    /// normal priority: the body's pairs after PKT_CSUM's, PKT_CMD's value changed, and
+    /// PKT_OWNURI's pair. False, nothing written, when the add carries PKT_PPDUP_ID or
+    /// PKT_DBNAME (the answer does not).
+    pub fn fresh_add_ok(&self, out: &mut Vec<u8>) -> bool {
+        if !self.plain() {
+            return false;
+        }
+        let (cm, end) = self.at();
+        // The add's last pair is PKT_URI's.
+        let uri = &self.body[cm + 24..end];
+        let body = 6 + (end - DN_AT) + pair(Key::OwnerUri) + uri.len() + 6;
+        let start = out.len();
+        out.reserve(HEADER_LEN + body);
+        open(out, body);
+        out.extend_from_slice(&self.body[DN_AT..cm + 8]);
+        out.extend_from_slice(&(Command::PpdupAddOk as i32).to_le_bytes());
+        out.extend_from_slice(&self.body[cm + 12..end]);
+        pair_str(out, wire(Key::OwnerUri), uri);
+        close(out, Priority::Normal);
+        self.check(&out[start..], |add| PpdupAddOk {
+            collection: add.collection.into(),
+            node_id: add.node_id.into(),
+            uri: add.uri.into(),
+            owner_uri: Some(add.uri.into()),
+            ppdup_id: None,
+            dbname: None,
+        });
+        true
+    }
+
+    /// The forward of this node's add to the replica (3.3.5.4 step 1) with `ppdup_id` and
+    /// `dbname`, at normal priority: the body's pairs, then those two. False, nothing written,
+    /// when the add carries PKT_PPDUP_ID or PKT_DBNAME already.
+    pub fn forward(&self, ppdup_id: &[u8], dbname: &[u8], out: &mut Vec<u8>) -> bool {
+        if !self.plain() {
+            return false;
+        }
+        let end = self.at().1;
+        let body = end + pair(Key::PpdupId) + ppdup_id.len() + pair(Key::DbName) + dbname.len() + 6;
+        let start = out.len();
+        out.reserve(HEADER_LEN + body);
+        out.extend_from_slice(&(body as u32).to_be_bytes());
+        out.extend_from_slice(&self.body[..end]);
+        pair_str(out, wire(Key::PpdupId), ppdup_id);
+        pair_str(out, wire(Key::DbName), dbname);
+        close(out, Priority::Normal);
+        if cfg!(debug_assertions) {
+            let fwd = ChecksumRef {
+                ppdup_id: Some(ppdup_id),
+                dbname: Some(dbname),
+                ..self.add()
+            };
+            let mut want = Vec::new();
+            encode_checksum_frame(Command::PpdupAdd, &fwd, Priority::Normal, &mut want);
+            debug_assert_eq!(
+                out[start..],
+                want[..],
+                "the forward as the encoder writes it"
+            );
+        }
+        true
+    }
+
+    /// With debug assertions: `frame` is what [`encode_add_ok_frame`] writes for `ok(add)`.
+    fn check(&self, frame: &[u8], ok: impl FnOnce(&ChecksumRef<'a>) -> PpdupAddOk<'a>) {
+        if cfg!(debug_assertions) {
+            let mut want = Vec::new();
+            encode_add_ok_frame(&ok(&self.add()), Priority::Normal, &mut want);
+            debug_assert_eq!(frame, &want[..], "the answer as the encoder writes it");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
@@ -336,6 +506,114 @@ mod tests {
             encode_checksum_frame(command, &ChecksumRef::of(&m), p, &mut fast);
             assert_eq!(fast[i % 3..], general(&typed, p)[..]);
         }
+    }
+
+    /// PPDUP_ADDs of every shape (optional pairs present or not, lengths 0-300 and past 64 KiB,
+    /// both priorities) encoded, read back by read_ppdup, and answered and forwarded from their
+    /// own bytes: the same bytes as the encoders' (the writers also check it themselves with
+    /// debug assertions, on in the test profile).
+    #[test]
+    fn answers_and_forwards_spliced_from_the_add_are_the_encoders_bytes() {
+        use crate::msg::{read_ppdup, Checksum, PpdupRef};
+        let mut rng = fastrand::Rng::with_seed(3);
+        let bytes = |rng: &mut fastrand::Rng| -> Vec<u8> {
+            let n = if rng.u8(..) == 0 {
+                rng.usize(65_536..70_000)
+            } else {
+                rng.usize(..300)
+            };
+            (0..n).map(|_| rng.u8(..)).collect()
+        };
+        let limits = Limits::default();
+        for i in 0..2_000 {
+            let p = [Priority::Normal, Priority::High][i % 2];
+            let (dn, id, ur) = (bytes(&mut rng), bytes(&mut rng), bytes(&mut rng));
+            let (pi, db) = (bytes(&mut rng), bytes(&mut rng));
+            let mut cs = [0; 16];
+            rng.fill(&mut cs);
+            let add = ChecksumRef {
+                collection: &dn,
+                node_id: &id,
+                uri: &ur,
+                checksum: Checksum(cs),
+                ppdup_id: rng.bool().then_some(&pi[..]),
+                dbname: rng.bool().then_some(&db[..]),
+            };
+            let mut frame = Vec::new();
+            encode_checksum_frame(Command::PpdupAdd, &add, p, &mut frame);
+            let body = &frame[HEADER_LEN..];
+            let Some((_, PpdupRef::Add(read))) = read_ppdup(body, &limits) else {
+                panic!("read_ppdup reads the add");
+            };
+            let spliced = AddBytes::of(body, &read).expect("read from this body");
+            let mut out = vec![9; i % 4];
+            spliced.echo_add_ok(&mut out);
+            let mut want = vec![9; i % 4];
+            let echo = PpdupAddOk {
+                collection: Cow::Borrowed(add.collection),
+                node_id: Cow::Borrowed(add.node_id),
+                uri: Cow::Borrowed(add.uri),
+                owner_uri: None,
+                ppdup_id: add.ppdup_id.map(Cow::Borrowed),
+                dbname: add.dbname.map(Cow::Borrowed),
+            };
+            encode_add_ok_frame(&echo, Priority::Normal, &mut want);
+            assert_eq!(out, want);
+            let plain = add.ppdup_id.is_none() && add.dbname.is_none();
+            let mut out = Vec::new();
+            assert_eq!(spliced.fresh_add_ok(&mut out), plain);
+            if plain {
+                let fresh = PpdupAddOk {
+                    owner_uri: Some(Cow::Borrowed(add.uri)),
+                    ppdup_id: None,
+                    dbname: None,
+                    ..echo.clone()
+                };
+                let mut want = Vec::new();
+                encode_add_ok_frame(&fresh, Priority::Normal, &mut want);
+                assert_eq!(out, want);
+            } else {
+                assert!(out.is_empty());
+            }
+            let mut out = Vec::new();
+            assert_eq!(spliced.forward(&pi, &db, &mut out), plain);
+            if plain {
+                let fwd = ChecksumRef {
+                    ppdup_id: Some(&pi),
+                    dbname: Some(&db),
+                    ..add
+                };
+                let mut want = Vec::new();
+                encode_checksum_frame(Command::PpdupAdd, &fwd, Priority::Normal, &mut want);
+                assert_eq!(out, want);
+            } else {
+                assert!(out.is_empty());
+            }
+        }
+    }
+
+    /// A message whose strings do not lie in the body given is not spliced from it.
+    #[test]
+    fn an_add_read_from_elsewhere_is_not_spliced() {
+        use crate::msg::{read_ppdup, Checksum, PpdupRef};
+        let add = ChecksumRef {
+            collection: b"coll",
+            node_id: b"node",
+            uri: b"http://a/",
+            checksum: Checksum([1; 16]),
+            ppdup_id: None,
+            dbname: None,
+        };
+        let mut frame = Vec::new();
+        encode_checksum_frame(Command::PpdupAdd, &add, Priority::Normal, &mut frame);
+        assert!(AddBytes::of(&frame[HEADER_LEN..], &add).is_none());
+        let copy = frame.clone();
+        let Some((_, PpdupRef::Add(read))) = read_ppdup(&frame[HEADER_LEN..], &Limits::default())
+        else {
+            panic!("read_ppdup reads the add");
+        };
+        assert!(AddBytes::of(&copy[HEADER_LEN..], &read).is_none());
+        assert!(AddBytes::of(&frame[HEADER_LEN..], &read).is_some());
     }
 
     /// The golden vector of PPDUP_ADD, re-encoded from its decoded message by the forward's

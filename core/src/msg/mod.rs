@@ -33,7 +33,7 @@ pub mod types;
 
 use std::fmt;
 
-pub use answer::{encode_add_ok_frame, encode_checksum_frame};
+pub use answer::{encode_add_ok_frame, encode_checksum_frame, AddBytes};
 pub use cmd_adm::{ConfRefresh, ConfSpec, ConfSuspend, FeedingSuspend, PreemptSite};
 pub use cmd_um::{
     AddRoute, ConfState, DeleteSite, DeleteUris, DnsReply, DnsRequest, Init, Log, Quarantine,
