@@ -11,7 +11,10 @@
 //!   the clock) handled by the server, which releases the held answers. Only the server's work
 //!   is timed.
 //! - `ppdup_add_ok`: the answer alone, `encode_add_ok_frame` (written straight into the output
-//!   buffer) against `frame::encode_message` of the same typed message.
+//!   buffer) against `frame::encode_message` of the same typed message, and `fresh_add_ok`: the
+//!   same bytes spliced from the PPDUP_ADD's body (`AddBytes`), as the server answers a node.
+//! - `replica_add_ok`: the server's reading of its replica's PPDUP_ADD_OK, `read_ppdup_command`
+//!   (the command alone) against `read_ppdup` (the borrowed message).
 //!
 //! `cargo bench --bench dupserver`, in adds (answers) per second.
 
@@ -24,7 +27,8 @@ use crawlfleet_core::dupserver::{DupServer, Mode};
 use crawlfleet_core::frame::{self, Priority};
 use crawlfleet_core::marshal::Value;
 use crawlfleet_core::msg::{
-    encode_add_ok_frame, Checksum, Message, PpdupAddOk, PpdupChecksum, PpdupSetConfig,
+    encode_add_ok_frame, encode_checksum_frame, read_ppdup, read_ppdup_command, AddBytes, Checksum,
+    ChecksumRef, Command, Message, PpdupAddOk, PpdupChecksum, PpdupRef, PpdupSetConfig,
 };
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
@@ -195,6 +199,58 @@ fn add_ok(c: &mut Criterion) {
             }
             black_box(out.len())
         })
+    });
+    // The node's add the answer is for, as the server reads it.
+    let add = ChecksumRef {
+        collection: b"bench",
+        node_id: b"node-1",
+        uri,
+        checksum: Checksum([7; 16]),
+        ppdup_id: None,
+        dbname: None,
+    };
+    let mut add_frame = Vec::new();
+    encode_checksum_frame(Command::PpdupAdd, &add, Priority::Normal, &mut add_frame);
+    let body = &add_frame[frame::HEADER_LEN..];
+    let Some((_, PpdupRef::Add(read))) = read_ppdup(body, &Default::default()) else {
+        panic!("the add reads back");
+    };
+    let spliced = AddBytes::of(body, &read).expect("read from its body");
+    out.clear();
+    assert!(spliced.fresh_add_ok(&mut out));
+    assert_eq!(out, flat, "the same bytes spliced");
+    g.bench_function("fresh_add_ok", |b| {
+        b.iter(|| {
+            out.clear();
+            for _ in 0..WINDOW {
+                black_box(&spliced).fresh_add_ok(&mut out);
+            }
+            black_box(out.len())
+        })
+    });
+    g.finish();
+    // The replica's answer to the forward of that add.
+    let mut ok_frame = Vec::new();
+    let echo = PpdupAddOk {
+        owner_uri: None,
+        ppdup_id: Some(Cow::Borrowed(b"dup-127.0.0.1:7000")),
+        dbname: Some(Cow::Borrowed(b"/var/lib/crawlfleet/dup/bench")),
+        ..ok
+    };
+    encode_add_ok_frame(&echo, Priority::Normal, &mut ok_frame);
+    let ok_body = &ok_frame[frame::HEADER_LEN..];
+    let limits = Default::default();
+    assert_eq!(
+        read_ppdup_command(ok_body, &limits),
+        Some((Priority::Normal, Command::PpdupAddOk))
+    );
+    let mut g = c.benchmark_group("replica_add_ok");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("read_ppdup_command", |b| {
+        b.iter(|| black_box(read_ppdup_command(black_box(ok_body), &limits)))
+    });
+    g.bench_function("read_ppdup", |b| {
+        b.iter(|| black_box(read_ppdup(black_box(ok_body), &limits).is_some()))
     });
     g.finish();
 }

@@ -8,12 +8,19 @@
 //! set of checksums in flight holds keys alone (a forward enters and leaves it, so it is kept
 //! small: no queue moved in and out of it), and the rare queues are in a map of their own.
 //!
+//! The set of checksums in flight is not kept exact: a forward's checksum is entered with the
+//! forward's sequence number and left there when the _OK pops the forward, so that a forward
+//! costs one insert and no removal. A checksum is in flight while the sequence number beside it
+//! is not yet popped (the FIFO pops in sequence order; a checksum forwarded again carries its
+//! newest forward's number); the entries of popped forwards are purged in bulk when they
+//! outnumber the forwards in flight.
+//!
 //! The replica's lag in time is kept per batch rather than per forward: the forwards are
 //! counted under the time their batch was handled ([`InFlight::push`] given the batch's
 //! `at`), so a forward costs one comparison, and the oldest unacknowledged forward's age is the
 //! age of the first stamp.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use super::PeerId;
@@ -35,6 +42,10 @@ impl std::hash::Hash for Busy {
         h.write_u128(u128::from_le_bytes(cs));
     }
 }
+
+/// Entries of popped forwards the set of checksums in flight may hold beyond twice the forwards
+/// in flight before they are purged.
+const PURGE_MARGIN: usize = 4096;
 
 struct Forward {
     /// None for a resynchronization forward that nobody waits for.
@@ -67,9 +78,12 @@ pub(super) struct InFlight {
     /// Held answers of `order`, back to back from `held_start`.
     held: Vec<u8>,
     held_start: usize,
-    /// Checksums with a forward in `order`. Every forward enters and leaves it, so it is hashed
-    /// with foldhash (seeded per map) rather than SipHash.
-    busy: HashSet<Busy, foldhash::fast::RandomState>,
+    /// Checksums forwarded, with the sequence number of their newest forward: those numbered
+    /// `popped` or later have a forward in `order` (module docs). Every forward enters it, so it
+    /// is hashed with foldhash (seeded per map) rather than SipHash.
+    busy: HashMap<Busy, u64, foldhash::fast::RandomState>,
+    /// Forwards popped so far: the sequence number of the front of `order`.
+    popped: u64,
     /// The messages queued behind a forward of `busy` (checksums sent again before the replica
     /// answered: rare).
     waiting: HashMap<Key, VecDeque<(PeerId, Box<Message<'static>>)>, foldhash::fast::RandomState>,
@@ -132,12 +146,16 @@ impl InFlight {
     /// The key of `checksum` in `collection` when a forward of it awaits the replica. While
     /// [`Self::removes`] is 0, every such checksum is in the store (its forward was an add).
     pub(super) fn busy_key(&self, collection: &[u8], checksum: Checksum) -> Option<Key> {
-        if self.busy.is_empty() {
+        if self.order.is_empty() {
             return None;
         }
         let i = self.collections.iter().position(|c| c[..] == *collection)? as u32;
         let key = (i, checksum);
-        self.busy.contains(&Busy(key)).then_some(key)
+        let popped = self.popped;
+        self.busy
+            .get(&Busy(key))
+            .is_some_and(|&seq| seq >= popped)
+            .then_some(key)
     }
 
     /// Queues a message behind the forward of `key` (see [`Self::busy_key`]).
@@ -176,7 +194,20 @@ impl InFlight {
             batch,
         });
         self.removes += usize::from(promote);
-        self.busy.insert(Busy(key));
+        let seq = self.popped + self.order.len() as u64 - 1;
+        // Popped forwards' entries, purged when they outnumber the forwards in flight (plus a
+        // margin, so that a purge comes at most once every few thousand forwards).
+        if self.busy.len() >= 2 * self.order.len() + PURGE_MARGIN {
+            let popped = self.popped;
+            self.busy.retain(|_, s| *s >= popped);
+        }
+        self.busy.insert(Busy(key), seq);
+    }
+
+    /// Entries of the set of checksums in flight, popped ones included (tests).
+    #[cfg(test)]
+    fn busy_entries(&self) -> usize {
+        self.busy.len()
     }
 
     /// Records a resynchronization forward sent at `at`: its _OK releases nothing.
@@ -195,6 +226,7 @@ impl InFlight {
     /// The replica's next _OK: releases the oldest forward. None when nothing was forwarded.
     pub(super) fn pop(&mut self) -> Option<Released> {
         let f = self.order.pop_front()?;
+        self.popped += 1;
         if let Some((_, n)) = self.stamps.front_mut() {
             *n -= 1;
             if *n == 0 {
@@ -210,7 +242,6 @@ impl InFlight {
                 waiting: VecDeque::new(),
             });
         };
-        self.busy.remove(&Busy(key));
         let waiting = if self.waiting.is_empty() {
             VecDeque::new()
         } else {
@@ -234,7 +265,7 @@ impl InFlight {
                 f.cancelled = true;
             }
         }
-        self.busy.retain(|Busy((c, _))| *c != i);
+        self.busy.retain(|Busy((c, _)), _| *c != i);
         self.waiting.retain(|(c, _), _| *c != i);
     }
 
@@ -260,6 +291,51 @@ mod tests {
         Message::PpdupConfRemove2(CollectionOnly {
             collection: std::borrow::Cow::Owned(c.as_bytes().to_vec()),
         })
+    }
+
+    /// Random forwards and _OKs against an exact model (the checksums of the forwards in the
+    /// FIFO): a checksum is busy exactly while a forward of it awaits its _OK, and the popped
+    /// entries left in the set are purged, so that it stays within twice the forwards in flight
+    /// at its peak plus the margin.
+    #[test]
+    fn busy_agrees_with_the_forwards_in_flight_and_the_set_stays_bounded() {
+        let mut f = InFlight::default();
+        let at = Instant::now();
+        let c = f.collection_index(b"c");
+        let mut model: VecDeque<Checksum> = VecDeque::new();
+        let mut rng = fastrand::Rng::with_seed(5);
+        let mut peak = 0;
+        let mut purged = false;
+        for step in 0..60_000 {
+            // Windows of forwards, then their _OKs, with a few checksums sent again.
+            let forward = match (step / 3_000) % 2 {
+                0 => rng.u8(..) < 200,
+                _ => rng.u8(..) < 56,
+            };
+            if forward {
+                let before = f.busy_entries();
+                let cs = Checksum(u128::from(rng.u16(..)).to_le_bytes());
+                if f.busy_key(b"c", cs).is_none() {
+                    f.push((c, cs), 1, (false, 0, at), |_| {});
+                    model.push_back(cs);
+                    purged |= f.busy_entries() < before;
+                }
+            } else if let Some(r) = f.pop() {
+                let (_, _, _, (_, cs), _) = r.answer.expect("an answer");
+                assert_eq!(Some(cs), model.pop_front());
+            }
+            for probe in [0u16, 1, rng.u16(..)] {
+                let cs = Checksum(u128::from(probe).to_le_bytes());
+                assert_eq!(
+                    f.busy_key(b"c", cs).is_some(),
+                    model.contains(&cs),
+                    "step {step}"
+                );
+            }
+            peak = peak.max(f.len());
+            assert!(f.busy_entries() <= 2 * peak + PURGE_MARGIN + 1);
+        }
+        assert!(purged, "the popped entries were purged");
     }
 
     #[test]

@@ -35,9 +35,9 @@ use crate::checksum::AddOutcome;
 use crate::frame::{self, FrameError, MessageFrameError, Priority};
 use crate::marshal::{self, dict_get};
 use crate::msg::{
-    encode_add_ok_frame, read_ppdup, Bytes, Checksum, ChecksumRef, CollectionOnly, Message,
-    PpdupAddOk, PpdupConfRemove, PpdupConfigAck, PpdupError, PpdupPromoteReq, PpdupRef,
-    PpdupRemoveOk, PpdupSetConfig,
+    encode_add_ok_frame, read_ppdup, read_ppdup_command, AddBytes, Bytes, Checksum, ChecksumRef,
+    CollectionOnly, Command, Message, PpdupAddOk, PpdupConfRemove, PpdupConfigAck, PpdupError,
+    PpdupPromoteReq, PpdupRef, PpdupRemoveOk, PpdupSetConfig,
 };
 
 mod counters;
@@ -48,7 +48,7 @@ mod replica;
 pub use counters::DupCounters;
 
 use inflight::InFlight;
-use outbox::{push_add_ok, push_frame, Queue};
+use outbox::{push_add_ok, push_frame, push_with, Queue};
 use replica::ReplicaLink;
 
 /// A connected peer, as the role shell numbers its connections.
@@ -267,10 +267,24 @@ impl DupServer {
     /// is answered with PPDUP_ERROR and the connection kept.
     pub fn handle_frame(&mut self, peer: PeerId, body: &[u8]) -> Result<(), FrameError> {
         let limits = Default::default();
+        // The replica's _OKs release the oldest forward: their command is all that is read.
+        if Some(peer) == self.replica_peer() {
+            match read_ppdup_command(body, &limits) {
+                Some((_, Command::PpdupAddOk)) => {
+                    self.on_ppdup_add_ok();
+                    return Ok(());
+                }
+                Some((_, Command::PpdupRemoveOk)) => {
+                    self.on_ppdup_remove_ok();
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         // PPDUP_ADD and its kin straight to their handler, borrowed from the body.
         if let Some((_, m)) = read_ppdup(body, &limits) {
             match m {
-                PpdupRef::Add(add) => self.on_ppdup_add(peer, &add),
+                PpdupRef::Add(add) => self.on_ppdup_add(peer, &add, AddBytes::of(body, &add)),
                 PpdupRef::Remove(rm) => self.on_ppdup_remove(peer, &rm),
                 PpdupRef::AddOk(_) if Some(peer) == self.replica_peer() => self.on_ppdup_add_ok(),
                 m => self.handle_message(peer, m.into_message()),
@@ -325,7 +339,7 @@ impl DupServer {
             Message::PpdupConfigAck(ack) => self.on_ppdup_config_ack(peer, ack),
             Message::PpdupConfRemove(cr) => self.on_ppdup_conf_remove(peer, cr),
             Message::PpdupConfRemove2(c) => self.on_ppdup_conf_remove2(&c),
-            Message::PpdupAdd(add) => self.on_ppdup_add(peer, &ChecksumRef::of(&add)),
+            Message::PpdupAdd(add) => self.on_ppdup_add(peer, &ChecksumRef::of(&add), None),
             Message::PpdupRemove(rm) => self.on_ppdup_remove(peer, &ChecksumRef::of(&rm)),
             // Only the replica answers with _OK (3.3.5.7, 3.3.5.9).
             Message::PpdupAddOk(_) if Some(peer) == self.replica_peer() => self.on_ppdup_add_ok(),
@@ -475,8 +489,9 @@ impl DupServer {
     /// PPDUP_ADD, following MS-FSCMT 3.3.5.4 "Receiving a PPDUP_ADD Message" (a node's: the
     /// first URI to add a checksum owns it, PPDUP_ADD_OK names the owner; with a replica a new
     /// mapping is answered only after the replica's PPDUP_ADD_OK) and 3.4.5.3 (forwarded to the
-    /// replica: overwrite, answer with the same pairs).
-    fn on_ppdup_add(&mut self, peer: PeerId, add: &ChecksumRef<'_>) {
+    /// replica: overwrite, answer with the same pairs). `raw`: the add's frame body, when it was
+    /// read from one, whose bytes the answers and the forward are made of.
+    fn on_ppdup_add(&mut self, peer: PeerId, add: &ChecksumRef<'_>, raw: Option<AddBytes<'_>>) {
         let forwarded = add.ppdup_id.is_some();
         if !self.check_collection(peer, add.collection) {
             return;
@@ -491,12 +506,19 @@ impl DupServer {
                 self.error(peer, add.collection, &e.to_string());
                 return;
             }
-            let ok = PpdupAddOk {
-                owner_uri: None,
-                ..add_ok(add)
-            };
             let room = self.room;
-            push_add_ok(self.queue_for(peer), peer, &ok, room);
+            match raw {
+                Some(raw) => push_with(self.queue_for(peer), peer, room, |out| {
+                    raw.echo_add_ok(out);
+                }),
+                None => {
+                    let ok = PpdupAddOk {
+                        owner_uri: None,
+                        ..add_ok(add)
+                    };
+                    push_add_ok(self.queue_for(peer), peer, &ok, room);
+                }
+            }
             return;
         }
         self.served_nodes |= self.mode == Mode::Replica;
@@ -547,17 +569,22 @@ impl DupServer {
             self.error(peer, add.collection, &why);
             return;
         }
-        let reply = PpdupAddOk {
-            ppdup_id: None,
-            dbname: None,
-            ..add_ok(add)
+        // Spliced from the add's own bytes when it was read from a frame (and carries no
+        // PKT_PPDUP_ID or PKT_DBNAME), else encoded.
+        let answer = |out: &mut Vec<u8>| {
+            if !raw.is_some_and(|raw| raw.fresh_add_ok(out)) {
+                let reply = PpdupAddOk {
+                    ppdup_id: None,
+                    dbname: None,
+                    ..add_ok(add)
+                };
+                encode_add_ok_frame(&reply, Priority::Normal, out);
+            }
         };
         match rp {
             // A new mapping with a replica: forward, answer after its PPDUP_ADD_OK.
-            Some(rp) => self.forward(rp, peer, add, false, |held| {
-                encode_add_ok_frame(&reply, Priority::Normal, held)
-            }),
-            None => push_add_ok(self.queue_for(peer), peer, &reply, room),
+            Some(rp) => self.forward(rp, peer, (add, raw), false, answer),
+            None => push_with(self.queue_for(peer), peer, room, answer),
         }
     }
 
@@ -602,7 +629,7 @@ impl DupServer {
         let _ = self.stores.remove(rm.collection, &rm.checksum);
         let reply = reply_to(rm, false);
         match self.replica_peer() {
-            Some(rp) => self.forward(rp, peer, rm, true, |held| {
+            Some(rp) => self.forward(rp, peer, (rm, None), true, |held| {
                 frame::encode_message(&reply, Priority::Normal, held)
             }),
             None => {

@@ -6,9 +6,7 @@
 
 use super::PeerId;
 use crate::frame::{self, Priority};
-use crate::msg::{
-    encode_add_ok_frame, encode_checksum_frame, ChecksumRef, Command, Message, PpdupAddOk,
-};
+use crate::msg::{encode_add_ok_frame, Message, PpdupAddOk};
 
 /// The smallest buffer started.
 const MIN_ROOM: usize = 4096;
@@ -38,6 +36,11 @@ pub(super) fn push_encoded(q: &mut Queue, to: PeerId, frames: &[u8], room: usize
     buffer_for(q, to, room.max(frames.len())).extend_from_slice(frames);
 }
 
+/// Appends frames for `to` that `write` writes into the buffer.
+pub(super) fn push_with(q: &mut Queue, to: PeerId, room: usize, write: impl FnOnce(&mut Vec<u8>)) {
+    write(buffer_for(q, to, room));
+}
+
 /// Appends a frame carrying `m` for `to`.
 pub(super) fn push_frame(q: &mut Queue, to: PeerId, m: &Message<'_>, room: usize) {
     frame::encode_message(m, Priority::Normal, buffer_for(q, to, room));
@@ -46,18 +49,6 @@ pub(super) fn push_frame(q: &mut Queue, to: PeerId, m: &Message<'_>, room: usize
 /// Appends a PPDUP_ADD_OK frame for `to`, written straight into the buffer.
 pub(super) fn push_add_ok(q: &mut Queue, to: PeerId, ok: &PpdupAddOk<'_>, room: usize) {
     encode_add_ok_frame(ok, Priority::Normal, buffer_for(q, to, room));
-}
-
-/// Appends a PPDUP_ADD or PPDUP_REMOVE frame (`command`) for `to`, written straight into the
-/// buffer.
-pub(super) fn push_checksum(
-    q: &mut Queue,
-    to: PeerId,
-    command: Command,
-    m: &ChecksumRef<'_>,
-    room: usize,
-) {
-    encode_checksum_frame(command, m, Priority::Normal, buffer_for(q, to, room));
 }
 
 #[cfg(test)]

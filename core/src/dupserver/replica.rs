@@ -8,11 +8,13 @@ use std::time::Instant;
 use log::{debug, info};
 
 use super::inflight::Released;
-use super::outbox::{push_checksum, push_encoded, push_frame};
+use super::outbox::{push_encoded, push_frame, push_with};
 use super::{owned, DupServer, PeerId};
+use crate::frame::Priority;
 use crate::marshal::{self, Value};
 use crate::msg::{
-    ChecksumRef, Command, Message, PpdupChecksum, PpdupConfRemove, PpdupConfigAck, PpdupSetConfig,
+    encode_checksum_frame, AddBytes, ChecksumRef, Command, Message, PpdupChecksum, PpdupConfRemove,
+    PpdupConfigAck, PpdupSetConfig,
 };
 
 /// The replica connection as the server sees it.
@@ -162,12 +164,13 @@ impl DupServer {
 
     /// Forwards a node's PPDUP_ADD or PPDUP_REMOVE to the replica with PKT_PPDUP_ID and
     /// PKT_DBNAME, after any pending SET_CONFIG, and holds the reply (which `reply` appends,
-    /// encoded) until the replica's _OK (3.3.5.4 steps 1-4, 3.3.5.5 step 2).
+    /// encoded) until the replica's _OK (3.3.5.4 steps 1-4, 3.3.5.5 step 2). `raw`: the frame
+    /// body the PPDUP_ADD `m` was read from, whose bytes the forward is then made of.
     pub(super) fn forward(
         &mut self,
         rp: PeerId,
         peer: PeerId,
-        m: &ChecksumRef<'_>,
+        (m, raw): (&ChecksumRef<'_>, Option<AddBytes<'_>>),
         remove: bool,
         reply: impl FnOnce(&mut Vec<u8>),
     ) {
@@ -190,8 +193,18 @@ impl DupServer {
         } else {
             Command::PpdupAdd
         };
-        // `rp` is the replica: its frames go out before the commit (module docs).
-        push_checksum(&mut self.direct, rp, command, &fwd, self.room);
+        // `rp` is the replica: its frames go out before the commit (module docs). An add read
+        // from a frame is forwarded as its own bytes with PKT_PPDUP_ID and PKT_DBNAME added.
+        let (pi, db) = (
+            fwd.ppdup_id.unwrap_or_default(),
+            fwd.dbname.unwrap_or_default(),
+        );
+        let spliced = !remove && raw.is_some();
+        push_with(&mut self.direct, rp, self.room, |out| {
+            if !(spliced && raw.is_some_and(|raw| raw.forward(pi, db, out))) {
+                encode_checksum_frame(command, &fwd, Priority::Normal, out);
+            }
+        });
         let key = (self.flight.collection_index(m.collection), m.checksum);
         let stamp = (remove, self.batch, self.clock);
         self.flight.push(key, peer, stamp, reply);

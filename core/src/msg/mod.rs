@@ -33,7 +33,7 @@ pub mod types;
 
 use std::fmt;
 
-pub use answer::{encode_add_ok_frame, encode_checksum_frame};
+pub use answer::{encode_add_ok_frame, encode_checksum_frame, AddBytes};
 pub use cmd_adm::{ConfRefresh, ConfSpec, ConfSuspend, FeedingSuspend, PreemptSite};
 pub use cmd_um::{
     AddRoute, ConfState, DeleteSite, DeleteUris, DnsReply, DnsRequest, Init, Log, Quarantine,
@@ -51,7 +51,7 @@ pub use ppdup::{
     Checksum, PpdupAddOk, PpdupChecksum, PpdupConfRemove, PpdupConfigAck, PpdupError,
     PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
 };
-pub use ppdup_ref::{read_ppdup, ChecksumRef, PpdupRef};
+pub use ppdup_ref::{read_ppdup, read_ppdup_command, ChecksumRef, PpdupRef};
 pub use reader::Bytes;
 pub use types::{AddrInfo, CrawlQueueEntry, Redirect, UriStructure};
 

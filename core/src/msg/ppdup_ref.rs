@@ -72,6 +72,16 @@ pub enum PpdupRef<'a> {
 }
 
 impl<'a> PpdupRef<'a> {
+    /// Its command.
+    pub fn command(&self) -> Command {
+        match self {
+            PpdupRef::Add(_) => Command::PpdupAdd,
+            PpdupRef::Remove(_) => Command::PpdupRemove,
+            PpdupRef::AddOk(_) => Command::PpdupAddOk,
+            PpdupRef::RemoveOk(_) => Command::PpdupRemoveOk,
+        }
+    }
+
     /// The typed message, borrowing the same bytes.
     pub fn into_message(self) -> Message<'a> {
         match self {
@@ -116,56 +126,96 @@ const CMD: usize = 3;
 /// Keys in all.
 const KEYS: usize = 8;
 
-/// Reads a frame body holding PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK or PPDUP_REMOVE_OK in the
-/// canonical layout, borrowing its strings; `None` for anything else (other commands, other key
-/// orders or string forms, missing or extra keys, any error), which the caller then hands to
-/// the general decoder.
-pub fn read_ppdup<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, PpdupRef<'a>)> {
+/// The first five bytes of a pair's 12 of fixed layout, as the low bytes of a little-endian
+/// word: the key's `'s'` tag and its length, 2.
+const KEY_HEAD: u64 = tag::STRING as u64 | 2 << 8;
+
+/// Walks the pairs of a frame body in the canonical layout (the module docs), handing `value`
+/// each string pair's rank and value; returns the priority and PKT_CMD (None when absent).
+/// None on any departure from the layout.
+#[inline(always)]
+fn walk<'a>(
+    body: &'a [u8],
+    limits: &Limits,
+    mut value: impl FnMut(usize, &'a [u8]),
+) -> Option<(Priority, Option<i32>)> {
     if body.len() > limits.max_size || limits.max_depth < 2 {
         return None;
     }
     let mut rest = body.strip_prefix(b"(\x02\x00\x00\x00{")?;
     // The pairs, each key at most once and in the canonical order. Every key is a two-byte
     // string, so a pair starts with 12 bytes of known layout (the key, then its value's tag and
-    // length or integer), read at once and the key matched as one number.
-    let mut fields: [Option<&'a [u8]>; KEYS] = [None; KEYS];
+    // length or integer), read as two words and the key matched as one number. What is not a
+    // pair's head ends the walk: it must be the dict's end and the priority, and nothing after.
     let mut cmd = None;
     let mut next = 0;
-    loop {
-        if rest.first() == Some(&tag::NULL) {
-            rest = &rest[1..];
+    while let Some((h, after)) = rest.split_first_chunk::<12>() {
+        let w = u64::from_le_bytes(*h.first_chunk::<8>().expect("12 bytes"));
+        if w & 0xff_ffff_ffff != KEY_HEAD {
             break;
         }
-        let h: &[u8; 12] = rest.get(..12)?.try_into().ok()?;
-        if h[..5] != [tag::STRING, 2, 0, 0, 0] {
-            return None;
-        }
-        let rank = rank(u16::from_le_bytes([h[5], h[6]]))?;
+        let rank = rank((w >> 40) as u16)?;
         if rank < next {
             return None;
         }
         next = rank + 1;
-        let n = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+        let n = u32::from_le_bytes(*h.last_chunk::<4>().expect("12 bytes"));
+        let value_tag = (w >> 56) as u8;
         if rank == CMD {
-            if h[7] != tag::INT {
+            if value_tag != tag::INT {
                 return None;
             }
             cmd = Some(n as i32);
-            rest = &rest[12..];
+            rest = after;
         } else {
-            if h[7] != tag::STRING {
+            if value_tag != tag::STRING {
                 return None;
             }
-            let end = 12usize.checked_add(n as usize)?;
-            fields[rank] = Some(rest.get(12..end)?);
-            rest = &rest[end..];
+            let (v, after) = after.split_at_checked(n as usize)?;
+            value(rank, v);
+            rest = after;
         }
     }
-    // The priority, and nothing after it.
-    let &[tag::INT, a, b, c, d] = rest else {
+    let &[tag::NULL, tag::INT, a, b, c, d] = rest else {
         return None;
     };
     let priority = Priority::from_i64(i32::from_le_bytes([a, b, c, d]).into())?;
+    Some((priority, cmd))
+}
+
+/// The command of a frame body [`read_ppdup`] reads, and its priority, without its strings:
+/// `read_ppdup(body, limits).map(|(p, m)| (p, m.command()))`. The server needs no more of its
+/// replica's PPDUP_ADD_OK and PPDUP_REMOVE_OK (they release the oldest forward), so it reads
+/// them so, with nothing built.
+pub fn read_ppdup_command(body: &[u8], limits: &Limits) -> Option<(Priority, Command)> {
+    // Bit `rank` set for each string pair present; PKT_CSUM's length checked as it passes.
+    let mut present = 0u8;
+    let mut cs_len_ok = true;
+    let (priority, cmd) = walk(body, limits, |rank, v| {
+        present |= 1 << rank;
+        if rank == 0 {
+            cs_len_ok = v.len() == 16;
+        }
+    })?;
+    let has = |rank: usize| present & (1 << rank) != 0;
+    let (cs, dn, id, ur, ou) = (has(0), has(1), has(2), has(4), has(5));
+    let command = Command::from_i64(cmd?.into())?;
+    let ok = match command {
+        Command::PpdupAdd | Command::PpdupRemove => cs && cs_len_ok && dn && id && ur && !ou,
+        Command::PpdupAddOk => !cs && dn && id && ur,
+        Command::PpdupRemoveOk => !cs && !ou && dn && ur,
+        _ => false,
+    };
+    ok.then_some((priority, command))
+}
+
+/// Reads a frame body holding PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK or PPDUP_REMOVE_OK in the
+/// canonical layout, borrowing its strings; `None` for anything else (other commands, other key
+/// orders or string forms, missing or extra keys, any error), which the caller then hands to
+/// the general decoder.
+pub fn read_ppdup<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, PpdupRef<'a>)> {
+    let mut fields: [Option<&'a [u8]>; KEYS] = [None; KEYS];
+    let (priority, cmd) = walk(body, limits, |rank, v| fields[rank] = Some(v))?;
     let [cs, dn, id, _, ur, ou, pi, db] = fields;
     let b = |v: Option<&'a [u8]>| v.map(Cow::Borrowed);
     let m = match Command::from_i64(cmd?.into())? {

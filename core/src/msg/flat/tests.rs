@@ -3,7 +3,9 @@
 use super::*;
 use crate::frame;
 use crate::marshal::{self, Value};
-use crate::msg::{Checksum, PpdupAddOk, PpdupChecksum, PpdupRemoveOk};
+use crate::msg::{
+    read_ppdup, read_ppdup_command, Checksum, PpdupAddOk, PpdupChecksum, PpdupRemoveOk,
+};
 
 fn b(s: &str) -> Cow<'static, [u8]> {
     Cow::Owned(s.as_bytes().to_vec())
@@ -129,8 +131,14 @@ fn peek_of<'a>(m: &'a Message<'a>) -> Option<UriPeek<'a>> {
     }
 }
 
-/// [`peek_uri`] agrees with [`decode`] on `body`.
+/// [`peek_uri`] agrees with [`decode`] on `body`, and [`read_ppdup_command`] with
+/// [`read_ppdup`].
 fn check_peek(body: &[u8], limits: &Limits) {
+    assert_eq!(
+        read_ppdup_command(body, limits),
+        read_ppdup(body, limits).map(|(p, m)| (p, m.command())),
+        "{body:?}"
+    );
     let decoded = decode(body, limits);
     assert_eq!(
         peek_uri(body, limits),
@@ -164,6 +172,7 @@ fn fast_decoding_reads_what_the_general_decoder_reads() {
         // Truncations never decode.
         for n in 0..body.len() {
             assert_eq!(decode(&body[..n], &limits), None);
+            assert_eq!(read_ppdup_command(&body[..n], &limits), None);
             assert_eq!(peek_uri(&body[..n], &limits), None);
         }
     }
