@@ -310,7 +310,7 @@ struct Feeding {
     feeder: Feeder,
     /// The document-log sequence number from which the crawl store may lack what was fed
     /// (saved in [`store::FED_MARK`] after each store sync).
-    fed_mark: u64,
+    fed_mark: store::FedMark,
 }
 
 /// A duplicate server as the node sees it (3.1.1 duplicate server status structure).

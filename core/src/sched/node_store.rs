@@ -75,54 +75,13 @@ pub(super) fn conditional_headers(store: &CrawlStore, uri: &[u8]) -> Vec<(String
 }
 
 /// The file in a collection's directory that holds the first document-log sequence number
-/// whose document the crawl store may not hold yet (8 bytes little-endian, then their
-/// xxh3 check in 4 bytes).
+/// whose document the crawl store may not hold yet ([`FedMark`]: two checked slots written in
+/// place).
 pub(super) const FED_MARK: &str = "store-fed";
 
-/// The saved mark; 0 (replay the whole log) when it is missing or damaged.
-fn read_fed_mark(dir: &Path) -> u64 {
-    let path = dir.join(FED_MARK);
-    match std::fs::read(&path) {
-        Ok(b) if b.len() == 12 => {
-            let (seq, ck) = b.split_at(8);
-            let seq_bytes: [u8; 8] = seq.try_into().unwrap_or_default();
-            if crate::recordlog::check(seq).to_le_bytes() == ck {
-                return u64::from_le_bytes(seq_bytes);
-            }
-            warn!(
-                "{}: damaged, the whole document log is replayed",
-                path.display()
-            );
-            0
-        }
-        Ok(_) => {
-            warn!(
-                "{}: damaged, the whole document log is replayed",
-                path.display()
-            );
-            0
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => {
-            warn!(
-                "{}: {e}; the whole document log is replayed",
-                path.display()
-            );
-            0
-        }
-    }
-}
-
-/// Saves the mark. No fsync: the store it describes is already synced, and a mark lost with
-/// the machine only means a longer replay.
-fn write_fed_mark(dir: &Path, seq: u64) -> std::io::Result<()> {
-    let mut b = seq.to_le_bytes().to_vec();
-    b.extend_from_slice(&crate::recordlog::check(&seq.to_le_bytes()).to_le_bytes());
-    let path = dir.join(FED_MARK);
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, &b)?;
-    std::fs::rename(&tmp, &path)
-}
+#[path = "node_fedmark.rs"]
+mod fedmark;
+pub(super) use fedmark::FedMark;
 
 /// Records one fed document in the store unless the store already says the same.
 fn apply_fed(store: &mut CrawlStore, doc: &FeedDoc, cycle: u32) -> Result<bool, SchedError> {
@@ -156,15 +115,16 @@ fn apply_fed(store: &mut CrawlStore, doc: &FeedDoc, cycle: u32) -> Result<bool, 
 
 /// Brings a collection's crawl store up to its feed after a restart: every document the
 /// document log holds from the saved mark on, then every held document, is recorded unless
-/// the store already has it. Returns the new mark (the log's next sequence number).
+/// the store already has it. Returns the mark, set to the log's next sequence number.
 pub(super) fn replay_feed(
     name: &[u8],
     dir: &Path,
     store: &mut CrawlStore,
     cycle: i64,
-) -> Result<u64, SchedError> {
+) -> Result<FedMark, SchedError> {
     let cycle = u32::try_from(cycle.max(0)).unwrap_or(u32::MAX);
-    let from = read_fed_mark(dir);
+    let mut mark = FedMark::read(dir);
+    let from = mark.seq();
     let (mut read, mut applied, mut next) = (0u64, 0u64, from);
     let docs = dir.join(DOCS_DIR);
     if docs.exists() {
@@ -190,7 +150,8 @@ pub(super) fn replay_feed(
             show(name)
         );
     }
-    Ok(next)
+    mark.set(next);
+    Ok(mark)
 }
 
 impl From<FeedError> for SchedError {
@@ -607,12 +568,11 @@ impl NodeScheduler {
         c.feeding.feeder.sync()?;
         c.store.sync()?;
         let next = c.feeding.feeder.log().next_seq();
-        if next != c.feeding.fed_mark {
-            if let Err(e) = write_fed_mark(&c.dir, next) {
+        let mark = &mut c.feeding.fed_mark;
+        if next != mark.seq() {
+            if let Err(e) = mark.save(next) {
                 // Only a longer replay at the next start.
-                warn!("{}: {e}", c.dir.join(FED_MARK).display());
-            } else {
-                c.feeding.fed_mark = next;
+                warn!("{}: {e}", mark.path().display());
             }
         }
         for seq in c.finished.drain(..) {
