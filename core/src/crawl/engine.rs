@@ -551,8 +551,10 @@ impl CrawlEngine {
         let counters = self.counters.entry(f.key.0.clone()).or_default();
         // Only a sitemap's entry is decoded again (`sitemaps::outcome` is none for others).
         let sitemap = |result| {
-            let entry = took.entry().filter(|_| took.sitemap)?;
-            sitemaps::outcome(&f.key, &f.url, &entry, result)
+            if !took.sitemap {
+                return None;
+            }
+            sitemaps::outcome(&f.key, &f.url, &took.entry()?, result)
         };
         let mut out = Vec::new();
         let r = match result {
