@@ -299,7 +299,7 @@ impl NodeScheduler {
         let Some(c) = self.collections.get_mut(name) else {
             return Ok(None);
         };
-        let Some(doc) = c
+        let Some(mut doc) = c
             .dedup
             .pending_docs
             .get_mut(uri)
@@ -318,6 +318,10 @@ impl NodeScheduler {
         let prev = c.store.get(uri).cloned();
         let was_stored = prev.as_ref().is_some_and(|p| p.state == UriState::Stored);
         let mut removed = None;
+        // Read before the feed takes the headers and body (moved, not copied).
+        let etag = doc.header("etag").map(<[u8]>::to_vec);
+        let last_modified = doc.header("last-modified").map(<[u8]>::to_vec);
+        let size = u32::try_from(doc.body.len()).unwrap_or(u32::MAX);
         let fate = if owner == uri {
             if let Some(p) = prev.as_ref().filter(|p| p.state == UriState::Stored) {
                 if p.checksum != doc.checksum.0 {
@@ -342,8 +346,8 @@ impl NodeScheduler {
                 checksum: doc.checksum.0,
                 time: now,
                 status: doc.status,
-                headers: doc.headers.clone(),
-                body: doc.body.clone(),
+                headers: std::mem::take(&mut doc.headers),
+                body: std::mem::take(&mut doc.body),
             })?;
             if was_stored {
                 Fate::Modified
@@ -361,8 +365,8 @@ impl NodeScheduler {
             checksum: doc.checksum.0,
             first_seen: prev.as_ref().map_or(now, |p| p.first_seen),
             last_crawl: now,
-            etag: doc.header("etag").map(<[u8]>::to_vec),
-            last_modified: doc.header("last-modified").map(<[u8]>::to_vec),
+            etag,
+            last_modified,
             status: doc.status,
             state: if fate == Fate::Duplicate {
                 UriState::Duplicate {
@@ -372,7 +376,7 @@ impl NodeScheduler {
                 UriState::Stored
             },
             cycle: c.cycle(),
-            size: u32::try_from(doc.body.len()).unwrap_or(u32::MAX),
+            size,
         };
         c.store.put(uri, rec.keepable())?;
         c.finished.push(doc.seq);
