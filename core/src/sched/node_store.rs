@@ -21,7 +21,6 @@
 //! even when the node dies between the two syncs.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::path::Path;
 
 use log::{info, warn};
@@ -299,21 +298,16 @@ impl NodeScheduler {
         let Some(c) = self.collections.get_mut(name) else {
             return Ok(None);
         };
-        let Some(mut doc) = c
-            .dedup
-            .pending_docs
-            .get_mut(uri)
-            .and_then(VecDeque::pop_front)
-        else {
+        let Some(waiting) = c.dedup.pending_docs.get_mut(uri) else {
             return Ok(None);
         };
-        if c.dedup
-            .pending_docs
-            .get(uri)
-            .is_some_and(VecDeque::is_empty)
-        {
+        let (doc, emptied) = (waiting.pop_front(), waiting.is_empty());
+        if emptied {
             c.dedup.pending_docs.remove(uri);
         }
+        let Some(mut doc) = doc else {
+            return Ok(None);
+        };
         let now = self.opts.clock.now_u64();
         let prev = c.store.get(uri).cloned();
         let was_stored = prev.as_ref().is_some_and(|p| p.state == UriState::Stored);
