@@ -27,7 +27,7 @@ pub use super::types::*;
 use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
 use crate::msg::{Checksum, CrawlQueueEntry, UriStructure};
-use crate::routing::crawl_site_ref;
+use crate::routing::crawl_site_of;
 use crate::sched::node::Ready;
 use crate::sched::parse_record;
 
@@ -692,8 +692,7 @@ impl CrawlEngine {
                     continue;
                 }
                 // The link's crawl site, once for the link graph and the depth.
-                let same_site =
-                    crawl_site_ref(l.url.as_bytes()).as_deref() == Some(f.key.1.as_str());
+                let same_site = crawl_site_of(&l.url).as_deref() == Some(f.key.1.as_str());
                 // The link graph holds every link a page gives, crawled or not: it takes the
                 // link (no copy), and the entry below is made from it there.
                 page_links.push(PageLink {
