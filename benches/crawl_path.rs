@@ -10,6 +10,8 @@
 //! - `tally/page`: one page's counts booked to its site for the per-site statistics;
 //! - `rules/refusal`: a link against the collection rules `bench crawl` uses (include_domains
 //!   the web's hosts, exclude_uris one regexp), per link;
+//!   `rules/uri_regexp` that regexp alone (a straight pattern, matched in one pass), and
+//!   `rules/uri_regexp_set` a pattern of the same links the regex set matches;
 //! - `queue/decode_entry`: a crawl queue record decoded (each taken entry is, four times), and
 //!   `queue/encode_entry` the record of a link written;
 //! - `checksum/add`: PPDUP_ADD's insert into the sharded checksum table, new checksums, and
@@ -180,6 +182,31 @@ fn bench_rules_and_queue(c: &mut Criterion) {
         b.iter(|| {
             for u in &uris {
                 black_box(many.refusal_with(black_box(u), true));
+            }
+        })
+    });
+    // The regexp rule alone: straight (one pass) and, for comparison, a pattern of the same
+    // links that only the regex set matches (an alternation).
+    let straight = &cfg.exclude_uris;
+    let set = RuleSet::parse(
+        RuleTarget::Uri,
+        &["regexp:http://[^/]+/(excluded|refused)/.*"],
+    )
+    .expect("rule");
+    for u in &uris {
+        assert_eq!(straight.matches(u), set.matches(u), "{u}");
+    }
+    g.bench_function("uri_regexp", |b| {
+        b.iter(|| {
+            for u in &uris {
+                black_box(straight.matches(black_box(u)));
+            }
+        })
+    });
+    g.bench_function("uri_regexp_set", |b| {
+        b.iter(|| {
+            for u in &uris {
+                black_box(set.matches(black_box(u)));
             }
         })
     });

@@ -12,6 +12,10 @@ use std::fmt;
 
 use regex::{RegexBuilder, RegexSet, RegexSetBuilder};
 
+#[path = "rules_straight.rs"]
+mod straight;
+use straight::Straight;
+
 /// What a rule set is matched against; decides the meaning of a pattern with no kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RuleTarget {
@@ -101,7 +105,10 @@ pub struct RuleSet {
     exact: HashSet<String, foldhash::fast::RandomState>,
     /// The `prefix` and `suffix` rules.
     affixes: Vec<(RuleKind, String)>,
-    /// All `regexp` rules, anchored, compiled once.
+    /// The `regexp` rules matched in one pass (a case-sensitive set's straight patterns,
+    /// `rules_straight.rs`).
+    straight: Vec<Straight>,
+    /// The other `regexp` rules, anchored, compiled once.
     regexps: Option<RegexSet>,
 }
 
@@ -117,6 +124,7 @@ impl RuleSet {
             rules: Vec::new(),
             exact: HashSet::default(),
             affixes: Vec::new(),
+            straight: Vec::new(),
             regexps: None,
         }
     }
@@ -156,9 +164,16 @@ impl RuleSet {
                 _ => (k, p),
             })
             .collect();
+        let mut straight = Vec::new();
         let patterns: Vec<String> = rules
             .iter()
             .filter(|(k, _)| *k == RuleKind::Regexp)
+            .filter(|(_, p)| {
+                let s = (!target.ignores_case())
+                    .then(|| Straight::compile(p))
+                    .flatten();
+                s.map(|s| straight.push(s)).is_none()
+            })
             .map(|(_, p)| format!("^(?:{p})$"))
             .collect();
         // Each pattern alone first, so that an error names the pattern that failed.
@@ -201,6 +216,7 @@ impl RuleSet {
             rules,
             exact,
             affixes,
+            straight,
             regexps,
         })
     }
@@ -238,7 +254,9 @@ impl RuleSet {
                 RuleKind::Suffix => s.ends_with(p.as_str()),
                 RuleKind::Exact | RuleKind::Regexp => false,
             });
-        plain || self.regexps.as_ref().is_some_and(|r| r.is_match(s))
+        plain
+            || self.straight.iter().any(|r| r.is_match(s.as_bytes()))
+            || self.regexps.as_ref().is_some_and(|r| r.is_match(s))
     }
 }
 

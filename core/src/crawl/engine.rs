@@ -27,7 +27,7 @@ pub use super::types::*;
 use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
 use crate::msg::{Checksum, CrawlQueueEntry, UriStructure};
-use crate::routing::crawl_site_ref;
+use crate::routing::crawl_site_of;
 use crate::sched::node::Ready;
 use crate::sched::parse_record;
 
@@ -37,7 +37,10 @@ mod redirect;
 mod stop;
 #[path = "engine_tally.rs"]
 mod tally;
+#[path = "engine_took.rs"]
+mod took;
 use redirect::{excluded_header, redirect_entry};
+use took::Took;
 
 /// Key of the depth of an entry in its extra metadata (only written when a collection limits
 /// depth).
@@ -70,7 +73,7 @@ struct Flight {
     key: SiteKey,
     ip: Arc<str>,
     /// None: the site's robots.txt.
-    record: Option<(u64, Vec<u8>)>,
+    record: Option<Took>,
     url: String,
     /// `url` parsed (the request's).
     parsed: Url,
@@ -415,15 +418,15 @@ impl CrawlEngine {
             } = site.queue.pop_front().expect("not empty");
             self.queued -= 1;
             let counters = self.counters.entry(key.0.clone()).or_default();
-            let Ok((entry, _)) = parse_record(&rec) else {
+            // Decoded once: the flight keeps what reading the response needs.
+            let Some((took, uri)) = Took::decode(seq, rec) else {
                 counters.skip_doc(doc_skip::OTHER);
                 self.done.push((key.0.clone(), seq));
                 continue;
             };
-            let uri = String::from_utf8_lossy(&entry.uri.uri).into_owned();
             let mut skip = None;
-            if entry.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
-                skip = rule_skip(&cfg, &uri, entry.uri_flags);
+            if took.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
+                skip = rule_skip(&cfg, &uri, took.uri_flags);
             }
             // Parsed once, for robots.txt and the request.
             let parsed = skip.is_none().then(|| Url::parse(&uri).ok()).flatten();
@@ -450,11 +453,11 @@ impl CrawlEngine {
                 self.done.push((key.0.clone(), seq));
                 continue;
             };
-            if sitemaps::entry_kind(&entry).is_some() {
+            if took.sitemap {
                 req.max_body = sitemaps::MAX_BODY;
             }
             self.counters_mut(&key.0).add(Count::Processed, 1);
-            self.start(key, ip, Some((seq, rec)), uri, req, reqs);
+            self.start(key, ip, Some(took), uri, req, reqs);
         }
     }
 
@@ -463,7 +466,7 @@ impl CrawlEngine {
         &mut self,
         key: &SiteKey,
         ip: Arc<str>,
-        record: Option<(u64, Vec<u8>)>,
+        record: Option<Took>,
         url: String,
         req: Request,
         reqs: &mut Vec<Request>,
@@ -521,7 +524,7 @@ impl CrawlEngine {
         counters.count_download(o.elapsed);
         counters.add(Count::ReadNet, o.net_read);
         counters.add(Count::WriteNet, o.net_written);
-        let Some(rec) = f.record.take() else {
+        let Some(took) = f.record.take() else {
             let (status, body) = match &o.result {
                 Ok(r) => {
                     counters.http_status(r.status);
@@ -540,8 +543,8 @@ impl CrawlEngine {
             self.robots.insert(&f.key.1, rules, now);
             return offered.into_iter().collect();
         };
-        let (seq, rec) = rec;
-        let out = self.read_entry(&f, &cfg, o.result, seq, &rec);
+        let seq = took.seq;
+        let out = self.read_entry(&f, &cfg, o.result, took);
         // A document's entry is finished by the node scheduler once the document is fed
         // (its seq travels in the Document); every other outcome finishes it here.
         if !out.iter().any(|a| matches!(a, Action::Document(_))) {
@@ -556,15 +559,16 @@ impl CrawlEngine {
         f: &Flight,
         cfg: &CollectionConfig,
         result: Result<Fetched, Failure>,
-        seq: u64,
-        rec: &[u8],
+        took: Took,
     ) -> Vec<Action> {
         let counters = self.counters.entry(f.key.0.clone()).or_default();
-        let Ok((entry, _)) = parse_record(rec) else {
-            return Vec::new();
+        // Only a sitemap's entry is decoded again (`sitemaps::outcome` is none for others).
+        let sitemap = |result| {
+            if !took.sitemap {
+                return None;
+            }
+            sitemaps::outcome(&f.key, &f.url, &took.entry()?, result)
         };
-        let entry = entry.into_owned();
-        let sitemap = |result| sitemaps::outcome(&f.key, &f.url, &entry, result);
         let mut out = Vec::new();
         let r = match result {
             Ok(r) => r,
@@ -592,8 +596,10 @@ impl CrawlEngine {
                 .and_then(|l| links::resolve(&url, &String::from_utf8_lossy(l)));
             match target {
                 Some(t) => {
-                    if let Some(e) = redirect_entry(cfg, &entry, t.as_str(), kind, &f.url, counters)
-                    {
+                    let e = took.entry().and_then(|entry| {
+                        redirect_entry(cfg, &entry, t.as_str(), kind, &f.url, counters)
+                    });
+                    if let Some(e) = e {
                         out.push(Action::Queue {
                             collection: f.key.0.clone(),
                             entry: Box::new(e),
@@ -660,7 +666,7 @@ impl CrawlEngine {
             return out;
         }
         counters.count_doc(r.body.len() as u64);
-        let mut flags = entry.uri_flags;
+        let mut flags = took.uri_flags;
         if mime == "text/html" || mime == "application/xhtml+xml" {
             let ex = links::extract(&r.body, &url, cfg.link_extraction);
             let ex = if cfg.check_meta_robots {
@@ -679,14 +685,11 @@ impl CrawlEngine {
                 flags |= uri_flags::URIF_META_NOFOLLOW;
             }
             if let Some(t) = &ex.refresh {
-                if let Some(e) = redirect_entry(
-                    cfg,
-                    &entry,
-                    t,
-                    uri_flags::URIF_META_REFRESH,
-                    &f.url,
-                    counters,
-                ) {
+                let e = took.entry().and_then(|entry| {
+                    let refresh = uri_flags::URIF_META_REFRESH;
+                    redirect_entry(cfg, &entry, t, refresh, &f.url, counters)
+                });
+                if let Some(e) = e {
                     out.push(Action::Queue {
                         collection: f.key.0.clone(),
                         entry: Box::new(e),
@@ -694,16 +697,15 @@ impl CrawlEngine {
                     });
                 }
             }
-            let depth = depth_of(&entry);
+            let depth = took.depth;
             let mut page_links = Vec::new();
             for l in ex.links {
-                if ex.nofollow || entry.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
+                if ex.nofollow || took.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
                     counters.skip_uri(uri_skip::NOFOLLOW);
                     continue;
                 }
                 // The link's crawl site, once for the link graph and the depth.
-                let same_site =
-                    crawl_site_ref(l.url.as_bytes()).as_deref() == Some(f.key.1.as_str());
+                let same_site = crawl_site_of(&l.url).as_deref() == Some(f.key.1.as_str());
                 // The link graph holds every link a page gives, crawled or not: it takes the
                 // link (no copy), and the entry below is made from it there.
                 page_links.push(PageLink {
@@ -737,7 +739,7 @@ impl CrawlEngine {
                     l.url.as_bytes().to_vec(),
                 )));
                 e.referrer = UriStructure::unparsed(Cow::Owned(f.url.as_bytes().to_vec()));
-                e.refresh_cycle = entry.refresh_cycle;
+                e.refresh_cycle = took.refresh_cycle;
                 if cfg.max_depth.is_some() {
                     e.extra.push((
                         crate::marshal::Value::bytes(DEPTH_KEY).into_owned(),
@@ -776,8 +778,8 @@ impl CrawlEngine {
             headers: r.headers,
             body: r.body,
             uri_flags: flags,
-            redirected_from: entry.redirects.iter().map(|r| r.from.to_vec()).collect(),
-            seq,
+            redirected_from: took.redirected_from,
+            seq: took.seq,
         })));
         out
     }

@@ -27,6 +27,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use foldhash::fast::RandomState as Fast;
 use log::{debug, error, info, warn};
 
 use crate::clock::Clock;
@@ -291,13 +292,14 @@ struct SiteControl {
 struct Dedup {
     /// The checksum database (3.1.5.23): checksum -> URIs this node owns it for.
     checksums: HashMap<Checksum, BTreeSet<Vec<u8>>>,
-    /// PPDUP_ADDs sent and not answered: URI -> checksum.
-    pending_adds: HashMap<Vec<u8>, Checksum>,
+    /// PPDUP_ADDs sent and not answered: URI -> checksum. This map and `pending_docs` are
+    /// looked up six times a page: hashed with foldhash rather than SipHash.
+    pending_adds: HashMap<Vec<u8>, Checksum, Fast>,
     /// PPDUP_REMOVEs sent and not answered: URI -> their checksums, oldest first
     /// (PPDUP_REMOVE_OK names only the URI).
     pending_removes: HashMap<Vec<u8>, VecDeque<Checksum>>,
     /// Fetched documents waiting for their duplicate check: URI -> documents, oldest first.
-    pending_docs: HashMap<Vec<u8>, VecDeque<Box<crate::crawl::Document>>>,
+    pending_docs: HashMap<Vec<u8>, VecDeque<Box<crate::crawl::Document>>, Fast>,
 }
 
 /// A collection's document feed.
@@ -310,7 +312,7 @@ struct Feeding {
     feeder: Feeder,
     /// The document-log sequence number from which the crawl store may lack what was fed
     /// (saved in [`store::FED_MARK`] after each store sync).
-    fed_mark: u64,
+    fed_mark: store::FedMark,
 }
 
 /// A duplicate server as the node sees it (3.1.1 duplicate server status structure).

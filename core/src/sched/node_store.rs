@@ -21,7 +21,6 @@
 //! even when the node dies between the two syncs.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::path::Path;
 
 use log::{info, warn};
@@ -75,54 +74,13 @@ pub(super) fn conditional_headers(store: &CrawlStore, uri: &[u8]) -> Vec<(String
 }
 
 /// The file in a collection's directory that holds the first document-log sequence number
-/// whose document the crawl store may not hold yet (8 bytes little-endian, then their
-/// xxh3 check in 4 bytes).
+/// whose document the crawl store may not hold yet ([`FedMark`]: two checked slots written in
+/// place).
 pub(super) const FED_MARK: &str = "store-fed";
 
-/// The saved mark; 0 (replay the whole log) when it is missing or damaged.
-fn read_fed_mark(dir: &Path) -> u64 {
-    let path = dir.join(FED_MARK);
-    match std::fs::read(&path) {
-        Ok(b) if b.len() == 12 => {
-            let (seq, ck) = b.split_at(8);
-            let seq_bytes: [u8; 8] = seq.try_into().unwrap_or_default();
-            if crate::recordlog::check(seq).to_le_bytes() == ck {
-                return u64::from_le_bytes(seq_bytes);
-            }
-            warn!(
-                "{}: damaged, the whole document log is replayed",
-                path.display()
-            );
-            0
-        }
-        Ok(_) => {
-            warn!(
-                "{}: damaged, the whole document log is replayed",
-                path.display()
-            );
-            0
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-        Err(e) => {
-            warn!(
-                "{}: {e}; the whole document log is replayed",
-                path.display()
-            );
-            0
-        }
-    }
-}
-
-/// Saves the mark. No fsync: the store it describes is already synced, and a mark lost with
-/// the machine only means a longer replay.
-fn write_fed_mark(dir: &Path, seq: u64) -> std::io::Result<()> {
-    let mut b = seq.to_le_bytes().to_vec();
-    b.extend_from_slice(&crate::recordlog::check(&seq.to_le_bytes()).to_le_bytes());
-    let path = dir.join(FED_MARK);
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, &b)?;
-    std::fs::rename(&tmp, &path)
-}
+#[path = "node_fedmark.rs"]
+mod fedmark;
+pub(super) use fedmark::FedMark;
 
 /// Records one fed document in the store unless the store already says the same.
 fn apply_fed(store: &mut CrawlStore, doc: &FeedDoc, cycle: u32) -> Result<bool, SchedError> {
@@ -156,15 +114,16 @@ fn apply_fed(store: &mut CrawlStore, doc: &FeedDoc, cycle: u32) -> Result<bool, 
 
 /// Brings a collection's crawl store up to its feed after a restart: every document the
 /// document log holds from the saved mark on, then every held document, is recorded unless
-/// the store already has it. Returns the new mark (the log's next sequence number).
+/// the store already has it. Returns the mark, set to the log's next sequence number.
 pub(super) fn replay_feed(
     name: &[u8],
     dir: &Path,
     store: &mut CrawlStore,
     cycle: i64,
-) -> Result<u64, SchedError> {
+) -> Result<FedMark, SchedError> {
     let cycle = u32::try_from(cycle.max(0)).unwrap_or(u32::MAX);
-    let from = read_fed_mark(dir);
+    let mut mark = FedMark::read(dir);
+    let from = mark.seq();
     let (mut read, mut applied, mut next) = (0u64, 0u64, from);
     let docs = dir.join(DOCS_DIR);
     if docs.exists() {
@@ -190,7 +149,8 @@ pub(super) fn replay_feed(
             show(name)
         );
     }
-    Ok(next)
+    mark.set(next);
+    Ok(mark)
 }
 
 impl From<FeedError> for SchedError {
@@ -338,25 +298,24 @@ impl NodeScheduler {
         let Some(c) = self.collections.get_mut(name) else {
             return Ok(None);
         };
-        let Some(doc) = c
-            .dedup
-            .pending_docs
-            .get_mut(uri)
-            .and_then(VecDeque::pop_front)
-        else {
+        let Some(waiting) = c.dedup.pending_docs.get_mut(uri) else {
             return Ok(None);
         };
-        if c.dedup
-            .pending_docs
-            .get(uri)
-            .is_some_and(VecDeque::is_empty)
-        {
+        let (doc, emptied) = (waiting.pop_front(), waiting.is_empty());
+        if emptied {
             c.dedup.pending_docs.remove(uri);
         }
+        let Some(mut doc) = doc else {
+            return Ok(None);
+        };
         let now = self.opts.clock.now_u64();
         let prev = c.store.get(uri).cloned();
         let was_stored = prev.as_ref().is_some_and(|p| p.state == UriState::Stored);
         let mut removed = None;
+        // Read before the feed takes the headers and body (moved, not copied).
+        let etag = doc.header("etag").map(<[u8]>::to_vec);
+        let last_modified = doc.header("last-modified").map(<[u8]>::to_vec);
+        let size = u32::try_from(doc.body.len()).unwrap_or(u32::MAX);
         let fate = if owner == uri {
             if let Some(p) = prev.as_ref().filter(|p| p.state == UriState::Stored) {
                 if p.checksum != doc.checksum.0 {
@@ -381,8 +340,8 @@ impl NodeScheduler {
                 checksum: doc.checksum.0,
                 time: now,
                 status: doc.status,
-                headers: doc.headers.clone(),
-                body: doc.body.clone(),
+                headers: std::mem::take(&mut doc.headers),
+                body: std::mem::take(&mut doc.body),
             })?;
             if was_stored {
                 Fate::Modified
@@ -400,8 +359,8 @@ impl NodeScheduler {
             checksum: doc.checksum.0,
             first_seen: prev.as_ref().map_or(now, |p| p.first_seen),
             last_crawl: now,
-            etag: doc.header("etag").map(<[u8]>::to_vec),
-            last_modified: doc.header("last-modified").map(<[u8]>::to_vec),
+            etag,
+            last_modified,
             status: doc.status,
             state: if fate == Fate::Duplicate {
                 UriState::Duplicate {
@@ -411,7 +370,7 @@ impl NodeScheduler {
                 UriState::Stored
             },
             cycle: c.cycle(),
-            size: u32::try_from(doc.body.len()).unwrap_or(u32::MAX),
+            size,
         };
         c.store.put(uri, rec.keepable())?;
         c.finished.push(doc.seq);
@@ -607,12 +566,11 @@ impl NodeScheduler {
         c.feeding.feeder.sync()?;
         c.store.sync()?;
         let next = c.feeding.feeder.log().next_seq();
-        if next != c.feeding.fed_mark {
-            if let Err(e) = write_fed_mark(&c.dir, next) {
+        let mark = &mut c.feeding.fed_mark;
+        if next != mark.seq() {
+            if let Err(e) = mark.save(next) {
                 // Only a longer replay at the next start.
-                warn!("{}: {e}", c.dir.join(FED_MARK).display());
-            } else {
-                c.feeding.fed_mark = next;
+                warn!("{}: {e}", mark.path().display());
             }
         }
         for seq in c.finished.drain(..) {

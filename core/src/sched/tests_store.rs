@@ -82,6 +82,31 @@ fn fed(dir: &std::path::Path) -> Vec<(FeedOp, String)> {
 }
 
 #[test]
+fn a_fed_document_carries_the_fetched_headers_and_body() {
+    let (mut n, dir) = setup("fed-whole", vec![]);
+    let (added, modified) = (
+        doc("http://a.example/1", "one", 1),
+        doc("http://a.example/1", "one v2", 2),
+    );
+    let want: Vec<_> = [&added, &modified]
+        .iter()
+        .map(|d| (d.headers.clone(), d.body.clone(), d.checksum.0, d.status))
+        .collect();
+    assert_eq!(fate(&mut n, added), Fate::Added);
+    assert_eq!(fate(&mut n, modified), Fate::Modified);
+    n.sync().unwrap();
+    let docs = collection_dir(dir.path(), C).join(DOCS_DIR);
+    let got: Vec<_> = DocLogReader::open(&docs)
+        .unwrap()
+        .map(|r| {
+            let (_, d) = r.unwrap();
+            (d.headers, d.body, d.checksum, d.status)
+        })
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
 fn documents_are_added_updated_left_alone_or_deleted_as_the_store_says() {
     let (mut n, dir) = setup("fates", vec![]);
     assert_eq!(
