@@ -188,6 +188,9 @@ fn walk<'a>(
 /// replica's PPDUP_ADD_OK and PPDUP_REMOVE_OK (they release the oldest forward), so it reads
 /// them so, with nothing built.
 pub fn read_ppdup_command(body: &[u8], limits: &Limits) -> Option<(Priority, Command)> {
+    if let Some(read) = read_ok_straight(body, limits) {
+        return Some(read);
+    }
     // Bit `rank` set for each string pair present; PKT_CSUM's length checked as it passes.
     let mut present = 0u8;
     let mut cs_len_ok = true;
@@ -209,11 +212,116 @@ pub fn read_ppdup_command(body: &[u8], limits: &Limits) -> Option<(Priority, Com
     ok.then_some((priority, command))
 }
 
+/// A pair's first 8 bytes as a little-endian word: the two-byte `'s'` key `k` and the value's
+/// tag `t`.
+const fn pair_word(k: &[u8; 2], t: u8) -> u64 {
+    u64::from_le_bytes([tag::STRING, 2, 0, 0, 0, k[0], k[1], t])
+}
+
+/// The string pair of key `k` at the front of `rest`: its value, and what follows it.
+#[inline(always)]
+fn string_pair<'a>(rest: &'a [u8], k: &[u8; 2]) -> Option<(&'a [u8], &'a [u8])> {
+    let (h, after) = rest.split_first_chunk::<12>()?;
+    if u64::from_le_bytes(*h.first_chunk::<8>()?) != pair_word(k, tag::STRING) {
+        return None;
+    }
+    let n = u32::from_le_bytes(*h.last_chunk::<4>()?) as usize;
+    after.split_at_checked(n)
+}
+
+/// PPDUP_ADD or PPDUP_REMOVE in the layout nodes and the server write (PKT_CSUM, PKT_DSPECNAME,
+/// PKT_ID, PKT_CMD, PKT_URI, then PKT_PPDUP_ID and PKT_DBNAME if present), read with each
+/// pair's key known in advance: one comparison of a word per pair instead of the key's lookup
+/// and rank. None for anything else, which [`read_ppdup`] then walks: where this reads a body,
+/// the walk reads the same message.
+#[inline(always)]
+fn read_checksum_straight<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, PpdupRef<'a>)> {
+    if body.len() > limits.max_size || limits.max_depth < 2 {
+        return None;
+    }
+    let rest = body.strip_prefix(b"(\x02\x00\x00\x00{")?;
+    let (cs, rest) = string_pair(rest, b"cs")?;
+    let checksum = Checksum(cs.try_into().ok()?);
+    let (collection, rest) = string_pair(rest, b"dn")?;
+    let (node_id, rest) = string_pair(rest, b"id")?;
+    let (h, rest) = rest.split_first_chunk::<12>()?;
+    if u64::from_le_bytes(*h.first_chunk::<8>()?) != pair_word(b"cm", tag::INT) {
+        return None;
+    }
+    let cmd = i32::from_le_bytes(*h.last_chunk::<4>()?);
+    let (uri, mut rest) = string_pair(rest, b"ur")?;
+    let mut ppdup_id = None;
+    let mut dbname = None;
+    if let Some((v, after)) = string_pair(rest, b"pi") {
+        ppdup_id = Some(v);
+        rest = after;
+    }
+    if let Some((v, after)) = string_pair(rest, b"db") {
+        dbname = Some(v);
+        rest = after;
+    }
+    let &[tag::NULL, tag::INT, a, b, c, d] = rest else {
+        return None;
+    };
+    let priority = Priority::from_i64(i32::from_le_bytes([a, b, c, d]).into())?;
+    let m = ChecksumRef {
+        collection,
+        node_id,
+        uri,
+        checksum,
+        ppdup_id,
+        dbname,
+    };
+    match Command::from_i64(cmd.into())? {
+        Command::PpdupAdd => Some((priority, PpdupRef::Add(m))),
+        Command::PpdupRemove => Some((priority, PpdupRef::Remove(m))),
+        _ => None,
+    }
+}
+
+/// The command of PPDUP_ADD_OK or PPDUP_REMOVE_OK in the layout the replica answers in
+/// (PKT_DSPECNAME, PKT_ID, PKT_CMD, PKT_URI, then PKT_PPDUP_ID and PKT_DBNAME if present), read
+/// with each pair's key known in advance, as [`read_checksum_straight`] reads. None for
+/// anything else, which [`read_ppdup_command`] then walks: where this reads a body, the walk
+/// reads the same command.
+#[inline(always)]
+fn read_ok_straight(body: &[u8], limits: &Limits) -> Option<(Priority, Command)> {
+    if body.len() > limits.max_size || limits.max_depth < 2 {
+        return None;
+    }
+    let rest = body.strip_prefix(b"(\x02\x00\x00\x00{")?;
+    let (_, rest) = string_pair(rest, b"dn")?;
+    let (_, rest) = string_pair(rest, b"id")?;
+    let (h, rest) = rest.split_first_chunk::<12>()?;
+    if u64::from_le_bytes(*h.first_chunk::<8>()?) != pair_word(b"cm", tag::INT) {
+        return None;
+    }
+    let cmd = i32::from_le_bytes(*h.last_chunk::<4>()?);
+    let (_, mut rest) = string_pair(rest, b"ur")?;
+    if let Some((_, after)) = string_pair(rest, b"pi") {
+        rest = after;
+    }
+    if let Some((_, after)) = string_pair(rest, b"db") {
+        rest = after;
+    }
+    let &[tag::NULL, tag::INT, a, b, c, d] = rest else {
+        return None;
+    };
+    let priority = Priority::from_i64(i32::from_le_bytes([a, b, c, d]).into())?;
+    match Command::from_i64(cmd.into())? {
+        command @ (Command::PpdupAddOk | Command::PpdupRemoveOk) => Some((priority, command)),
+        _ => None,
+    }
+}
+
 /// Reads a frame body holding PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK or PPDUP_REMOVE_OK in the
 /// canonical layout, borrowing its strings; `None` for anything else (other commands, other key
 /// orders or string forms, missing or extra keys, any error), which the caller then hands to
 /// the general decoder.
 pub fn read_ppdup<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, PpdupRef<'a>)> {
+    if let Some(read) = read_checksum_straight(body, limits) {
+        return Some(read);
+    }
     let mut fields: [Option<&'a [u8]>; KEYS] = [None; KEYS];
     let (priority, cmd) = walk(body, limits, |rank, v| fields[rank] = Some(v))?;
     let [cs, dn, id, _, ur, ou, pi, db] = fields;
