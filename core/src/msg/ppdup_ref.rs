@@ -188,6 +188,9 @@ fn walk<'a>(
 /// replica's PPDUP_ADD_OK and PPDUP_REMOVE_OK (they release the oldest forward), so it reads
 /// them so, with nothing built.
 pub fn read_ppdup_command(body: &[u8], limits: &Limits) -> Option<(Priority, Command)> {
+    if let Some((priority, command, ..)) = ok_parts(body, limits) {
+        return Some((priority, command));
+    }
     // Bit `rank` set for each string pair present; PKT_CSUM's length checked as it passes.
     let mut present = 0u8;
     let mut cs_len_ok = true;
@@ -209,11 +212,152 @@ pub fn read_ppdup_command(body: &[u8], limits: &Limits) -> Option<(Priority, Com
     ok.then_some((priority, command))
 }
 
+/// A pair's first 8 bytes as a little-endian word: the two-byte `'s'` key `k` and the value's
+/// tag `t`.
+const fn pair_word(k: &[u8; 2], t: u8) -> u64 {
+    u64::from_le_bytes([tag::STRING, 2, 0, 0, 0, k[0], k[1], t])
+}
+
+/// The string pair of key `k` at the front of `rest`: its value, and what follows it.
+#[inline(always)]
+fn string_pair<'a>(rest: &'a [u8], k: &[u8; 2]) -> Option<(&'a [u8], &'a [u8])> {
+    let (h, after) = rest.split_first_chunk::<12>()?;
+    if u64::from_le_bytes(*h.first_chunk::<8>()?) != pair_word(k, tag::STRING) {
+        return None;
+    }
+    let n = u32::from_le_bytes(*h.last_chunk::<4>()?) as usize;
+    after.split_at_checked(n)
+}
+
+/// PPDUP_ADD or PPDUP_REMOVE in the layout nodes and the server write (PKT_CSUM, PKT_DSPECNAME,
+/// PKT_ID, PKT_CMD, PKT_URI, then PKT_PPDUP_ID and PKT_DBNAME if present), read with each
+/// pair's key known in advance: one comparison of a word per pair instead of the key's lookup
+/// and rank. None for anything else, which [`read_ppdup`] then walks: where this reads a body,
+/// the walk reads the same message.
+#[inline(always)]
+fn read_checksum_straight<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, PpdupRef<'a>)> {
+    if body.len() > limits.max_size || limits.max_depth < 2 {
+        return None;
+    }
+    let rest = body.strip_prefix(b"(\x02\x00\x00\x00{")?;
+    let (cs, rest) = string_pair(rest, b"cs")?;
+    let checksum = Checksum(cs.try_into().ok()?);
+    let (collection, rest) = string_pair(rest, b"dn")?;
+    let (node_id, rest) = string_pair(rest, b"id")?;
+    let (h, rest) = rest.split_first_chunk::<12>()?;
+    if u64::from_le_bytes(*h.first_chunk::<8>()?) != pair_word(b"cm", tag::INT) {
+        return None;
+    }
+    let cmd = i32::from_le_bytes(*h.last_chunk::<4>()?);
+    let (uri, mut rest) = string_pair(rest, b"ur")?;
+    let mut ppdup_id = None;
+    let mut dbname = None;
+    if let Some((v, after)) = string_pair(rest, b"pi") {
+        ppdup_id = Some(v);
+        rest = after;
+    }
+    if let Some((v, after)) = string_pair(rest, b"db") {
+        dbname = Some(v);
+        rest = after;
+    }
+    let &[tag::NULL, tag::INT, a, b, c, d] = rest else {
+        return None;
+    };
+    let priority = Priority::from_i64(i32::from_le_bytes([a, b, c, d]).into())?;
+    let m = ChecksumRef {
+        collection,
+        node_id,
+        uri,
+        checksum,
+        ppdup_id,
+        dbname,
+    };
+    match Command::from_i64(cmd.into())? {
+        Command::PpdupAdd => Some((priority, PpdupRef::Add(m))),
+        Command::PpdupRemove => Some((priority, PpdupRef::Remove(m))),
+        _ => None,
+    }
+}
+
+/// PPDUP_ADD_OK or PPDUP_REMOVE_OK in the layouts the server and the replica answer in
+/// (PKT_DSPECNAME, PKT_ID, PKT_CMD, PKT_URI, then PKT_OWNURI, PKT_PPDUP_ID and PKT_DBNAME if
+/// present), read with each pair's key known in advance, as [`read_checksum_straight`] reads.
+/// None for anything else, which the walk then reads: where this reads a body, the walk reads
+/// the same message.
+#[inline(always)]
+fn read_ok_straight<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, PpdupRef<'a>)> {
+    let (priority, command, [collection, node_id, uri], optional) = ok_parts(body, limits)?;
+    let [owner_uri, ppdup_id, dbname] = optional.map(|v| v.map(Cow::Borrowed));
+    let m = match command {
+        Command::PpdupAddOk => PpdupRef::AddOk(PpdupAddOk {
+            collection: Cow::Borrowed(collection),
+            node_id: Cow::Borrowed(node_id),
+            uri: Cow::Borrowed(uri),
+            owner_uri,
+            ppdup_id,
+            dbname,
+        }),
+        _ => PpdupRef::RemoveOk(PpdupRemoveOk {
+            collection: Cow::Borrowed(collection),
+            uri: Cow::Borrowed(uri),
+            node_id: Some(Cow::Borrowed(node_id)),
+            ppdup_id,
+            dbname,
+        }),
+    };
+    Some((priority, m))
+}
+
+/// The pieces [`read_ok_straight`] reads: the priority, the command (PPDUP_ADD_OK, or
+/// PPDUP_REMOVE_OK without PKT_OWNURI), PKT_DSPECNAME, PKT_ID and PKT_URI, and PKT_OWNURI,
+/// PKT_PPDUP_ID and PKT_DBNAME when present; [`read_ppdup_command`] takes the command alone.
+type OkParts<'a> = (Priority, Command, [&'a [u8]; 3], [Option<&'a [u8]>; 3]);
+
+/// Reads the [`OkParts`] of a body in the layouts of [`read_ok_straight`].
+#[inline(always)]
+fn ok_parts<'a>(body: &'a [u8], limits: &Limits) -> Option<OkParts<'a>> {
+    if body.len() > limits.max_size || limits.max_depth < 2 {
+        return None;
+    }
+    let rest = body.strip_prefix(b"(\x02\x00\x00\x00{")?;
+    let (collection, rest) = string_pair(rest, b"dn")?;
+    let (node_id, rest) = string_pair(rest, b"id")?;
+    let (h, rest) = rest.split_first_chunk::<12>()?;
+    if u64::from_le_bytes(*h.first_chunk::<8>()?) != pair_word(b"cm", tag::INT) {
+        return None;
+    }
+    let cmd = i32::from_le_bytes(*h.last_chunk::<4>()?);
+    let (uri, mut rest) = string_pair(rest, b"ur")?;
+    let mut optional: [Option<&'a [u8]>; 3] = [None; 3];
+    for (slot, key) in optional.iter_mut().zip([b"ou", b"pi", b"db"]) {
+        if let Some((v, after)) = string_pair(rest, key) {
+            *slot = Some(v);
+            rest = after;
+        }
+    }
+    let &[tag::NULL, tag::INT, a, b, c, d] = rest else {
+        return None;
+    };
+    let priority = Priority::from_i64(i32::from_le_bytes([a, b, c, d]).into())?;
+    let command = match Command::from_i64(cmd.into())? {
+        Command::PpdupAddOk => Command::PpdupAddOk,
+        Command::PpdupRemoveOk if optional[0].is_none() => Command::PpdupRemoveOk,
+        _ => return None,
+    };
+    Some((priority, command, [collection, node_id, uri], optional))
+}
+
 /// Reads a frame body holding PPDUP_ADD, PPDUP_REMOVE, PPDUP_ADD_OK or PPDUP_REMOVE_OK in the
 /// canonical layout, borrowing its strings; `None` for anything else (other commands, other key
 /// orders or string forms, missing or extra keys, any error), which the caller then hands to
 /// the general decoder.
 pub fn read_ppdup<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, PpdupRef<'a>)> {
+    if let Some(read) = read_checksum_straight(body, limits) {
+        return Some(read);
+    }
+    if let Some(read) = read_ok_straight(body, limits) {
+        return Some(read);
+    }
     let mut fields: [Option<&'a [u8]>; KEYS] = [None; KEYS];
     let (priority, cmd) = walk(body, limits, |rank, v| fields[rank] = Some(v))?;
     let [cs, dn, id, _, ur, ou, pi, db] = fields;
