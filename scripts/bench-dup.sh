@@ -62,23 +62,29 @@ flush_redis() {
   redis-cli -p "$REDIS_DURABLE_PORT" flushall >/dev/null
 }
 peers=(--vs-redis "127.0.0.1:$REDIS_PORT" --vs-redis-durable "127.0.0.1:$REDIS_DURABLE_PORT")
-start() { # name args... ; prints the bound address
-  "$bin" "$@" >"$work/$1.out" 2>"$work/$1.err" &
-  echo $! >"$work/$1-$$-$BASHPID.pid"
+# Each process has output files of its own (`label`): with one file per command, the second
+# server's address was once read from the first server's output before the new process had
+# truncated it, and the "with a replica" run went to the server alone.
+start() { # label command args... ; prints the bound address
+  local label=$1
+  shift
+  "$bin" "$@" >"$work/$label.out" 2>"$work/$label.err" &
+  echo $! >"$work/$label-$$-$BASHPID.pid"
   for _ in $(seq 100); do
-    addr=$(sed -n 's/.*listening on //p' "$work/$1.out")
+    addr=$(sed -n 's/.*listening on //p' "$work/$label.out")
     [ -n "$addr" ] && { echo "$addr"; return; }
     sleep 0.1
   done
-  echo "$1 did not start" >&2; cat "$work/$1.err" >&2; exit 1
+  echo "$label did not start" >&2; cat "$work/$label.err" >&2; exit 1
 }
 
-alone=$(start dupserver --listen 127.0.0.1:0 --data-dir "$work/alone")
+alone=$(start alone dupserver --listen 127.0.0.1:0 --data-dir "$work/alone")
 echo "== duplicate server alone"
 "$bin" bench dup --target "$alone" --total "$TOTAL" --connections "$CONNECTIONS" --pipeline "$PIPELINE" "${peers[@]}" "$@"
 
-replica=$(start dupreplica --listen 127.0.0.1:0 --data-dir "$work/replica")
-server=$(start dupserver --listen 127.0.0.1:0 --data-dir "$work/server" --replica "$replica")
+replica=$(start replica dupreplica --listen 127.0.0.1:0 --data-dir "$work/replica")
+server=$(start server dupserver --listen 127.0.0.1:0 --data-dir "$work/server" --replica "$replica")
+[ "$server" != "$alone" ] || { echo "the replicated server's address is the lone server's" >&2; exit 1; }
 sleep 0.5
 flush_redis
 echo "== duplicate server with a replica"
