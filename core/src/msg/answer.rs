@@ -616,24 +616,36 @@ mod tests {
         assert!(AddBytes::of(&frame[HEADER_LEN..], &read).is_some());
     }
 
-    /// The golden vector of PPDUP_ADD, re-encoded from its decoded message by the forward's
-    /// encoder.
-    #[test]
-    fn the_golden_add_comes_out_the_same() {
+    /// The golden frames (tests/data/wire-vectors.tsv, a copy of the shared vectors): each
+    /// vector's name and wire bytes.
+    fn golden_vectors() -> Vec<(String, Vec<u8>)> {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../tests/data/wire-vectors.tsv"
         );
         let text = std::fs::read_to_string(path).expect("the wire vectors");
-        let hex = text
-            .lines()
-            .find_map(|l| l.strip_prefix("PPDUP_ADD\t"))
-            .and_then(|rest| rest.split('\t').next())
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|line| {
+                let mut cols = line.split('\t');
+                let (name, hex) = (cols.next()?, cols.next()?);
+                let wire = (0..hex.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+                    .collect();
+                Some((name.to_string(), wire))
+            })
+            .collect()
+    }
+
+    /// The golden vector of PPDUP_ADD, re-encoded from its decoded message by the forward's
+    /// encoder.
+    #[test]
+    fn the_golden_add_comes_out_the_same() {
+        let (_, wire) = golden_vectors()
+            .into_iter()
+            .find(|(name, _)| name == "PPDUP_ADD")
             .expect("PPDUP_ADD among the vectors");
-        let wire: Vec<u8> = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-            .collect();
         let (p, m) = frame::decode_message(&wire[4..], &Limits::default()).expect("decodes");
         let Message::PpdupAdd(add) = m else {
             panic!("PPDUP_ADD is not a PPDUP_ADD");
@@ -647,24 +659,11 @@ mod tests {
     /// vectors), re-encoded from their decoded message.
     #[test]
     fn the_golden_vectors_come_out_the_same() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/data/wire-vectors.tsv"
-        );
-        let text = std::fs::read_to_string(path).expect("the wire vectors");
         let mut seen = 0;
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let mut cols = line.split('\t');
-            let (Some(name), Some(hex)) = (cols.next(), cols.next()) else {
-                continue;
-            };
+        for (name, wire) in golden_vectors() {
             if !name.starts_with("PPDUP_ADD_OK") {
                 continue;
             }
-            let wire: Vec<u8> = (0..hex.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-                .collect();
             let (p, m) = frame::decode_message(&wire[4..], &Limits::default()).expect("decodes");
             let Message::PpdupAddOk(ok) = m else {
                 panic!("{name} is not a PPDUP_ADD_OK");

@@ -229,19 +229,22 @@ fn string_pair<'a>(rest: &'a [u8], k: &[u8; 2]) -> Option<(&'a [u8], &'a [u8])> 
     after.split_at_checked(n)
 }
 
-/// PPDUP_ADD or PPDUP_REMOVE in the layout nodes and the server write (PKT_CSUM, PKT_DSPECNAME,
-/// PKT_ID, PKT_CMD, PKT_URI, then PKT_PPDUP_ID and PKT_DBNAME if present), read with each
-/// pair's key known in advance: one comparison of a word per pair instead of the key's lookup
-/// and rank. None for anything else, which [`read_ppdup`] then walks: where this reads a body,
-/// the walk reads the same message.
+/// The body's opening (a dict in a 2-tuple), under the limits; what follows it.
 #[inline(always)]
-fn read_checksum_straight<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, PpdupRef<'a>)> {
+fn dict_body<'a>(body: &'a [u8], limits: &Limits) -> Option<&'a [u8]> {
     if body.len() > limits.max_size || limits.max_depth < 2 {
         return None;
     }
-    let rest = body.strip_prefix(b"(\x02\x00\x00\x00{")?;
-    let (cs, rest) = string_pair(rest, b"cs")?;
-    let checksum = Checksum(cs.try_into().ok()?);
+    body.strip_prefix(b"(\x02\x00\x00\x00{")
+}
+
+/// PKT_DSPECNAME's, PKT_ID's and PKT_URI's values, PKT_CMD's, and what follows them.
+type Common<'a> = ([&'a [u8]; 3], i32, &'a [u8]);
+
+/// The pairs every checksum message of these layouts has in this order: PKT_DSPECNAME, PKT_ID,
+/// PKT_CMD and PKT_URI, at the front of `rest`.
+#[inline(always)]
+fn dn_id_cm_ur(rest: &[u8]) -> Option<Common<'_>> {
     let (collection, rest) = string_pair(rest, b"dn")?;
     let (node_id, rest) = string_pair(rest, b"id")?;
     let (h, rest) = rest.split_first_chunk::<12>()?;
@@ -249,7 +252,20 @@ fn read_checksum_straight<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priori
         return None;
     }
     let cmd = i32::from_le_bytes(*h.last_chunk::<4>()?);
-    let (uri, mut rest) = string_pair(rest, b"ur")?;
+    let (uri, rest) = string_pair(rest, b"ur")?;
+    Some(([collection, node_id, uri], cmd, rest))
+}
+
+/// PPDUP_ADD or PPDUP_REMOVE in the layout nodes and the server write (PKT_CSUM, PKT_DSPECNAME,
+/// PKT_ID, PKT_CMD, PKT_URI, then PKT_PPDUP_ID and PKT_DBNAME if present), read with each
+/// pair's key known in advance: one comparison of a word per pair instead of the key's lookup
+/// and rank. None for anything else, which [`read_ppdup`] then walks: where this reads a body,
+/// the walk reads the same message.
+#[inline(always)]
+fn read_checksum_straight<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priority, PpdupRef<'a>)> {
+    let (cs, rest) = string_pair(dict_body(body, limits)?, b"cs")?;
+    let checksum = Checksum(cs.try_into().ok()?);
+    let ([collection, node_id, uri], cmd, mut rest) = dn_id_cm_ur(rest)?;
     let mut ppdup_id = None;
     let mut dbname = None;
     if let Some((v, after)) = string_pair(rest, b"pi") {
@@ -316,18 +332,7 @@ type OkParts<'a> = (Priority, Command, [&'a [u8]; 3], [Option<&'a [u8]>; 3]);
 /// Reads the [`OkParts`] of a body in the layouts of [`read_ok_straight`].
 #[inline(always)]
 fn ok_parts<'a>(body: &'a [u8], limits: &Limits) -> Option<OkParts<'a>> {
-    if body.len() > limits.max_size || limits.max_depth < 2 {
-        return None;
-    }
-    let rest = body.strip_prefix(b"(\x02\x00\x00\x00{")?;
-    let (collection, rest) = string_pair(rest, b"dn")?;
-    let (node_id, rest) = string_pair(rest, b"id")?;
-    let (h, rest) = rest.split_first_chunk::<12>()?;
-    if u64::from_le_bytes(*h.first_chunk::<8>()?) != pair_word(b"cm", tag::INT) {
-        return None;
-    }
-    let cmd = i32::from_le_bytes(*h.last_chunk::<4>()?);
-    let (uri, mut rest) = string_pair(rest, b"ur")?;
+    let ([collection, node_id, uri], cmd, mut rest) = dn_id_cm_ur(dict_body(body, limits)?)?;
     let mut optional: [Option<&'a [u8]>; 3] = [None; 3];
     for (slot, key) in optional.iter_mut().zip([b"ou", b"pi", b"db"]) {
         if let Some((v, after)) = string_pair(rest, key) {
