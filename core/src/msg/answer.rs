@@ -70,6 +70,18 @@ fn close(out: &mut Vec<u8>, priority: Priority) {
     out.extend_from_slice(&[tag::NULL, tag::INT, a, b, c, d]);
 }
 
+/// The pairs every checksum message of these frames ends with, PKT_PPDUP_ID and PKT_DBNAME
+/// (`ppdup_id_dbname`) where present, then [`close`].
+#[inline(always)]
+fn close_with(out: &mut Vec<u8>, ppdup_id_dbname: [Option<&[u8]>; 2], priority: Priority) {
+    for (key, v) in [Key::PpdupId, Key::DbName].into_iter().zip(ppdup_id_dbname) {
+        if let Some(v) = v {
+            pair_str(out, wire(key), v);
+        }
+    }
+    close(out, priority);
+}
+
 /// Appends one whole frame (length header included) carrying `ok` at `priority`: the bytes
 /// `frame::encode_message(&Message::PpdupAddOk(ok.clone()), priority, out)` appends. The frame's
 /// room is reserved once; each pair's 12 bytes of fixed layout go in as one piece, then its
@@ -101,13 +113,11 @@ pub fn encode_add_ok_frame(ok: &PpdupAddOk<'_>, priority: Priority, out: &mut Ve
     if let Some(v) = &ok.owner_uri {
         pair_str(out, wire(Key::OwnerUri), v);
     }
-    if let Some(v) = &ok.ppdup_id {
-        pair_str(out, wire(Key::PpdupId), v);
-    }
-    if let Some(v) = &ok.dbname {
-        pair_str(out, wire(Key::DbName), v);
-    }
-    close(out, priority);
+    close_with(
+        out,
+        [ok.ppdup_id.as_deref(), ok.dbname.as_deref()],
+        priority,
+    );
     debug_assert_eq!(
         out.len() - start,
         HEADER_LEN + body,
@@ -149,13 +159,7 @@ pub fn encode_checksum_frame(
     pair_str(out, wire(Key::Id), m.node_id);
     out.extend_from_slice(&head(wire(Key::Cmd), tag::INT, command as i32 as u32));
     pair_str(out, wire(Key::Uri), m.uri);
-    if let Some(v) = m.ppdup_id {
-        pair_str(out, wire(Key::PpdupId), v);
-    }
-    if let Some(v) = m.dbname {
-        pair_str(out, wire(Key::DbName), v);
-    }
-    close(out, priority);
+    close_with(out, [m.ppdup_id, m.dbname], priority);
     debug_assert_eq!(
         out.len() - start,
         HEADER_LEN + body,
