@@ -39,6 +39,7 @@ use super::inflight::Inflight;
 use super::multinode::SchedError;
 use super::seen::SeenSet;
 use super::{parse_record, peek_record, record, show, start_uri_entry, start_uris, Outbox};
+use owners::Owners;
 
 #[path = "node_conns.rs"]
 mod conns;
@@ -52,6 +53,8 @@ mod frames;
 mod indexnow;
 #[path = "node_ops.rs"]
 mod ops;
+#[path = "node_owners.rs"]
+mod owners;
 #[path = "node_refresh.rs"]
 mod refresh;
 #[path = "node_rup.rs"]
@@ -290,8 +293,9 @@ struct SiteControl {
 /// A collection's duplicate detection.
 #[derive(Default)]
 struct Dedup {
-    /// The checksum database (3.1.5.23): checksum -> URIs this node owns it for.
-    checksums: HashMap<Checksum, BTreeSet<Vec<u8>>>,
+    /// The checksum database (3.1.5.23): checksum -> URIs this node owns it for. Looked up
+    /// for every fed page; checksums are MD5 output: foldhash rather than SipHash.
+    checksums: HashMap<Checksum, Owners, Fast>,
     /// PPDUP_ADDs sent and not answered: URI -> checksum. This map and `pending_docs` are
     /// looked up six times a page: hashed with foldhash rather than SipHash.
     pending_adds: HashMap<Vec<u8>, Checksum, Fast>,
@@ -522,13 +526,10 @@ impl NodeScheduler {
         // that the entry's fetch after the restart finds its document unchanged.
         let fed_mark = store::replay_feed(name, &dir, &mut store, refresh_cycle)?;
         // The node's checksum database: the checksums of the documents it fed.
-        let mut checksums: HashMap<Checksum, BTreeSet<Vec<u8>>> = HashMap::new();
+        let mut checksums: HashMap<Checksum, Owners, Fast> = HashMap::default();
         for (u, r) in store.iter() {
             if r.state == UriState::Stored {
-                checksums
-                    .entry(Checksum(r.checksum))
-                    .or_default()
-                    .insert(u.to_vec());
+                checksums.entry(Checksum(r.checksum)).or_default().insert(u);
             }
         }
         let feeder = Feeder::open(&dir)?;
@@ -726,7 +727,7 @@ impl NodeScheduler {
         self.collections
             .get(collection)
             .and_then(|c| c.dedup.checksums.get(checksum))
-            .map(|s| s.iter().cloned().collect())
+            .map(|s| s.iter().map(<[u8]>::to_vec).collect())
             .unwrap_or_default()
     }
 

@@ -279,9 +279,10 @@ impl NodeScheduler {
         // No duplicate servers: the node's checksum database decides.
         let c = self.collections.get_mut(&name).expect("present above");
         let owner = match c.dedup.checksums.get(&checksum) {
-            Some(owners) if !owners.contains(&uri) => {
-                owners.iter().next().cloned().unwrap_or_else(|| uri.clone())
-            }
+            Some(owners) if !owners.contains(&uri) => owners
+                .iter()
+                .next()
+                .map_or_else(|| uri.clone(), <[u8]>::to_vec),
             _ => uri.clone(),
         };
         self.resolve_document(&name, &uri, &owner)
@@ -329,7 +330,7 @@ impl NodeScheduler {
                 .checksums
                 .entry(doc.checksum)
                 .or_default()
-                .insert(uri.to_vec());
+                .insert(uri);
             c.feed(&FeedDoc {
                 op: if was_stored {
                     FeedOp::Update
