@@ -15,7 +15,10 @@
 //! - `queue/decode_entry`: a crawl queue record decoded (each taken entry is, four times), and
 //!   `queue/encode_entry` the record of a link written;
 //! - `checksum/add`: PPDUP_ADD's insert into the sharded checksum table, new checksums, and
-//!   the same through the durable store (table and write-ahead log, written but not synced).
+//!   the same through the durable store (table and write-ahead log, written but not synced);
+//! - `seen/page_of_links`: a page's eight links asked of a seen set of a million URIs (larger
+//!   than the cache), all seen before, one after another; `seen/page_of_links_prefetched` the
+//!   same with their places prefetched first, as the crawler asks for a page's links.
 //!
 //! `cargo bench --bench crawl_path`.
 
@@ -34,6 +37,7 @@ use crawlfleet_core::crawl::{Count, CrawlEngine, EngineOptions};
 use crawlfleet_core::msg::{Checksum, CrawlQueueEntry, UriStructure};
 use crawlfleet_core::queue;
 use crawlfleet_core::routing::crawl_site;
+use crawlfleet_core::sched::seen::SeenSet;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use url::Url;
 
@@ -291,11 +295,58 @@ fn bench_checksum(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+fn bench_seen(c: &mut Criterion) {
+    const URIS: usize = 1 << 20;
+    const PAGE: usize = 8;
+    let dir = tempfile::TempDir::with_prefix("crawl-path-seen-").expect("temp dir");
+    let mut seen = SeenSet::open(&dir.path().join("seen")).expect("open the seen set");
+    let uris: Vec<String> = (0..URIS)
+        .map(|i| format!("http://127.77.0.{}:8080/s{}/p{i}.html", i % 50, i % 97))
+        .collect();
+    for u in &uris {
+        seen.insert(u.as_bytes()).expect("insert");
+    }
+    // Eight links of a page: URIs far apart in the set, a different eight each time.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut page = move || {
+        let mut p = [0usize; PAGE];
+        for i in &mut p {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *i = x as usize % URIS;
+        }
+        p
+    };
+    let mut g = c.benchmark_group("seen");
+    g.throughput(Throughput::Elements(PAGE as u64));
+    g.bench_function("page_of_links", |b| {
+        b.iter(|| {
+            for i in page() {
+                black_box(seen.insert(uris[i].as_bytes()).expect("insert"));
+            }
+        })
+    });
+    g.bench_function("page_of_links_prefetched", |b| {
+        b.iter(|| {
+            let p = page();
+            for &i in &p {
+                seen.prefetch(uris[i].as_bytes());
+            }
+            for i in p {
+                black_box(seen.insert(uris[i].as_bytes()).expect("insert"));
+            }
+        })
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    targets = bench_links, bench_robots, bench_tally, bench_rules_and_queue, bench_checksum
+    targets = bench_links, bench_robots, bench_tally, bench_rules_and_queue, bench_checksum,
+        bench_seen
 }
 criterion_main!(benches);

@@ -12,7 +12,8 @@ use crawlfleet_core::config::CollectionConfig;
 use crawlfleet_core::crawl::counters::doc_skip;
 use crawlfleet_core::crawl::site_tally::SiteTally;
 use crawlfleet_core::crawl::{
-    Action, Count, CrawlCounters, CrawlEngine, EngineOptions, Failure, Fetched, Outcome, Request,
+    link_entries, Action, Count, CrawlCounters, CrawlEngine, EngineOptions, Failure, Fetched,
+    Outcome, Request,
 };
 use crawlfleet_core::marshal::Value;
 use crawlfleet_core::sched::multinode::SchedError;
@@ -315,6 +316,21 @@ impl Crawler {
     }
 
     fn apply(&mut self, sm: &mut NodeScheduler, actions: Vec<Action>) -> Result<(), SchedError> {
+        // A page's links are queued below one after another, each asking the seen set, whose
+        // table is larger than the cache: their places are fetched together first.
+        for a in &actions {
+            if let Action::Links {
+                collection,
+                links,
+                queue,
+                ..
+            } = a
+            {
+                for l in queue.iter().filter_map(|q| links.get(q.link)) {
+                    sm.prefetch_seen(collection, l.url.as_bytes());
+                }
+            }
+        }
         for a in actions {
             match a {
                 Action::Queue {
@@ -345,7 +361,14 @@ impl Crawler {
                     from,
                     site,
                     links,
+                    queue,
+                    key,
+                    refresh_cycle,
                 } => {
+                    for (entry, at) in link_entries(&from, &links, &queue, &key, refresh_cycle) {
+                        let at = at.map(|k| k.1.as_str());
+                        sm.add_uri_at(&collection, &entry, at, false)?;
+                    }
                     if let Some(b) = &self.links {
                         let out: Vec<OutLink<'_>> = links
                             .iter()

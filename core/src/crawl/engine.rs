@@ -9,7 +9,6 @@
 //! store, sites to release (CMD_UM_STOP_CRAWL_IP). Every outcome is counted with the FSCADM
 //! codes in the collection's [`CrawlCounters`].
 
-use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
@@ -23,10 +22,11 @@ use super::counters::{doc_skip, failure_code, uri_skip, CrawlCounters};
 use super::links::{self, Extracted};
 use super::robots::{RobotsCache, Rules};
 use super::sitemaps;
+use super::types::DEPTH_KEY;
 pub use super::types::*;
 use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
-use crate::msg::{Checksum, CrawlQueueEntry, UriStructure};
+use crate::msg::{Checksum, CrawlQueueEntry};
 use crate::routing::crawl_site_of;
 use crate::sched::node::Ready;
 use crate::sched::parse_record;
@@ -41,10 +41,6 @@ mod tally;
 mod took;
 use redirect::{excluded_header, redirect_entry};
 use took::Took;
-
-/// Key of the depth of an entry in its extra metadata (only written when a collection limits
-/// depth).
-const DEPTH_KEY: &[u8] = b"depth";
 
 struct Site {
     ip: Arc<str>,
@@ -699,6 +695,7 @@ impl CrawlEngine {
             }
             let depth = took.depth;
             let mut page_links = Vec::new();
+            let mut queue = Vec::new();
             for l in ex.links {
                 if ex.nofollow || took.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
                     counters.skip_uri(uri_skip::NOFOLLOW);
@@ -734,22 +731,9 @@ impl CrawlEngine {
                 } else {
                     counters.add(Count::LocalFwd, 1);
                 }
-
-                let mut e = CrawlQueueEntry::new(UriStructure::unparsed(Cow::Owned(
-                    l.url.as_bytes().to_vec(),
-                )));
-                e.referrer = UriStructure::unparsed(Cow::Owned(f.url.as_bytes().to_vec()));
-                e.refresh_cycle = took.refresh_cycle;
-                if cfg.max_depth.is_some() {
-                    e.extra.push((
-                        crate::marshal::Value::bytes(DEPTH_KEY).into_owned(),
-                        crate::marshal::Value::owned_bytes(child_depth.to_string().into_bytes()),
-                    ));
-                }
-                out.push(Action::Queue {
-                    collection: f.key.0.clone(),
-                    entry: Box::new(e),
-                    site: same_site.then(|| f.key.clone()),
+                queue.push(LinkToQueue {
+                    link: page_links.len() - 1,
+                    depth: cfg.max_depth.is_some().then_some(child_depth),
                 });
             }
             if !ex.nofollow {
@@ -758,6 +742,9 @@ impl CrawlEngine {
                     from: f.url.as_bytes().to_vec(),
                     site: super::resolve::origin_site(&url),
                     links: page_links,
+                    queue,
+                    key: f.key.clone(),
+                    refresh_cycle: took.refresh_cycle,
                 });
             }
             if ex.noindex {

@@ -17,7 +17,10 @@ pub use counters::CrawlCounters;
 pub use engine::CrawlEngine;
 pub use resolve::origin_site;
 pub(crate) use types::header;
-pub use types::{Action, Document, EngineOptions, Failure, Fetched, Outcome, PageLink, Request};
+pub use types::{
+    link_entries, Action, Document, EngineOptions, Failure, Fetched, LinkToQueue, Outcome,
+    PageLink, Request,
+};
 
 #[cfg(test)]
 mod tests;

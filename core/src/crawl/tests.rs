@@ -6,6 +6,7 @@ use super::counters::{doc_skip, uri_skip};
 use super::*;
 use crate::config::CollectionConfig;
 use crate::msg::types::uri_flags;
+use crate::msg::{CrawlQueueEntry, UriStructure};
 use crate::sched::node::Ready;
 use crate::sched::{record, start_uri_entry};
 
@@ -61,13 +62,32 @@ fn pass_robots(e: &mut CrawlEngine, txt: &str, now: f64) -> Vec<Request> {
     e.poll(now).0
 }
 
+/// The entries the actions queue, in order: redirect targets and a page's links.
+fn entries(actions: &[Action]) -> Vec<CrawlQueueEntry<'_>> {
+    let mut out = Vec::new();
+    for a in actions {
+        match a {
+            Action::Queue { entry, .. } => out.push((**entry).clone()),
+            Action::Links {
+                from,
+                links,
+                queue,
+                key,
+                refresh_cycle,
+                ..
+            } => out.extend(
+                super::link_entries(from, links, queue, key, *refresh_cycle).map(|(e, _)| e),
+            ),
+            _ => {}
+        }
+    }
+    out
+}
+
 fn queued(actions: &[Action]) -> Vec<String> {
-    actions
+    entries(actions)
         .iter()
-        .filter_map(|a| match a {
-            Action::Queue { entry, .. } => Some(String::from_utf8_lossy(&entry.uri.uri).into()),
-            _ => None,
-        })
+        .map(|e| String::from_utf8_lossy(&e.uri.uri).into())
         .collect()
 }
 
@@ -148,9 +168,8 @@ fn links_are_queued_with_referrer_and_rules_applied() {
         queued(&acts),
         ["http://h.example:8080/a", "http://other.example/"]
     );
-    let Action::Queue { entry, .. } = &acts[0] else {
-        unreachable!()
-    };
+    let queued_entries = entries(&acts);
+    let entry = &queued_entries[0];
     assert_eq!(&entry.referrer.uri[..], b"http://h.example:8080/");
     let links = acts.iter().find_map(|a| match a {
         Action::Links { from, links, .. } => Some((from, links)),
@@ -405,9 +424,8 @@ fn depth_limit_counts_levels_from_the_start_uri() {
     e.push(ready(&format!("http://{SITE}/")));
     let r = e.poll(0.0).0;
     let acts = e.complete(ok(r[0].id, 200, "text/html", r#"<a href="/d1">"#), 0.0);
-    let Action::Queue { entry, .. } = &acts[0] else {
-        unreachable!()
-    };
+    let queued_entries = entries(&acts);
+    let entry = &queued_entries[0];
     e.push(Ready {
         record: record(entry, false),
         ..ready(&format!("http://{SITE}/d1"))
@@ -576,16 +594,25 @@ fn links_to_the_pages_own_site_carry_it() {
     let page = "<a href=\"/b\">b</a><a href=\"http://H.example:8080/c\">c</a>\
                 <a href=\"http://other.example/d\">d</a>";
     let actions = e.complete(ok(reqs[0].id, 200, "text/html", page), 0.0);
-    let sites: Vec<(String, Option<String>)> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Queue { entry, site, .. } => Some((
-                String::from_utf8_lossy(&entry.uri.uri).into_owned(),
-                site.as_ref().map(|k| k.1.clone()),
-            )),
-            _ => None,
-        })
-        .collect();
+    let mut sites: Vec<(String, Option<String>)> = Vec::new();
+    for a in &actions {
+        if let Action::Links {
+            from,
+            links,
+            queue,
+            key,
+            refresh_cycle,
+            ..
+        } = a
+        {
+            for (entry, site) in super::link_entries(from, links, queue, key, *refresh_cycle) {
+                sites.push((
+                    String::from_utf8_lossy(&entry.uri.uri).into_owned(),
+                    site.map(|k| k.1.clone()),
+                ));
+            }
+        }
+    }
     let own = Some(SITE.to_string());
     assert_eq!(
         sites,
@@ -598,6 +625,50 @@ fn links_to_the_pages_own_site_carry_it() {
     for (uri, site) in &sites {
         if let Some(s) = site {
             assert_eq!(crate::routing::crawl_site(uri.as_bytes()).as_ref(), Some(s));
+        }
+    }
+}
+
+/// A page's links are queued as entries borrowing the action's URLs; their queue records are
+/// byte for byte those of the owned entries the engine built before (URI, referrer, refresh
+/// cycle, and the depth when the collection limits it).
+#[test]
+fn link_entries_are_the_entries_built_owned() {
+    for max_depth in [None, Some(5)] {
+        let mut e = engine(|c| {
+            c.robots = false;
+            c.max_depth = max_depth;
+        });
+        e.push(ready(&format!("http://{SITE}/")));
+        let r = e.poll(0.0).0;
+        let page = r#"<a href="/a">a</a><a href="/b?q=1#f">b</a><a href="http://o.example/">o</a>
+            <a href="/a">again</a>"#;
+        let acts = e.complete(ok(r[0].id, 200, "text/html", page), 0.0);
+        let got = entries(&acts);
+        assert_eq!(got.len(), 3, "{acts:?}");
+        let Some(Action::Links {
+            links,
+            refresh_cycle,
+            ..
+        }) = acts.iter().find(|a| matches!(a, Action::Links { .. }))
+        else {
+            unreachable!()
+        };
+        for (entry, link) in got.iter().zip(links) {
+            let mut owned = CrawlQueueEntry::new(UriStructure::unparsed(std::borrow::Cow::Owned(
+                link.url.as_bytes().to_vec(),
+            )));
+            owned.referrer = UriStructure::unparsed(std::borrow::Cow::Owned(
+                format!("http://{SITE}/").into_bytes(),
+            ));
+            owned.refresh_cycle = *refresh_cycle;
+            if max_depth.is_some() {
+                owned.extra.push((
+                    crate::marshal::Value::bytes(b"depth").into_owned(),
+                    crate::marshal::Value::owned_bytes(b"1".to_vec()),
+                ));
+            }
+            assert_eq!(record(entry, false), record(&owned, false), "{}", link.url);
         }
     }
 }

@@ -1,8 +1,12 @@
 //! The crawl engine's vocabulary: its options, the fetches it asks for, what became of them,
 //! and the actions it hands back to the node scheduler.
 
+use std::borrow::Cow;
+
+use super::engine::SiteKey;
 use super::sitemaps::Found;
-use crate::msg::{Checksum, CrawlQueueEntry};
+use crate::marshal::Value;
+use crate::msg::{Checksum, CrawlQueueEntry, UriStructure};
 use crate::sitemap::Sitemap;
 use url::Url;
 
@@ -163,6 +167,44 @@ pub struct PageLink {
     pub intra: bool,
 }
 
+/// Key of the depth of an entry in its extra metadata (only written when a collection limits
+/// depth).
+pub(super) const DEPTH_KEY: &[u8] = b"depth";
+
+/// A link of [`Action::Links`] the crawl follows: queued by the node scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkToQueue {
+    /// Its place in the action's `links`.
+    pub link: usize,
+    /// The depth its entry records, when the collection limits depth.
+    pub depth: Option<u32>,
+}
+
+/// The crawl queue entries of the links `queue` names in `links`, found on page `from`, with
+/// the page's (collection, crawl site) for those on the page's own site. The entries borrow
+/// the action's URLs: queueing a page's links copies none of them.
+pub fn link_entries<'a>(
+    from: &'a [u8],
+    links: &'a [PageLink],
+    queue: &'a [LinkToQueue],
+    key: &'a SiteKey,
+    refresh_cycle: i64,
+) -> impl Iterator<Item = (CrawlQueueEntry<'a>, Option<&'a SiteKey>)> + 'a {
+    queue.iter().filter_map(move |q| {
+        let l = links.get(q.link)?;
+        let mut e = CrawlQueueEntry::new(UriStructure::unparsed(Cow::Borrowed(l.url.as_bytes())));
+        e.referrer = UriStructure::unparsed(Cow::Borrowed(from));
+        e.refresh_cycle = refresh_cycle;
+        if let Some(depth) = q.depth {
+            e.extra.push((
+                Value::bytes(DEPTH_KEY),
+                Value::owned_bytes(depth.to_string().into_bytes()),
+            ));
+        }
+        Some((e, l.intra.then_some(key)))
+    })
+}
+
 /// What the node scheduler does next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
@@ -178,7 +220,9 @@ pub enum Action {
     },
     /// Check and store a document.
     Document(Box<Document>),
-    /// The links a fetched HTML page carries (those a crawler follows), for the link store.
+    /// The links a fetched HTML page carries (those a crawler follows): those the crawl
+    /// follows to be queued ([`link_entries`]; the node scheduler keeps or forwards each),
+    /// then all of them for the link store.
     Links {
         /// The collection.
         collection: Vec<u8>,
@@ -189,6 +233,12 @@ pub enum Action {
         site: String,
         /// Its links, each once.
         links: Vec<PageLink>,
+        /// The links to queue, in the page's order.
+        queue: Vec<LinkToQueue>,
+        /// (collection, crawl site) of the page.
+        key: SiteKey,
+        /// The refresh cycle of the page's entry, its links' entries'.
+        refresh_cycle: i64,
     },
     /// A conditional request was answered 304 Not Modified: the stored copy is current.
     Unchanged {

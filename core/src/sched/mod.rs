@@ -7,6 +7,7 @@ pub mod inflight;
 pub mod multinode;
 pub mod node;
 pub mod seen;
+mod seen_table;
 
 use std::borrow::Cow;
 

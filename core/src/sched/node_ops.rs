@@ -28,6 +28,17 @@ impl NodeScheduler {
         self.add_uri_at(name, entry, None, urgent)
     }
 
+    /// Prefetches the place of `uri` in collection `name`'s seen set (a hint, see
+    /// [`SeenSet::prefetch`]): the crawler calls it for each link of a page before it queues
+    /// them, so that their seen-set lookups wait for memory together rather than in turn.
+    ///
+    /// [`SeenSet::prefetch`]: super::seen::SeenSet::prefetch
+    pub fn prefetch_seen(&self, name: &[u8], uri: &[u8]) {
+        if let Some(c) = self.collections.get(name) {
+            c.seen.prefetch(uri);
+        }
+    }
+
     /// [`Self::add_uri`] with the entry's crawl site when the caller knows it (the crawl
     /// engine does for a link to the page's own site): it must be `crawl_site` of the URI.
     pub fn add_uri_at(

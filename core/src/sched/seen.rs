@@ -1,10 +1,10 @@
 //! The URIs a node scheduler has queued in the current refresh cycle, so that a link found on
 //! many pages is crawled once (URI skip code `ic`, MS-FSCADM 2.2.3.1).
 //!
-//! In memory a set of 64-bit xxh3 hashes of the URI bytes; on disk a [`crate::recordlog`] log
-//! (magic `CFSEEN02`), each record the hashes (8 bytes each, little-endian) inserted between two
-//! syncs, synced with the crawl queue and replayed on open (a torn or damaged record ends it and
-//! is cut). A new refresh cycle empties it.
+//! In memory a set of 64-bit xxh3 hashes of the URI bytes (`seen_table.rs`); on disk a
+//! [`crate::recordlog`] log (magic `CFSEEN02`), each record the hashes (8 bytes each,
+//! little-endian) inserted between two syncs, synced with the crawl queue and replayed on open
+//! (a torn or damaged record ends it and is cut). A new refresh cycle empties it.
 //!
 //! The first format was the bare hashes, unchecked, without a header. A file that does not start
 //! with the magic is of that format: opening reads it (a torn last hash ignored) and replaces it
@@ -16,12 +16,10 @@
 
 use std::path::Path;
 
-use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::collections::{io_err, StoreError};
+use super::seen_table::Hashes;
 use crate::recordlog::{begin, earlier_format, seal, write_atomic, Format, LogWriter, Options};
 
 /// The seen set's file: a magic saying the format's version, then records of hashes.
@@ -32,26 +30,6 @@ const FORMAT: Format = Format {
 };
 /// Bytes of hashes queued that are written (without waiting for the disk) as one record.
 const WRITE_CHUNK: usize = 64 << 10;
-
-/// The keys are xxh3 hashes already: hashing them again would only cost time.
-#[derive(Default)]
-struct Identity(u64);
-
-impl Hasher for Identity {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-type Hashes = HashSet<u64, BuildHasherDefault<Identity>>;
 
 /// The seen-URI set of one collection.
 pub struct SeenSet {
@@ -105,6 +83,14 @@ impl SeenSet {
         })
     }
 
+    /// Asks the CPU to bring the place of `uri` in the set into the cache, so that an insert
+    /// or lookup of it soon after does not wait for memory: a caller with several URIs to ask
+    /// for prefetches them all first. Changes nothing the set holds.
+    #[inline]
+    pub fn prefetch(&self, uri: &[u8]) {
+        self.set.prefetch(xxh3_64(uri));
+    }
+
     /// Records `uri`; false when it was already there.
     pub fn insert(&mut self, uri: &[u8]) -> Result<bool, StoreError> {
         let h = xxh3_64(uri);
@@ -129,7 +115,7 @@ impl SeenSet {
 
     /// True when `uri` was recorded.
     pub fn contains(&self, uri: &[u8]) -> bool {
-        self.set.contains(&xxh3_64(uri))
+        self.set.contains(xxh3_64(uri))
     }
 
     /// URIs recorded.
