@@ -6,8 +6,8 @@
 //!   carries), in bytes per second;
 //! - `md5/cidhash`: a URL's CIDHASH (MS-FSWASDR 2.2.1.3.1.1: MD5 and 21 base64 characters);
 //! - `batch/page`: what the link client writes for a page of the synthetic web (its `urimap`
-//!   line, a `links` and `urimap` line per link, its `sitemap` line), per page, 50 pages to a
-//!   fresh batch;
+//!   line, a `links` and `urimap` line per link through `page_links`, its `sitemap` line), per
+//!   page, 50 pages to a fresh batch;
 //! - `batch/origin_site`: the SITEURL of the page's `sitemap` line, from its parsed URL;
 //! - `store/lines`: the link store counting a received 20,000-line message's lines;
 //! - `route/group_frames`: a turn's frames joined per destination and priority.
@@ -53,6 +53,11 @@ fn bench_md5(c: &mut Criterion) {
     g.finish();
 }
 
+/// A link of `page()` as `WebAnalyzerBatch::page_links` reads it.
+fn parts(l: &(String, String, bool)) -> (&[u8], &[u8], bool) {
+    (l.0.as_bytes(), l.1.as_bytes(), l.2)
+}
+
 fn bench_batch(c: &mut Criterion) {
     let (url, _, out) = page();
     assert!(out.len() > 5, "the page has links ({})", out.len());
@@ -67,17 +72,9 @@ fn bench_batch(c: &mut Criterion) {
                     let from = format!("{url}?{i}");
                     let from = from.as_bytes();
                     batch.urimap(from).expect("urimap");
-                    for (to, anchor, intra) in &out {
-                        batch
-                            .link(
-                                from,
-                                to.as_bytes(),
-                                *intra,
-                                1_700_000_000 + i,
-                                anchor.as_bytes(),
-                            )
-                            .expect("link");
-                    }
+                    let ts = 1_700_000_000 + i;
+                    let written = batch.page_links(from, &out, parts, ts, |e| panic!("{e}"));
+                    assert_eq!(written, out.len());
                     let site = origin_site(&url);
                     batch.sitemap(from, site.as_bytes()).expect("sitemap");
                 }

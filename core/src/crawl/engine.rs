@@ -694,8 +694,8 @@ impl CrawlEngine {
                 }
             }
             let depth = took.depth;
-            let mut page_links = Vec::new();
-            let mut queue = Vec::new();
+            let mut page_links = Vec::with_capacity(ex.links.len());
+            let mut queue = Vec::with_capacity(ex.links.len());
             for l in ex.links {
                 if ex.nofollow || took.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
                     counters.skip_uri(uri_skip::NOFOLLOW);

@@ -680,6 +680,7 @@ fn extract_with(st: &mut State, body: &[u8], url: &Url, mask: u32) -> Extracted 
     // it as a map key.
     // Hrefs of the common forms are resolved without a URL parse (the url crate's result).
     let fast = FastBase::new(base);
+    out.links.reserve(raw.len().min(MAX_LINKS));
     let mut seen: hashbrown::HashTable<usize> = hashbrown::HashTable::with_capacity(raw.len());
     let hash = |s: &str| xxhash_rust::xxh3::xxh3_64(s.as_bytes());
     for (&(tag, a, b), text) in raw.iter().zip(texts) {

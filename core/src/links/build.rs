@@ -5,8 +5,7 @@
 //! copied and its line breaks blanked in place. A page's URL is hashed and checked once for all
 //! its links (the batch remembers the last document URL it hashed).
 
-use std::collections::HashSet;
-
+use super::mapped::Mapped;
 use super::{check_url, cidhash, Application, CidHash, LinkError, CIDHASH_LEN, TERMINATOR};
 use crate::marshal::{self, Value};
 
@@ -32,9 +31,8 @@ pub struct WebAnalyzerBatch {
     no_links: Vec<u8>,
     urimap: Vec<u8>,
     sitemap: Vec<u8>,
-    /// URLs already in `urimap`, by CIDHASH (a CIDHASH is MD5 output: foldhash's fast hash is
-    /// enough, SipHash's resistance to chosen keys is not needed).
-    mapped: HashSet<CidHash, foldhash::fast::FixedState>,
+    /// URLs already in `urimap`, by CIDHASH.
+    mapped: Mapped,
     /// The last document URL hashed, so that a page's links hash and check it once.
     last: LastDoc,
     lines: usize,
@@ -112,13 +110,66 @@ impl WebAnalyzerBatch {
         ts: u64,
         anchor: &[u8],
     ) -> Result<(), LinkError> {
+        self.link_hashed(from, to, cidhash(to), intra, ts, anchor)
+    }
+
+    /// [`Self::link`] with `t`, the CIDHASH of `to`, computed by the caller: a caller with a
+    /// page's links hashes them all first and [`Self::prefetch`]es their places.
+    pub fn link_hashed(
+        &mut self,
+        from: &[u8],
+        to: &[u8],
+        t: CidHash,
+        intra: bool,
+        ts: u64,
+        anchor: &[u8],
+    ) -> Result<(), LinkError> {
         let f = self.doc_hash("links", from)?;
         check_url("links", to)?;
-        let t = cidhash(to);
+        debug_assert!(t == cidhash(to));
         self.link_line(&f, &t, intra, ts, anchor);
         self.map_doc(f);
         self.map(to, t);
         Ok(())
+    }
+
+    /// The `links` lines of page `from`, one per link as [`Self::link`] writes it, in order
+    /// (`parts` gives a link's URL, anchor text and whether it is on the page's site); a link
+    /// refused (a URL the protocol cannot carry) is handed to `refused` and the rest go on.
+    /// The links' CIDHASHes are computed a few at a time and their places in the set of mapped
+    /// URLs prefetched before any is looked up. Returns the lines written.
+    pub fn page_links<T>(
+        &mut self,
+        from: &[u8],
+        links: &[T],
+        parts: impl Fn(&T) -> (&[u8], &[u8], bool),
+        ts: u64,
+        mut refused: impl FnMut(LinkError),
+    ) -> usize {
+        const AHEAD: usize = 16;
+        let mut written = 0;
+        for chunk in links.chunks(AHEAD) {
+            let mut hashes = [CidHash([0; CIDHASH_LEN]); AHEAD];
+            for (h, l) in hashes.iter_mut().zip(chunk) {
+                *h = cidhash(parts(l).0);
+                self.mapped.prefetch(h);
+            }
+            for (l, h) in chunk.iter().zip(hashes) {
+                let (url, anchor, intra) = parts(l);
+                match self.link_hashed(from, url, h, intra, ts, anchor) {
+                    Ok(()) => written += 1,
+                    Err(e) => refused(e),
+                }
+            }
+        }
+        written
+    }
+
+    /// Asks the CPU to bring the place of the CIDHASH `h` in the batch's set of mapped URLs
+    /// into the cache (a hint: nothing the batch holds changes).
+    #[inline]
+    pub fn prefetch(&self, h: &CidHash) {
+        self.mapped.prefetch(h);
     }
 
     /// One `urieq` line (2.2.1.3.1.2): `<CIDHASH> <MEMBER> <TIMESTAMP>\n`.

@@ -167,11 +167,29 @@ fn batches_of_generated_documents_equal_the_plain_lines() {
                 m.map(&from);
             }
             let mut any = false;
-            for _ in 0..rng.usize(..12) {
-                let (to, a, intra) = (url(&mut rng), anchor(&mut rng), rng.bool());
-                let built = b.link(&from, &to, intra, ts, &a).is_ok();
-                assert_eq!(built, m.link(&from, &to, intra, ts, &a));
-                any |= built;
+            // Up to 40 links: page_links takes them 16 at a time.
+            let links: Vec<(Vec<u8>, Vec<u8>, bool)> = (0..rng.usize(..40))
+                .map(|_| (url(&mut rng), anchor(&mut rng), rng.bool()))
+                .collect();
+            if rng.bool() {
+                // A page's links at once, as the link client writes them.
+                fn parts(l: &(Vec<u8>, Vec<u8>, bool)) -> (&[u8], &[u8], bool) {
+                    (&l.0, &l.1, l.2)
+                }
+                let mut refused = 0;
+                let written = b.page_links(&from, &links, parts, ts, |_| refused += 1);
+                let want = links
+                    .iter()
+                    .filter(|(to, a, intra)| m.link(&from, to, *intra, ts, a))
+                    .count();
+                assert_eq!((written, refused), (want, links.len() - want));
+                any = written > 0;
+            } else {
+                for (to, a, intra) in &links {
+                    let built = b.link(&from, to, *intra, ts, a).is_ok();
+                    assert_eq!(built, m.link(&from, to, *intra, ts, a));
+                    any |= built;
+                }
             }
             if page_ok && !any {
                 b.no_links(&from, ts).unwrap();

@@ -24,6 +24,7 @@ mod build;
 mod build_tests;
 mod index;
 mod log;
+mod mapped;
 mod parse;
 #[cfg(test)]
 mod tests;

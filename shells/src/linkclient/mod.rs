@@ -110,6 +110,13 @@ pub struct OutLink<'a> {
     pub intra: bool,
 }
 
+impl OutLink<'_> {
+    /// URL, anchor text and same-site flag, as `WebAnalyzerBatch::page_links` reads a link.
+    fn parts(&self) -> (&[u8], &[u8], bool) {
+        (self.url, self.anchor, self.intra)
+    }
+}
+
 /// Counters of a [`LinkBatcher`], since it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LinkClientStats {
@@ -395,17 +402,11 @@ impl LinkBatcher {
             .with_batch(Application::WebAnalyzer, collection, |b| {
                 let OpenBatch::Wa(w) = b else { return Ok(()) };
                 w.urimap(from)?;
-                let mut any = false;
-                for l in links {
-                    match w.link(from, l.url, l.intra, timestamp, l.anchor) {
-                        Ok(()) => any = true,
-                        Err(e) => {
-                            log::debug!("skipping a link: {e}");
-                            skipped.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-                if !any {
+                let written = w.page_links(from, links, OutLink::parts, timestamp, |e| {
+                    log::debug!("skipping a link: {e}");
+                    skipped.fetch_add(1, Ordering::Relaxed);
+                });
+                if written == 0 {
                     w.no_links(from, timestamp)?;
                 }
                 Ok(())
