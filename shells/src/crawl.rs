@@ -227,22 +227,21 @@ impl Crawler {
         }
         let mut batch = Vec::with_capacity(reqs.len());
         for r in reqs {
-            match to_fetch(&r) {
-                Some(f) => batch.push(f),
-                None => {
-                    // Not fetchable as given (bad address): answered as a network failure.
-                    let o = Outcome {
-                        id: r.id,
-                        result: Err(Failure::Network(format!("bad address {}", r.ip))),
-                        elapsed: 0.0,
-                        net_read: 0,
-                        net_written: 0,
-                    };
-                    let now = self.now();
-                    let actions = self.complete(o, now);
-                    self.apply(sm, actions)?;
-                }
-            }
+            let Ok(ip) = r.ip.parse::<IpAddr>() else {
+                // Not fetchable as given (bad address): answered as a network failure.
+                let o = Outcome {
+                    id: r.id,
+                    result: Err(Failure::Network(format!("bad address {}", r.ip))),
+                    elapsed: 0.0,
+                    net_read: 0,
+                    net_written: 0,
+                };
+                let now = self.now();
+                let actions = self.complete(o, now);
+                self.apply(sm, actions)?;
+                continue;
+            };
+            batch.push(to_fetch(r, ip));
         }
         if !batch.is_empty() {
             if let Err(e) = self.fetcher.submit_many(batch) {
@@ -618,18 +617,18 @@ fn link_applications(dict: &Value<'_>) -> Applications {
     }
 }
 
-fn to_fetch(r: &Request) -> Option<FetchRequest> {
-    let ip: IpAddr = r.ip.parse().ok()?;
-    Some(FetchRequest {
+/// The fetcher's request for `r` to `ip` (its address), its URL and headers moved.
+fn to_fetch(r: Request, ip: IpAddr) -> FetchRequest {
+    FetchRequest {
         id: r.id,
-        url: r.parsed.clone(),
+        url: r.parsed,
         addr: SocketAddr::new(ip, r.port),
-        headers: r.headers.clone(),
+        headers: r.headers,
         max_body: r.max_body,
         connect_timeout: Duration::from_secs_f64(r.connect_timeout),
         timeout: Duration::from_secs_f64(r.timeout),
         head: false,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -769,15 +769,18 @@ impl NodeScheduler {
             return false;
         }
         c.dedup.pending_adds.insert(uri.to_vec(), checksum);
+        // Encoded at once into each server's frame: borrowed, not copied.
         let m = Message::PpdupAdd(PpdupChecksum {
-            collection: owned(name),
-            node_id: owned(&self.opts.node_id),
-            uri: owned(uri),
+            collection: Cow::Borrowed(name),
+            node_id: Cow::Borrowed(&self.opts.node_id),
+            uri: Cow::Borrowed(uri),
             checksum,
             ppdup_id: None,
             dbname: None,
         });
-        self.send_dups(&servers, Priority::Normal, &m);
+        for s in &servers {
+            self.out.send(Dest::Dup(s.clone()), Priority::Normal, &m);
+        }
         true
     }
 }
