@@ -39,7 +39,6 @@ use super::inflight::Inflight;
 use super::multinode::SchedError;
 use super::seen::SeenSet;
 use super::{parse_record, peek_record, record, show, start_uri_entry, start_uris, Outbox};
-use owners::Owners;
 
 #[path = "node_conns.rs"]
 mod conns;
@@ -293,9 +292,8 @@ struct SiteControl {
 /// A collection's duplicate detection.
 #[derive(Default)]
 struct Dedup {
-    /// The checksum database (3.1.5.23): checksum -> URIs this node owns it for. Looked up
-    /// for every fed page; checksums are MD5 output: foldhash rather than SipHash.
-    checksums: HashMap<Checksum, Owners, Fast>,
+    /// The checksum database (3.1.5.23): checksum -> URIs this node owns it for (MD5: foldhash).
+    checksums: HashMap<Checksum, owners::Owners, Fast>,
     /// PPDUP_ADDs sent and not answered: URI -> checksum. This map and `pending_docs` are
     /// looked up six times a page: hashed with foldhash rather than SipHash.
     pending_adds: HashMap<Vec<u8>, Checksum, Fast>,
@@ -526,7 +524,7 @@ impl NodeScheduler {
         // that the entry's fetch after the restart finds its document unchanged.
         let fed_mark = store::replay_feed(name, &dir, &mut store, refresh_cycle)?;
         // The node's checksum database: the checksums of the documents it fed.
-        let mut checksums: HashMap<Checksum, Owners, Fast> = HashMap::default();
+        let mut checksums: HashMap<Checksum, owners::Owners, Fast> = HashMap::default();
         for (u, r) in store.iter() {
             if r.state == UriState::Stored {
                 checksums.entry(Checksum(r.checksum)).or_default().insert(u);
@@ -769,7 +767,6 @@ impl NodeScheduler {
             return false;
         }
         c.dedup.pending_adds.insert(uri.to_vec(), checksum);
-        // Encoded at once into each server's frame: borrowed, not copied.
         let m = Message::PpdupAdd(PpdupChecksum {
             collection: Cow::Borrowed(name),
             node_id: Cow::Borrowed(&self.opts.node_id),
@@ -778,8 +775,8 @@ impl NodeScheduler {
             ppdup_id: None,
             dbname: None,
         });
-        for s in &servers {
-            self.out.send(Dest::Dup(s.clone()), Priority::Normal, &m);
+        for s in servers {
+            self.out.send(Dest::Dup(s), Priority::Normal, &m);
         }
         true
     }
