@@ -9,6 +9,7 @@
 //! store, sites to release (CMD_UM_STOP_CRAWL_IP). Every outcome is counted with the FSCADM
 //! codes in the collection's [`CrawlCounters`].
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
@@ -632,16 +633,17 @@ impl CrawlEngine {
             counters.skip_doc(doc_skip::HEADER_EXCLUDED);
             return out;
         }
-        let ctype = r
-            .header("content-type")
-            .map(|v| String::from_utf8_lossy(v).into_owned())
-            .unwrap_or_else(|| "application/octet-stream".to_string());
-        let mime = ctype
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
+        // Borrowed from the response unless it is not UTF-8 or not lower case already.
+        let ctype = r.header("content-type").map_or(
+            Cow::Borrowed("application/octet-stream"),
+            String::from_utf8_lossy,
+        );
+        let mime = ctype.split(';').next().unwrap_or("").trim();
+        let mime: Cow<'_, str> = if mime.bytes().any(|b| b.is_ascii_uppercase()) {
+            Cow::Owned(mime.to_ascii_lowercase())
+        } else {
+            Cow::Borrowed(mime)
+        };
         counters.mime_type(&mime);
         if r.header("last-modified").is_some() {
             counters.add(Count::HasLastMod, 1);

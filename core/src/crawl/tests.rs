@@ -672,3 +672,44 @@ fn link_entries_are_the_entries_built_owned() {
         }
     }
 }
+
+/// The MIME type is the content type's first part, trimmed and lower-cased (read in place when
+/// it is already lower case): upper-case HTML is still HTML, counted as `text/html`; a missing
+/// content type is `application/octet-stream`; a type that is not UTF-8 is read lossily.
+#[test]
+fn the_mime_type_is_read_in_place_or_lower_cased() {
+    let mut e = engine(|c| c.robots = false);
+    let cases: [(&[u8], &str, usize); 4] = [
+        (b"text/html; charset=utf-8", "text/html", 1),
+        (b" Text/HTML ;charset=UTF-8", "text/html", 1),
+        (b"", "", 0),
+        (b"text/h\xfftml", "text/h\u{fffd}tml", 0),
+    ];
+    for (i, (ctype, want, links)) in cases.into_iter().enumerate() {
+        e.push(ready(&format!("http://{SITE}/m{i}")));
+        let r = e.poll(0.0).0;
+        let mut o = ok(r[0].id, 200, "", r#"<a href="/x">x</a>"#);
+        if let Ok(f) = &mut o.result {
+            f.headers = vec![("content-type".into(), ctype.to_vec())];
+        }
+        let acts = e.complete(o, 0.0);
+        assert_eq!(entries(&acts).len(), links, "{want}");
+        let counted = e.counters(C).unwrap().mime_type.get(want).copied();
+        assert!(
+            counted.is_some(),
+            "{want}: {:?}",
+            e.counters(C).unwrap().mime_type
+        );
+    }
+    // No content type at all.
+    e.push(ready(&format!("http://{SITE}/none")));
+    let r = e.poll(0.0).0;
+    let mut o = ok(r[0].id, 200, "", "<a href=\"/x\">x</a>");
+    if let Ok(f) = &mut o.result {
+        f.headers.clear();
+    }
+    e.complete(o, 0.0);
+    let c = e.counters(C).unwrap();
+    assert_eq!(c.mime_type.get("application/octet-stream"), Some(&1));
+    assert_eq!(c.mime_type.get("text/html"), Some(&2));
+}
