@@ -16,6 +16,9 @@
 //! - `replica_add_ok`: the server's reading of its replica's PPDUP_ADD_OK, `read_ppdup_command`
 //!   (the command alone) against `read_ppdup` (the borrowed message).
 //!
+//! - `store_window`: `ChecksumStore::add` of a window of new checksums into a store past the
+//!   cache, each alone, and with the window's slots prefetched ahead (`ChecksumStore::prefetch`).
+//!
 //! `cargo bench --bench dupserver`, in adds (answers) per second.
 
 use std::borrow::Cow;
@@ -23,6 +26,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use crawlfleet_core::checksum::durable::DupStores;
+use crawlfleet_core::checksum::ChecksumStore;
 use crawlfleet_core::dupserver::{DupServer, Mode};
 use crawlfleet_core::frame::{self, Priority};
 use crawlfleet_core::marshal::Value;
@@ -30,7 +34,7 @@ use crawlfleet_core::msg::{
     encode_add_ok_frame, encode_checksum_frame, read_ppdup, read_ppdup_command, AddBytes, Checksum,
     ChecksumRef, Command, Message, PpdupAddOk, PpdupChecksum, PpdupRef, PpdupSetConfig,
 };
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
 /// Adds in a window (`crawlfleet bench dup --pipeline`).
 const WINDOW: usize = 256;
@@ -255,11 +259,68 @@ fn add_ok(c: &mut Criterion) {
     g.finish();
 }
 
+/// Checksums no earlier call made: `n` from `from` on, spread by a multiplicative hash.
+fn fresh_checksums(from: u64, n: u64) -> Vec<Checksum> {
+    (from..from + n)
+        .map(|i| {
+            let mut c = [0u8; 16];
+            c[..8].copy_from_slice(&i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes());
+            c[8..].copy_from_slice(&i.to_le_bytes());
+            Checksum(c)
+        })
+        .collect()
+}
+
+/// Windows of 1,024 new checksums added to a store of two million (its 64 shards' tables past
+/// the cache, as a duplicate server's are after a million-page run): each add alone, against
+/// the window's slots prefetched 16 ahead as `DupServer::handle_frames` does.
+fn store_window(c: &mut Criterion) {
+    const PREFILL: u64 = 2_000_000;
+    const N: u64 = 1024;
+    let uri = b"http://127.77.0.1:8080/s5/p117.html";
+    let mut g = c.benchmark_group("store_window");
+    g.throughput(Throughput::Elements(N));
+    for prefetched in [false, true] {
+        let mut store = ChecksumStore::new(64);
+        for cs in fresh_checksums(0, PREFILL) {
+            store.add(cs, uri, b"node1").expect("a short URI");
+        }
+        let mut next = PREFILL;
+        let name = if prefetched {
+            "prefetched"
+        } else {
+            "one_by_one"
+        };
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    next += N;
+                    fresh_checksums(next - N, N)
+                },
+                |window| {
+                    let ahead = if prefetched { 16 } else { 0 };
+                    for cs in window.iter().take(ahead) {
+                        store.prefetch(cs);
+                    }
+                    for (i, cs) in window.iter().enumerate() {
+                        if let Some(later) = window.get(i + ahead).filter(|_| prefetched) {
+                            store.prefetch(later);
+                        }
+                        black_box(store.add(*cs, uri, b"node1").is_ok());
+                    }
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = handle_frames, add_ok
+    targets = handle_frames, add_ok, store_window
 }
 criterion_main!(benches);

@@ -3,9 +3,11 @@
 //!
 //! The store is split into a power-of-two number of shards chosen by the xxh3 hash of the
 //! checksum. Each shard keeps its entries in an open-addressing table of 24-byte slots (checksum,
-//! URI location, URI length and node) and the URI bytes in an arena of 1 MiB chunks, so an entry
-//! costs 24 bytes of slot, the table's control byte and load-factor slack, and its URI bytes.
-//! Removed URIs leave garbage in the arena that is compacted shard by shard.
+//! URI location, URI length and node; [`table`]) and the URI bytes in an arena of 1 MiB chunks,
+//! so an entry costs 24 bytes of slot, the table's load-factor slack, and its URI bytes.
+//! Removed URIs leave garbage in the arena that is compacted shard by shard. A caller that
+//! knows its next checksums ([`ChecksumStore::prefetch`]) has their slots brought into the
+//! cache while it works on the ones before.
 //!
 //! ```
 //! use crawlfleet_core::checksum::{AddOutcome, ChecksumStore};
@@ -21,12 +23,14 @@
 //! ```
 
 pub mod durable;
+mod table;
 pub mod wal;
 
 use std::fmt;
 
-use hashbrown::HashTable;
 use xxhash_rust::xxh3::xxh3_64;
+
+use table::{Place, Table};
 
 use crate::msg::Checksum;
 
@@ -138,7 +142,7 @@ impl Arena {
 }
 
 struct Shard {
-    table: HashTable<Slot>,
+    table: Table,
     arena: Arena,
 }
 
@@ -165,7 +169,7 @@ impl ChecksumStore {
         ChecksumStore {
             shards: (0..n)
                 .map(|_| Shard {
-                    table: HashTable::new(),
+                    table: Table::default(),
                     arena: Arena::default(),
                 })
                 .collect(),
@@ -221,11 +225,21 @@ impl ChecksumStore {
         Ok(self.last_node as u32)
     }
 
+    /// Asks the CPU to bring the table slot of `cs` into the cache, for an add, put, get or
+    /// remove of it soon after: a hint, with no effect on what the store holds. A caller that
+    /// knows a batch's checksums before it handles them prefetches them all first, so the
+    /// waits for memory overlap.
+    #[inline]
+    pub fn prefetch(&self, cs: &Checksum) {
+        let h = hash_of(&cs.0);
+        self.shards[self.shard_of(h)].table.prefetch(h);
+    }
+
     /// The owner of `cs`, if any: (URI, node identifier).
     pub fn get(&self, cs: &Checksum) -> Option<(&[u8], &[u8])> {
         let h = hash_of(&cs.0);
         let shard = &self.shards[self.shard_of(h)];
-        shard.table.find(h, |s| s.checksum == cs.0).map(|s| {
+        shard.table.find(h, &cs.0).map(|s| {
             (
                 shard.arena.get(s.uri_at, s.uri_len()),
                 &self.nodes[s.node()][..],
@@ -249,24 +263,24 @@ impl ChecksumStore {
         // Taking the node index first (node ids are few) keeps the table to one probe.
         let node = self.node_index(node)?;
         let shard = &mut self.shards[si];
-        match shard
-            .table
-            .entry(h, |s| s.checksum == cs.0, |s| hash_of(&s.checksum))
-        {
-            hashbrown::hash_table::Entry::Occupied(e) => {
-                let s = *e.get();
+        match shard.table.find_or_vacant(h, &cs.0) {
+            Place::Occupied(i) => {
+                let s = *shard.table.get(i);
                 Ok(AddOutcome::Exists {
                     owner_uri: shard.arena.get(s.uri_at, s.uri_len()),
                     owner_node: &self.nodes[s.node()][..],
                 })
             }
-            hashbrown::hash_table::Entry::Vacant(v) => {
+            Place::Vacant(i) => {
                 let uri_at = shard.arena.push(uri);
-                v.insert(Slot {
-                    checksum: cs.0,
-                    uri_at,
-                    len_node: (uri.len() as u32) | (node << LEN_BITS),
-                });
+                shard.table.fill(
+                    i,
+                    Slot {
+                        checksum: cs.0,
+                        uri_at,
+                        len_node: (uri.len() as u32) | (node << LEN_BITS),
+                    },
+                );
                 self.len += 1;
                 Ok(AddOutcome::Added)
             }
@@ -284,24 +298,24 @@ impl ChecksumStore {
         let shard = &mut self.shards[si];
         let len_node = (uri.len() as u32) | (node << LEN_BITS);
         // One probe, as in `add`: the replica puts every forwarded add.
-        match shard
-            .table
-            .entry(h, |s| s.checksum == cs.0, |s| hash_of(&s.checksum))
-        {
-            hashbrown::hash_table::Entry::Occupied(mut e) => {
-                let slot = e.get_mut();
+        match shard.table.find_or_vacant(h, &cs.0) {
+            Place::Occupied(i) => {
+                let slot = shard.table.get_mut(i);
                 shard.arena.forget(slot.uri_len());
                 slot.uri_at = shard.arena.push(uri);
                 slot.len_node = len_node;
                 self.maybe_compact(si);
             }
-            hashbrown::hash_table::Entry::Vacant(v) => {
+            Place::Vacant(i) => {
                 let uri_at = shard.arena.push(uri);
-                v.insert(Slot {
-                    checksum: cs.0,
-                    uri_at,
-                    len_node,
-                });
+                shard.table.fill(
+                    i,
+                    Slot {
+                        checksum: cs.0,
+                        uri_at,
+                        len_node,
+                    },
+                );
                 self.len += 1;
             }
         }
@@ -313,10 +327,9 @@ impl ChecksumStore {
         let h = hash_of(&cs.0);
         let si = self.shard_of(h);
         let shard = &mut self.shards[si];
-        let Ok(entry) = shard.table.find_entry(h, |s| s.checksum == cs.0) else {
+        let Some(slot) = shard.table.remove(h, &cs.0) else {
             return false;
         };
-        let (slot, _) = entry.remove();
         shard.arena.forget(slot.uri_len());
         self.len -= 1;
         self.maybe_compact(si);
@@ -360,8 +373,7 @@ impl ChecksumStore {
         self.shards
             .iter()
             .map(|s| {
-                s.table.capacity() * (std::mem::size_of::<Slot>() + 1)
-                    + s.arena.chunks.len() * CHUNK
+                s.table.capacity() * std::mem::size_of::<Slot>() + s.arena.chunks.len() * CHUNK
             })
             .sum::<usize>()
             + self.nodes.iter().map(|n| n.len() + 16).sum::<usize>()
@@ -460,6 +472,63 @@ mod tests {
         for shard in s.shards.iter() {
             assert!(shard.arena.garbage <= shard.arena.live.max(CHUNK));
         }
+    }
+
+    /// A batch's checksums prefetched first, then added in order (as the duplicate server
+    /// handles a window), answers as adding each alone answers: duplicates inside the batch
+    /// and against the store, puts and removes between batches, through the tables' growth.
+    #[test]
+    fn batches_prefetched_then_added_answer_as_one_by_one() {
+        use std::collections::HashMap;
+        let mut s = ChecksumStore::new(8);
+        let mut model: HashMap<Checksum, (Vec<u8>, Vec<u8>)> = HashMap::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for batch in 0..300u64 {
+            let n = (batch % 37) as usize * 30;
+            let adds: Vec<(Checksum, Vec<u8>, Vec<u8>)> = (0..n)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // A range a little over the adds so far: repeats within and across batches.
+                    let c = cs(x % (batch * 200 + 500));
+                    let uri = format!("http://h/{batch}/{i}").into_bytes();
+                    (c, uri, format!("n{}", i % 3).into_bytes())
+                })
+                .collect();
+            for (c, _, _) in &adds {
+                s.prefetch(c);
+            }
+            for (c, uri, node) in &adds {
+                let got = s.add(*c, uri, node).unwrap();
+                match model.get(c) {
+                    Some((u, nd)) => assert_eq!(
+                        got,
+                        AddOutcome::Exists {
+                            owner_uri: u,
+                            owner_node: nd
+                        }
+                    ),
+                    None => {
+                        assert_eq!(got, AddOutcome::Added);
+                        model.insert(*c, (uri.clone(), node.clone()));
+                    }
+                }
+            }
+            // Between batches: a put (the replica's overwrite) and a remove, prefetched too.
+            let (c, uri) = (cs(x % 997), format!("http://put/{batch}").into_bytes());
+            s.prefetch(&c);
+            s.put(c, &uri, b"np").unwrap();
+            model.insert(c, (uri, b"np".to_vec()));
+            let gone = cs((x >> 7) % 1009);
+            s.prefetch(&gone);
+            assert_eq!(s.remove(&gone), model.remove(&gone).is_some());
+            assert_eq!(s.len(), model.len());
+        }
+        for (c, (u, n)) in &model {
+            assert_eq!(s.get(c), Some((&u[..], &n[..])));
+        }
+        assert_eq!(s.iter().count(), model.len());
     }
 
     #[test]

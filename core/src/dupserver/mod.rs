@@ -35,9 +35,9 @@ use crate::checksum::AddOutcome;
 use crate::frame::{self, FrameError, MessageFrameError, Priority};
 use crate::marshal::{self, dict_get};
 use crate::msg::{
-    encode_add_ok_frame, read_ppdup, read_ppdup_command, AddBytes, Bytes, Checksum, ChecksumRef,
-    CollectionOnly, Command, Message, PpdupAddOk, PpdupConfRemove, PpdupConfigAck, PpdupError,
-    PpdupPromoteReq, PpdupRef, PpdupRemoveOk, PpdupSetConfig,
+    encode_add_ok_frame, peek_checksum, read_ppdup, read_ppdup_command, AddBytes, Bytes, Checksum,
+    ChecksumRef, CollectionOnly, Command, Message, PpdupAddOk, PpdupConfRemove, PpdupConfigAck,
+    PpdupError, PpdupPromoteReq, PpdupRef, PpdupRemoveOk, PpdupSetConfig,
 };
 
 mod counters;
@@ -50,6 +50,12 @@ pub use counters::DupCounters;
 use inflight::InFlight;
 use outbox::{push_add_ok, push_frame, push_with, Queue};
 use replica::ReplicaLink;
+
+/// Frames whose checksum slots are asked for ahead of their handling ([`DupServer::handle_frames`]):
+/// a window of adds arrives at once, and each add's probe of a table that outgrew the cache
+/// is a wait for memory; asked this far ahead, the waits overlap (about as many as a core
+/// keeps in flight) and the slots are still in the cache when their frames come.
+const PREFETCH_AHEAD: usize = 16;
 
 /// A connected peer, as the role shell numbers its connections.
 pub type PeerId = u64;
@@ -253,11 +259,48 @@ impl DupServer {
     ) -> Result<(), FrameError> {
         // A PPDUP_ADD_OK is a little longer than its PPDUP_ADD (PKT_OWNURI for PKT_CSUM).
         self.room = bytes + bytes / 2;
-        let r = bodies
-            .into_iter()
-            .try_for_each(|body| self.handle_frame(peer, body));
+        // The frames are handled in order, each as `handle_frame` alone would; the checksum
+        // slots of the next PREFETCH_AHEAD are asked for meanwhile (a ring of the bodies read
+        // ahead, the oldest at `head`).
+        let mut bodies = bodies.into_iter();
+        let mut ahead: [&[u8]; PREFETCH_AHEAD] = [&[]; PREFETCH_AHEAD];
+        let mut queued = 0;
+        for body in bodies.by_ref().take(PREFETCH_AHEAD) {
+            self.prefetch_slot(body);
+            ahead[queued] = body;
+            queued += 1;
+        }
+        let mut head = 0;
+        let r = loop {
+            if queued == 0 {
+                break Ok(());
+            }
+            let body = ahead[head];
+            match bodies.next() {
+                Some(next) => {
+                    self.prefetch_slot(next);
+                    ahead[head] = next;
+                }
+                None => queued -= 1,
+            }
+            head = (head + 1) % PREFETCH_AHEAD;
+            if let Err(e) = self.handle_frame(peer, body) {
+                break Err(e);
+            }
+        };
         self.room = 0;
         r
+    }
+
+    /// Asks for the table slot of the checksum a PPDUP_ADD or PPDUP_REMOVE body names, to be
+    /// in the cache when the body is handled; a hint, with no effect on what is stored.
+    #[inline]
+    fn prefetch_slot(&self, body: &[u8]) {
+        if let Some((collection, cs)) = peek_checksum(body) {
+            if let Some(c) = self.stores.collection(collection) {
+                c.store.prefetch(&cs);
+            }
+        }
     }
 
     /// Handles one frame body from `peer` (as cut by its length header alone: each body is read
@@ -742,3 +785,5 @@ fn collection_of(m: &Message<'_>) -> Option<Vec<u8>> {
 mod tests;
 #[cfg(test)]
 mod tests_flight;
+#[cfg(test)]
+mod tests_window;

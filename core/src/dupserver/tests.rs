@@ -756,7 +756,7 @@ fn frames_from_the_wire_are_handled_as_the_typed_messages() {
 
 /// Decoded frames with PKT_DBNAME of forwards (the server's data directory, a different
 /// scratch directory for each server of a test) replaced by its last component.
-fn same_dir(entries: &[(PeerId, Vec<u8>)]) -> Vec<(PeerId, Message<'static>)> {
+pub(super) fn same_dir(entries: &[(PeerId, Vec<u8>)]) -> Vec<(PeerId, Message<'static>)> {
     decoded(entries.to_vec())
         .into_iter()
         .map(|(p, m)| match m {

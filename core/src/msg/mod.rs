@@ -51,7 +51,7 @@ pub use ppdup::{
     Checksum, PpdupAddOk, PpdupChecksum, PpdupConfRemove, PpdupConfigAck, PpdupError,
     PpdupPromoteReq, PpdupRemoveOk, PpdupSetConfig,
 };
-pub use ppdup_ref::{read_ppdup, read_ppdup_command, ChecksumRef, PpdupRef};
+pub use ppdup_ref::{peek_checksum, read_ppdup, read_ppdup_command, ChecksumRef, PpdupRef};
 pub use reader::Bytes;
 pub use types::{AddrInfo, CrawlQueueEntry, Redirect, UriStructure};
 

@@ -295,6 +295,20 @@ fn read_checksum_straight<'a>(body: &'a [u8], limits: &Limits) -> Option<(Priori
     }
 }
 
+/// PKT_DSPECNAME's value and PKT_CSUM's of a frame body that opens as a PPDUP_ADD or
+/// PPDUP_REMOVE in the layout [`read_ppdup`] reads straight (PKT_CSUM, then PKT_DSPECNAME),
+/// the rest of the body unread: for a caller that prefetches a window's table slots before it
+/// reads the window's frames. A hint: a body this names a checksum of may still be refused
+/// when read, and None says nothing about the body.
+#[inline]
+pub fn peek_checksum(body: &[u8]) -> Option<(&[u8], Checksum)> {
+    let rest = body.strip_prefix(b"(\x02\x00\x00\x00{")?;
+    let (cs, rest) = string_pair(rest, b"cs")?;
+    let checksum = Checksum(cs.try_into().ok()?);
+    let (collection, _) = string_pair(rest, b"dn")?;
+    Some((collection, checksum))
+}
+
 /// PPDUP_ADD_OK or PPDUP_REMOVE_OK in the layouts the server and the replica answer in
 /// (PKT_DSPECNAME, PKT_ID, PKT_CMD, PKT_URI, then PKT_OWNURI, PKT_PPDUP_ID and PKT_DBNAME if
 /// present), read with each pair's key known in advance, as [`read_checksum_straight`] reads.

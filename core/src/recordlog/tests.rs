@@ -231,10 +231,18 @@ fn the_zeros_a_grown_log_ends_with_read_as_its_end() {
     w.make_room(opts.grow_step).unwrap();
     assert!(fs::metadata(&path).unwrap().len() >= written + opts.grow_step);
     drop(w);
+    let before = fs::read(&path).unwrap();
     let (got, rec, mut w) = reopen(&path, opts);
     assert_eq!(got, (0..5).map(big).collect::<Vec<_>>());
     assert_eq!(rec.intact_len, written);
-    assert_eq!(fs::metadata(&path).unwrap().len(), written, "zeros cut");
+    // Cut to its records and grown again from the opening: zeros after them.
+    w.settle_growth();
+    let after = fs::read(&path).unwrap();
+    assert_eq!(after[..written as usize], before[..written as usize]);
+    assert!(
+        after[written as usize..].iter().all(|&b| b == 0),
+        "zeros after the records"
+    );
     w.append(b"after");
     w.commit().unwrap();
     drop(w);
@@ -571,6 +579,32 @@ fn a_failed_sync_keeps_the_records_written_since_the_last_commit_for_the_next() 
         assert_eq!(got, (0..5).map(payload).collect::<Vec<_>>());
         assert_eq!(rec.records, 5);
     }
+}
+
+#[test]
+fn a_grown_log_is_grown_ahead_from_its_opening_before_any_record() {
+    let opts = Options {
+        grow_step: 64 << 10,
+        ..Options::new(MAGIC)
+    };
+    let (_dir, path) = tmp("grown-at-open");
+    let (w, _) = LogWriter::open(&path, opts, |_| true).unwrap();
+    w.settle_growth();
+    // The step past the magic and one more, as the first record would have asked.
+    assert_eq!(fs::metadata(&path).unwrap().len(), 2 * opts.grow_step);
+    drop(w);
+    // Reopened: nothing but the magic was written, and the file grows again from there.
+    let (got, rec, mut w) = reopen(&path, opts);
+    assert!(got.is_empty());
+    assert_eq!(rec.intact_len, w.len());
+    // Records over the zeros read back, and the zeros after them as the end.
+    w.append(b"first");
+    w.commit().unwrap();
+    w.settle_growth();
+    assert_eq!(fs::metadata(&path).unwrap().len(), 2 * opts.grow_step);
+    drop(w);
+    let (got, _, _w) = reopen(&path, opts);
+    assert_eq!(got, [b"first".to_vec()]);
 }
 
 #[test]
