@@ -97,7 +97,8 @@ fn micros(t: f64) -> u64 {
 pub struct CrawlEngine {
     opts: EngineOptions,
     configs: HashMap<Vec<u8>, Arc<CollectionConfig>>,
-    counters: HashMap<Vec<u8>, Counted>,
+    /// Looked up by the borrowed name (`entry_ref`): counting a page copies no collection name.
+    counters: hashbrown::HashMap<Vec<u8>, Counted, foldhash::fast::RandomState>,
     sites: HashMap<SiteKey, Site>,
     run: VecDeque<SiteKey>,
     timers: BinaryHeap<Reverse<(u64, SiteKey)>>,
@@ -141,7 +142,7 @@ impl CrawlEngine {
             robots: RobotsCache::new(opts.robots_ttl, 100_000),
             opts,
             configs: HashMap::default(),
-            counters: HashMap::default(),
+            counters: hashbrown::HashMap::default(),
             sites: HashMap::default(),
             run: VecDeque::new(),
             timers: BinaryHeap::new(),
@@ -157,7 +158,7 @@ impl CrawlEngine {
     /// Sets (or replaces) the configuration of a collection.
     pub fn set_config(&mut self, name: &[u8], cfg: Arc<CollectionConfig>) {
         self.configs.insert(name.to_vec(), cfg);
-        self.counters.entry(name.to_vec()).or_default();
+        self.counters.entry_ref(name).or_default();
     }
 
     /// The configuration of a collection.
@@ -182,7 +183,7 @@ impl CrawlEngine {
 
     /// Mutable counters (the node scheduler counts duplicates and stores).
     pub fn counters_mut(&mut self, name: &[u8]) -> &mut Counted {
-        self.counters.entry(name.to_vec()).or_default()
+        self.counters.entry_ref(name).or_default()
     }
 
     /// How many more entries the engine takes now.
@@ -414,7 +415,7 @@ impl CrawlEngine {
                 conditional,
             } = site.queue.pop_front().expect("not empty");
             self.queued -= 1;
-            let counters = self.counters.entry(key.0.clone()).or_default();
+            let counters = self.counters.entry_ref(&key.0[..]).or_default();
             // Decoded once: the flight keeps what reading the response needs.
             let Some((took, uri)) = Took::decode(seq, rec) else {
                 counters.skip_doc(doc_skip::OTHER);
@@ -517,7 +518,7 @@ impl CrawlEngine {
         let Some(cfg) = cfg else {
             return Vec::new();
         };
-        let counters = self.counters.entry(f.key.0.clone()).or_default();
+        let counters = self.counters.entry_ref(&f.key.0[..]).or_default();
         counters.count_download(o.elapsed);
         counters.add(Count::ReadNet, o.net_read);
         counters.add(Count::WriteNet, o.net_written);
@@ -558,7 +559,7 @@ impl CrawlEngine {
         result: Result<Fetched, Failure>,
         took: Took,
     ) -> Vec<Action> {
-        let counters = self.counters.entry(f.key.0.clone()).or_default();
+        let counters = self.counters.entry_ref(&f.key.0[..]).or_default();
         // Only a sitemap's entry is decoded again (`sitemaps::outcome` is none for others).
         let sitemap = |result| {
             if !took.sitemap {

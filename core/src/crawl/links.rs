@@ -4,6 +4,7 @@
 //! bytes, into an emitter of ours that keeps only what extraction reads); resolution and
 //! normalization are the url crate's.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 use html5gum::{Emitter, Tokenizer};
@@ -211,7 +212,16 @@ struct State {
     /// The links found, in document order: their key and their text as a range of `hrefs`.
     raw: Vec<(u32, usize, usize)>,
     hrefs: Vec<u8>,
-    anchors: Vec<(usize, String)>,
+    /// Each `<a>`'s text: its link's index in `raw` and its collapsed text as a range of
+    /// `anchor_text_all` (one buffer for the page's anchors, not a `String` each).
+    anchors: Vec<(usize, usize, usize)>,
+    anchor_text_all: String,
+    /// Per link of `raw`, its anchor text as a range of `anchor_text_all` (empty for none).
+    link_texts: Vec<(usize, usize)>,
+    /// The href being resolved: a link seen before on the page is found without a copy.
+    url_buf: String,
+    /// Indexes into the extraction's links by the hash of the URL.
+    seen: hashbrown::HashTable<usize>,
     meta_robots: Vec<Vec<u8>>,
     meta_refresh: Option<Vec<u8>>,
 }
@@ -249,6 +259,16 @@ impl State {
         empty(&mut self.raw);
         empty(&mut self.hrefs);
         empty(&mut self.anchors);
+        self.anchor_text_all.clear();
+        if self.anchor_text_all.capacity() > KEEP_BUFFER {
+            self.anchor_text_all = String::new();
+        }
+        empty(&mut self.link_texts);
+        self.url_buf.clear();
+        self.seen.clear();
+        if self.seen.capacity() * std::mem::size_of::<usize>() > KEEP_BUFFER {
+            self.seen = hashbrown::HashTable::new();
+        }
         empty(&mut self.meta_robots);
         self.meta_refresh = None;
     }
@@ -362,8 +382,9 @@ impl State {
 
     fn end_anchor(&mut self) {
         if let Some(i) = self.open_anchor.take() {
-            let text = collapse_bytes(&self.anchor_text);
-            self.anchors.push((i, text));
+            let at = self.anchor_text_all.len();
+            collapse_bytes_into(&self.anchor_text, &mut self.anchor_text_all);
+            self.anchors.push((i, at, self.anchor_text_all.len()));
             self.anchor_text.clear();
         }
     }
@@ -542,54 +563,70 @@ impl Emitter for LinkEmitter<'_> {
 
 /// [`collapse`] of the text's lossy UTF-8 reading; ASCII text (most anchors) is split at its
 /// white space bytes directly, which are the ASCII characters `split_whitespace` splits at.
+#[cfg(test)]
 fn collapse_bytes(text: &[u8]) -> String {
+    let mut out = String::new();
+    collapse_bytes_into(text, &mut out);
+    out
+}
+
+/// [`collapse_bytes`] appended to `out` (the page's buffer of anchor texts).
+fn collapse_bytes_into(text: &[u8], out: &mut String) {
     let s = match std::str::from_utf8(text) {
         Ok(s) if s.is_ascii() => s,
-        _ => return collapse(&String::from_utf8_lossy(text)),
+        _ => return collapse_into(&String::from_utf8_lossy(text), out),
     };
     let space = |b: u8| matches!(b, b'\t' | b'\n' | b'\x0B' | b'\x0C' | b'\r' | b' ');
     let bytes = s.as_bytes();
-    let mut out = String::with_capacity(s.len().min(MAX_ANCHOR));
+    let start = out.len();
+    out.reserve(s.len().min(MAX_ANCHOR));
     let mut i = 0;
     loop {
         while i < bytes.len() && space(bytes[i]) {
             i += 1;
         }
-        let start = i;
+        let word = i;
         while i < bytes.len() && !space(bytes[i]) {
             i += 1;
         }
-        if start == i {
+        if word == i {
             break;
         }
         // ASCII: every index is a character boundary.
-        if !push_word(&mut out, &s[start..i]) {
+        if !push_word(out, start, &s[word..i]) {
             break;
         }
     }
-    out
 }
 
 /// The words of `s`, one space between them, as many whole words as fit in [`MAX_ANCHOR`]
 /// bytes.
+#[cfg(test)]
 fn collapse(s: &str) -> String {
     let mut out = String::with_capacity(s.len().min(MAX_ANCHOR));
-    for w in s.split_whitespace() {
-        if !push_word(&mut out, w) {
-            break;
-        }
-    }
+    collapse_into(s, &mut out);
     out
 }
 
-/// Appends word `w` to the anchor text `out`, after a space unless it is the first; false,
-/// leaving `out` as it was, when it would not fit in [`MAX_ANCHOR`] bytes.
+/// [`collapse`] appended to `out`.
+fn collapse_into(s: &str, out: &mut String) {
+    let start = out.len();
+    for w in s.split_whitespace() {
+        if !push_word(out, start, w) {
+            break;
+        }
+    }
+}
+
+/// Appends word `w` to the anchor text that begins at `start` in `out`, after a space unless
+/// it is the first; false, leaving `out` as it was, when the text would not fit in
+/// [`MAX_ANCHOR`] bytes.
 #[inline]
-fn push_word(out: &mut String, w: &str) -> bool {
-    if out.len() + w.len() + 1 > MAX_ANCHOR {
+fn push_word(out: &mut String, start: usize, w: &str) -> bool {
+    if out.len() - start + w.len() + 1 > MAX_ANCHOR {
         return false;
     }
-    if !out.is_empty() {
+    if out.len() > start {
         out.push(' ');
     }
     out.push_str(w);
@@ -654,6 +691,10 @@ fn extract_with(st: &mut State, body: &[u8], url: &Url, mask: u32) -> Extracted 
         raw,
         hrefs,
         anchors,
+        anchor_text_all,
+        link_texts,
+        url_buf,
+        seen,
         meta_robots,
         meta_refresh,
         ..
@@ -670,44 +711,56 @@ fn extract_with(st: &mut State, body: &[u8], url: &Url, mask: u32) -> Extracted 
             }
         }
     }
-    let mut texts: Vec<String> = vec![String::new(); raw.len()];
-    for (i, t) in anchors.drain(..) {
-        if let Some(slot) = texts.get_mut(i) {
-            *slot = t;
+    link_texts.clear();
+    link_texts.resize(raw.len(), (0, 0));
+    for &(i, a, b) in anchors.iter() {
+        if let Some(slot) = link_texts.get_mut(i) {
+            *slot = (a, b);
         }
     }
     // Indexes into out.links by the hash of the URL: each URI once, without a second copy of
-    // it as a map key.
+    // it as a map key. Each href is resolved into `url_buf`: only a URL not seen before on the
+    // page is copied out (a `String` of its own size), as is its anchor text.
     // Hrefs of the common forms are resolved without a URL parse (the url crate's result).
     let fast = FastBase::new(base);
     out.links.reserve(raw.len().min(MAX_LINKS));
-    let mut seen: hashbrown::HashTable<usize> = hashbrown::HashTable::with_capacity(raw.len());
     let hash = |s: &str| xxhash_rust::xxh3::xxh3_64(s.as_bytes());
-    for (&(tag, a, b), text) in raw.iter().zip(texts) {
+    // Empty (cleared with the state): nothing to hash again as it grows.
+    seen.reserve(raw.len(), |&i| hash(&out.links[i].url));
+    for (&(tag, a, b), &(ta, tb)) in raw.iter().zip(link_texts.iter()) {
         if out.links.len() >= MAX_LINKS {
             break;
         }
         let href = String::from_utf8_lossy(&hrefs[a..b]);
-        let resolved = match fast.as_ref().and_then(|f| f.resolve(&href)) {
-            Some(s) => Some(s),
-            None => resolve(base, &href).map(String::from),
+        let s: Cow<'_, str> = if fast
+            .as_ref()
+            .is_some_and(|f| f.resolve_into(&href, url_buf))
+        {
+            Cow::Borrowed(url_buf.as_str())
+        } else {
+            match resolve(base, &href) {
+                Some(u) => Cow::Owned(String::from(u)),
+                None => continue,
+            }
         };
-        let Some(s) = resolved else {
-            continue;
-        };
+        let text = &anchor_text_all[ta..tb];
         let h = hash(&s);
         let links = &mut out.links;
-        match seen.find(h, |&i| links[i].url == s) {
+        match seen.find(h, |&i| links[i].url == *s) {
             // Linked again: keep the first, with the first anchor text there is.
             Some(&i) => {
                 let first: &mut Link = &mut links[i];
                 if first.text.is_empty() {
-                    first.text = text;
+                    first.text = text.to_owned();
                 }
             }
             None => {
                 seen.insert_unique(h, links.len(), |&i| hash(&links[i].url));
-                links.push(Link { url: s, text, tag });
+                links.push(Link {
+                    url: s.into_owned(),
+                    text: text.to_owned(),
+                    tag,
+                });
             }
         }
     }

@@ -507,5 +507,14 @@ fn anchor_text_collapses_as_the_unicode_reading_does() {
             collapse(&String::from_utf8_lossy(&text)),
             "{text:?}"
         );
+        // Appended to the page's buffer of anchor texts: the text before is kept and the
+        // limit counts from where this anchor's begins.
+        let mut all = String::from("an earlier anchor's words");
+        collapse_bytes_into(&text, &mut all);
+        assert_eq!(
+            all,
+            format!("an earlier anchor's words{}", collapse_bytes(&text)),
+            "{text:?}"
+        );
     }
 }

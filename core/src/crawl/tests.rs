@@ -548,6 +548,12 @@ fn network_bytes_and_per_document_samples() {
     let x = c.take_extremes();
     assert_eq!(x.doc_size, Some((5, 10)));
     assert!(c.take_extremes().doc_size.is_none());
+    // A collection's counters come at its first use and stay (looked up by the borrowed name).
+    assert!(e.counters(b"other").is_none());
+    e.counters_mut(b"other").add(Count::Processed, 2);
+    e.counters_mut(b"other").add(Count::Processed, 3);
+    assert_eq!(e.counters(b"other").map(|c| c.processed), Some(5));
+    assert_eq!(e.counters(C).map(|c| c.downloads), Some(3));
 }
 
 #[test]
