@@ -14,6 +14,7 @@
 //! removal shifts the slots after it back (no tombstones).
 
 use super::{hash_of, Slot};
+use crate::sys::prefetch;
 
 /// `len_node` of an empty slot: a URI length of 2^17 - 1, over [`super::MAX_URI_LEN`], so no
 /// stored entry has it.
@@ -185,18 +186,6 @@ impl Table {
             self.slots[i] = s;
         }
     }
-}
-
-#[inline]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it never faults, whatever the address, and changes nothing
-    // the program can observe; every x86_64 CPU has SSE.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 
 use super::CidHash;
 use crate::links::CIDHASH_LEN;
+use crate::sys::prefetch;
 
 /// An empty place: no CIDHASH is all zero bytes (they are base64 characters).
 const EMPTY: CidHash = CidHash([0; CIDHASH_LEN]);
@@ -121,18 +122,6 @@ impl Mapped {
             self.slots[i] = h;
         }
     }
-}
-
-#[inline]
-fn prefetch(p: *const i8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it never faults, whatever the address, and changes nothing
-    // the program can observe; every x86_64 CPU has SSE.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 #[cfg(test)]

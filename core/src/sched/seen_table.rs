@@ -9,6 +9,8 @@
 //! for them prefetches all their places at once ([`Hashes::prefetch`]), so the waits overlap.
 //! (`sched/multinode/sitepeers.rs` does the same for the multinode scheduler's routes.)
 
+use crate::sys::prefetch;
+
 /// A set of 64-bit hashes. Slot value 0 marks an empty place; the hash 0 itself is kept apart.
 #[derive(Default)]
 pub(super) struct Hashes {
@@ -46,7 +48,7 @@ impl Hashes {
             .slots
             .get(h as usize & self.slots.len().wrapping_sub(1))
         {
-            prefetch(std::ptr::from_ref(slot).cast());
+            prefetch(std::ptr::from_ref(slot));
         }
     }
 
@@ -106,18 +108,6 @@ impl Hashes {
             self.slots[i] = h;
         }
     }
-}
-
-#[inline]
-fn prefetch(p: *const i8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it never faults, whatever the address, and changes nothing
-    // the program can observe; every x86_64 CPU has SSE.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! batch of frames can prefetch the places of the next frames' sites while it forwards the
 //! current one (see `Multinode::handle_frames`).
 
+use crate::sys::prefetch;
 use smallvec::SmallVec;
 
 use super::PeerId;
@@ -122,18 +123,6 @@ impl SitePeers {
             self.slots[i] = s;
         }
     }
-}
-
-#[inline]
-fn prefetch(p: *const i8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it never faults, whatever the address, and changes nothing
-    // the program can observe; every x86_64 CPU has SSE.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 #[cfg(test)]
