@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod msg;
 pub mod nameserver;
 pub mod percent;
+mod probeset;
 pub mod queue;
 pub mod ratelog;
 pub mod recordlog;

@@ -6,18 +6,26 @@
 //! the cache: about 6% of a node thread's time at full speed. Here a hash is its own key and
 //! its place follows from it alone (open addressing, linear probing over one array of the
 //! hashes): one place read for each ask, and a caller that knows a page's links before it asks
-//! for them prefetches all their places at once ([`Hashes::prefetch`]), so the waits overlap.
+//! for them prefetches all their places at once ([`Hashes::prefetch`]), so the waits overlap
+//! (the table is `crate::probeset`, shared with the link client's mapped CIDHASHes).
 //! (`sched/multinode/sitepeers.rs` does the same for the multinode scheduler's routes.)
 
-use crate::sys::prefetch;
+use crate::probeset::{Probe, ProbeSet};
 
-/// A set of 64-bit hashes. Slot value 0 marks an empty place; the hash 0 itself is kept apart.
+impl Probe for u64 {
+    const EMPTY: u64 = 0;
+    const MIN_PLACES: usize = 64;
+    /// The hash's low bits: an xxh3 hash is its own key.
+    #[inline]
+    fn place(&self, mask: usize) -> usize {
+        *self as usize & mask
+    }
+}
+
+/// A set of 64-bit hashes. The hash 0 (the table's empty place) is kept apart.
 #[derive(Default)]
 pub(super) struct Hashes {
-    /// Empty, or a power of two long, at most 3/4 full.
-    slots: Vec<u64>,
-    /// Hashes in `slots` (the hash 0 not counted).
-    len: usize,
+    set: ProbeSet<u64>,
     /// The hash 0 is in the set.
     zero: bool,
 }
@@ -25,7 +33,7 @@ pub(super) struct Hashes {
 impl Hashes {
     /// Hashes in the set.
     pub(super) fn len(&self) -> usize {
-        self.len + usize::from(self.zero)
+        self.set.len() + usize::from(self.zero)
     }
 
     /// True when the set is empty.
@@ -35,8 +43,7 @@ impl Hashes {
 
     /// Empties the set, keeping its memory for the next cycle.
     pub(super) fn clear(&mut self) {
-        self.slots.fill(0);
-        self.len = 0;
+        self.set.clear();
         self.zero = false;
     }
 
@@ -44,12 +51,7 @@ impl Hashes {
     /// the set holds.
     #[inline]
     pub(super) fn prefetch(&self, h: u64) {
-        if let Some(slot) = self
-            .slots
-            .get(h as usize & self.slots.len().wrapping_sub(1))
-        {
-            prefetch(std::ptr::from_ref(slot));
-        }
+        self.set.prefetch(&h);
     }
 
     /// True when `h` is in the set.
@@ -57,18 +59,7 @@ impl Hashes {
         if h == 0 {
             return self.zero;
         }
-        if self.slots.is_empty() {
-            return false;
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = h as usize & mask;
-        loop {
-            match self.slots[i] {
-                0 => return false,
-                s if s == h => return true,
-                _ => i = (i + 1) & mask,
-            }
-        }
+        self.set.contains(&h)
     }
 
     /// Adds `h`; false when it was already there.
@@ -77,36 +68,7 @@ impl Hashes {
         if h == 0 {
             return !std::mem::replace(&mut self.zero, true);
         }
-        if (self.len + 1) * 4 > self.slots.len() * 3 {
-            self.rebuild((self.slots.len() * 2).max(64));
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = h as usize & mask;
-        loop {
-            let s = &mut self.slots[i];
-            if *s == 0 {
-                *s = h;
-                self.len += 1;
-                return true;
-            }
-            if *s == h {
-                return false;
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    /// Moves the hashes into a table of `n` places (a power of two, over 4/3 of them).
-    fn rebuild(&mut self, n: usize) {
-        let old = std::mem::replace(&mut self.slots, vec![0; n]);
-        let mask = n - 1;
-        for h in old.into_iter().filter(|&h| h != 0) {
-            let mut i = h as usize & mask;
-            while self.slots[i] != 0 {
-                i = (i + 1) & mask;
-            }
-            self.slots[i] = h;
-        }
+        self.set.insert(h)
     }
 }
 
@@ -158,11 +120,11 @@ mod tests {
                 assert!(!t.insert(h));
             }
             // The table is never more than three quarters full.
-            assert!(t.len * 4 <= t.slots.len() * 3);
-            let places = t.slots.len();
+            assert!(t.set.len() * 4 <= t.set.places() * 3);
+            let places = t.set.places();
             t.clear();
             assert!(t.is_empty() && !t.contains(0) && !t.contains(all[1]));
-            assert_eq!(t.slots.len(), places, "a clear keeps the memory");
+            assert_eq!(t.set.places(), places, "a clear keeps the memory");
         }
     }
 }
