@@ -187,10 +187,11 @@ impl<F: Framing> Builder<F> {
         let mut listeners = Vec::with_capacity(self.listen.len());
         for (i, on) in self.listen.into_iter().enumerate() {
             let (mut socket, wanted) = match on {
-                ListenOn::Addr(addr) => (
-                    TcpListener::bind(addr).map_err(|e| BuildError::Bind(addr, e))?,
-                    Some(addr),
-                ),
+                ListenOn::Addr(addr) => {
+                    let l = crate::reserve::bind(addr).map_err(|e| BuildError::Bind(addr, e))?;
+                    l.set_nonblocking(true).map_err(BuildError::Poll)?;
+                    (TcpListener::from_std(l), Some(addr))
+                }
                 ListenOn::Std(l) => {
                     l.set_nonblocking(true).map_err(BuildError::Poll)?;
                     (TcpListener::from_std(l), None)

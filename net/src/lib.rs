@@ -78,6 +78,7 @@ mod io_util;
 mod limits;
 pub mod loopstats;
 mod reactor;
+pub mod reserve;
 mod sendq;
 mod timer;
 mod tls;

@@ -37,7 +37,8 @@ pub use feeding::{Distributors, FeedingOptions};
 use summary::{indexnow_dropped, rup_counters, summarize};
 pub use summary::{RunSummary, Summary};
 
-/// A free port on 127.0.0.1 for a role `up` starts, which binds it a moment later.
+/// A free port on 127.0.0.1 for a role that binds it a moment later (in another process:
+/// the benchmarks' roles).
 ///
 /// It is chosen at random below the kernel's ephemeral range, where the ports of `:0` binds and
 /// of outgoing connections come from: a port taken from that range could be handed to another
@@ -45,6 +46,18 @@ pub use summary::{RunSummary, Summary};
 /// listeners in parallel), whereas nothing is handed out below it. Falls back to a `:0` port
 /// when the ephemeral range leaves no room below it.
 pub fn free_addr() -> Result<SocketAddr, String> {
+    free_listener()?.local_addr().map_err(|e| e.to_string())
+}
+
+/// [`free_addr`] for a role of this process: the port stays bound, held in
+/// [`crawlfleet_net::reserve`] until the role binds it, so nothing can take it in between (two
+/// `up`s starting at once picked the same port below the ephemeral range, and the second
+/// role to bind it stopped its `up`).
+pub fn held_addr() -> Result<SocketAddr, String> {
+    crawlfleet_net::reserve::hold(free_listener()?).map_err(|e| e.to_string())
+}
+
+fn free_listener() -> Result<TcpListener, String> {
     let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
@@ -53,14 +66,12 @@ pub fn free_addr() -> Result<SocketAddr, String> {
     if first_ephemeral > LOWEST + 1_000 {
         for _ in 0..256 {
             let port = fastrand::u16(LOWEST..first_ephemeral);
-            if let Ok(addr) = TcpListener::bind(("127.0.0.1", port)).and_then(|l| l.local_addr()) {
-                return Ok(addr);
+            if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+                return Ok(l);
             }
         }
     }
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+    TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port on 127.0.0.1: {e}"))
 }
 
 /// Waits (at most five seconds) until something accepts connections at `addr`.
@@ -239,7 +250,7 @@ impl Cluster {
     ) -> Result<Cluster, String> {
         let open = AdminAccess::default();
         Cluster::start_at(data_dir, nodes, sources, feeding, &open, &mut |_| {
-            free_addr()
+            held_addr()
         })
     }
 
@@ -264,10 +275,14 @@ impl Cluster {
             access,
             &mut |key| match (key, admin) {
                 ("multinode-admin", Some(a)) => {
+                    // Bound now, so a taken address is refused before any role starts.
+                    TcpListener::bind(a)
+                        .and_then(crawlfleet_net::reserve::hold)
+                        .map_err(|e| format!("cannot listen on {a} (--admin-listen): {e}"))?;
                     layout.set(key, a);
                     Ok(a)
                 }
-                _ => layout.addr(key, free_addr),
+                _ => layout.addr(key, held_addr),
             },
         )
     }

@@ -268,12 +268,12 @@ pub fn run(args: &DistributorArgs, stop: &crate::stop::Stop) -> Result<(), Strin
 fn bind_pair(ip: std::net::IpAddr, want: u16) -> Result<(TcpListener, TcpListener), String> {
     let mut tries = 0;
     loop {
-        let first = TcpListener::bind(SocketAddr::new(ip, want))
+        let first = crawlfleet_net::reserve::bind(SocketAddr::new(ip, want))
             .map_err(|e| format!("cannot listen on {ip}:{want}: {e}"))?;
         let port = first.local_addr().map_err(|e| e.to_string())?.port();
         let next = port
             .checked_add(1)
-            .map(|p| TcpListener::bind(SocketAddr::new(ip, p)));
+            .map(|p| crawlfleet_net::reserve::bind(SocketAddr::new(ip, p)));
         match next {
             Some(Ok(second)) => return Ok((first, second)),
             Some(Err(_)) | None if want == 0 && tries < 64 => tries += 1,

@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -70,7 +70,7 @@ pub fn start(
     recipients: Recipients,
     wake: Sender<()>,
 ) -> io::Result<SocketAddr> {
-    let l = TcpListener::bind(listen)?;
+    let l = crawlfleet_net::reserve::bind(listen)?;
     let addr = l.local_addr()?;
     let spool = Arc::new(rup_spool::Spooler::new(data_dir));
     let live = Arc::new(AtomicUsize::new(0));

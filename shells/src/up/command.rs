@@ -1,7 +1,7 @@
 //! The `crawlfleet up` command: the cluster of [`Cluster`] started from the command line's
 //! collections (and synthetic web), watched, summarised and stopped.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,7 +62,11 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         let port = match args.web_port {
             Some(p) => p,
             None => {
-                let pick = || Ok(SocketAddr::from((base, crate::synthweb::free_port(base))));
+                let pick = || {
+                    std::net::TcpListener::bind((base, 0))
+                        .and_then(crawlfleet_net::reserve::hold)
+                        .map_err(|e| format!("no free port on {base}: {e}"))
+                };
                 layout.addr(&format!("web-{base}"), pick)?.port()
             }
         };

@@ -84,6 +84,13 @@ pub(super) fn start(
     for i in 1..=opts.distributors {
         // The objects' port (base + 390) is the free one; the base follows from it.
         let objects = addr(&format!("distributor{i}"))?;
+        // The port after it (external sessions) held too until the distributor binds it. Taken
+        // already, the distributor says so when it binds.
+        if let Some(next) = objects.port().checked_add(1) {
+            if let Ok(l) = std::net::TcpListener::bind((objects.ip(), next)) {
+                let _ = crawlfleet_net::reserve::hold(l);
+            }
+        }
         let base = objects.port().saturating_sub(PORT_OFFSET);
         let listen = SocketAddr::new(objects.ip(), base);
         let admin = addr(&format!("distributor{i}-admin"))?;

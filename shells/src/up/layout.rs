@@ -98,15 +98,17 @@ impl Layout {
         })
     }
 
-    /// The address of role `key`: the one it had before when it is free, else a new one
-    /// (`pick`), remembered for the next run once [`Layout::save`] writes them.
+    /// The address of role `key`: the one it had before when it is free (held for the role in
+    /// [`crawlfleet_net::reserve`] from here on), else a new one (`pick`), remembered for the
+    /// next run once [`Layout::save`] writes them.
     pub fn addr(
         &mut self,
         key: &str,
         pick: impl FnOnce() -> Result<SocketAddr, String>,
     ) -> Result<SocketAddr, String> {
         if let Some(a) = self.ports.get(key) {
-            if TcpListener::bind(a).is_ok() {
+            if let Ok(l) = TcpListener::bind(a) {
+                crawlfleet_net::reserve::hold(l).map_err(|e| e.to_string())?;
                 return Ok(*a);
             }
             log::warn!("{key}: {a} is taken now; a new address replaces it");
