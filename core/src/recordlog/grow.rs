@@ -209,7 +209,9 @@ fn run(shared: &Shared) {
             // moved `ready` under this chunk.
             Ok(()) => shared.ready.store(end, Ordering::Release),
             Err(e) => {
-                log::warn!(
+                // Asked again at every write while the disk is full: a line a second.
+                crate::warn_limited!(
+                    "log-grow",
                     "{}: cannot grow the log past {ready} bytes: {e}",
                     shared.path.display()
                 );
