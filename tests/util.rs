@@ -300,13 +300,17 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// Sends SIGTERM to a process when dropped: a test that fails before it stops what it started
-/// (e.g. `up` before its SIGINT) leaves nothing running.
+/// Sends SIGTERM to a process when dropped by a failing test: a test that fails before it stops
+/// what it started (e.g. `up` before its SIGINT) leaves nothing running. A test that passed has
+/// stopped and reaped the process itself, and its pid may belong to another process by then
+/// (pids wrap at 32768 here), so nothing is sent.
 pub struct KillOnDrop(pub u32);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.to_string()).status();
+        if std::thread::panicking() {
+            let _ = Command::new("kill").arg(self.0.to_string()).status();
+        }
     }
 }
 

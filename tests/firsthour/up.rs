@@ -24,11 +24,13 @@ impl Up {
             .stderr(Stdio::piped())
             .spawn()
             .expect("up starts");
+        // Read to the end, whatever the bytes: a reader that stopped at a line of bad UTF-8
+        // would close the pipe, and `up` would end on its next write.
         let lines = |r: Box<dyn Read + Send>| {
             let (tx, rx) = mpsc::channel();
             std::thread::spawn(move || {
-                for l in BufReader::new(r).lines().map_while(Result::ok) {
-                    let _ = tx.send(l);
+                for l in BufReader::new(r).split(b'\n').map_while(Result::ok) {
+                    let _ = tx.send(String::from_utf8_lossy(&l).into_owned());
                 }
             });
             rx
@@ -43,10 +45,32 @@ impl Up {
         }
     }
 
-    fn stdout_line(&self) -> String {
-        self.out
-            .recv_timeout(Duration::from_secs(60))
-            .expect("up prints its start lines within 60 s")
+    /// The next line of standard output; if there is none within 60 s, the panic shows why
+    /// (the exit status and standard error of an `up` that stopped early).
+    fn stdout_line(&mut self) -> String {
+        match self.out.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) => l,
+            Err(e) => {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let status = loop {
+                    match self.child.try_wait() {
+                        Ok(Some(s)) => break format!("{s}"),
+                        _ if Instant::now() > deadline => {
+                            let _ = self.child.kill();
+                            break "still running (killed)".to_string();
+                        }
+                        _ => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                };
+                while let Ok(l) = self.err.recv_timeout(Duration::from_secs(2)) {
+                    self.err_seen.push(l);
+                }
+                panic!(
+                    "up prints its start lines within 60 s: {e}; up {status}; stderr:\n{}",
+                    self.err_seen.join("\n")
+                )
+            }
+        }
     }
 
     /// Waits (60 s at most) for a line of standard error that `want` accepts.
