@@ -77,8 +77,11 @@ fn queued(data: &Path, coll: &str) -> Vec<(String, bool)> {
     let mut q = CrawlQueue::open(&dir.join("queue"), QueueOptions::default()).unwrap();
     // Entries the node had taken and not finished are journaled; a restart queues them again
     // at the front, as done here.
-    let (mut j, pending) =
-        crawlfleet_core::sched::inflight::Inflight::open(&dir.join("inflight")).unwrap();
+    let (mut j, pending) = crawlfleet_core::sched::inflight::Inflight::open(
+        &dir.join("inflight"),
+        q.resumed_generation(),
+    )
+    .unwrap();
     for r in pending.iter().rev() {
         q.push_front(r).unwrap();
     }

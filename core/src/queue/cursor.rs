@@ -210,6 +210,12 @@ impl CursorFile {
         ))
     }
 
+    /// The generation of the live slot written last: each [`CursorFile::write_live`] adds one.
+    /// 0 after a resume from a synced slot (the live slots untrusted) or a creation.
+    pub fn live_gen(&self) -> u64 {
+        self.live_gen
+    }
+
     /// Records the running kernel's boot id, so that the live slots written from now on are
     /// trusted by a restart on this boot.
     pub fn stamp_boot_id(&mut self) {

@@ -237,6 +237,8 @@ pub struct CrawlQueue {
     /// Pops taken with [`CrawlQueue::pop_front_unpublished`] or pushes made with
     /// [`CrawlQueue::push_unpublished`] that the live cursor does not show yet.
     unpublished: bool,
+    /// The live cursor's generation the queue resumed from ([`CrawlQueue::resumed_generation`]).
+    resumed_gen: u64,
 }
 
 impl CrawlQueue {
@@ -279,6 +281,8 @@ impl CrawlQueue {
             let s = State::default();
             (CursorFile::create(&cursor_path, &s)?, s, Resumed::Created)
         };
+        // Read before this open publishes its own state (which counts as a generation).
+        let resumed_gen = cursor.live_gen();
         let mut stale = Vec::new();
         let back = BackLog::open(dir, &mut state, opts.segment_bytes, &mut stale)?;
         let front = FrontStack::open(dir, &mut state, &mut stale)?;
@@ -295,6 +299,7 @@ impl CrawlQueue {
             ops_since_clock: 0,
             resumed,
             unpublished: false,
+            resumed_gen,
         };
         if resumed == Resumed::LastSync {
             log::info!(
@@ -424,6 +429,21 @@ impl CrawlQueue {
             self.after_op()?;
         }
         Ok(())
+    }
+
+    /// The generation the next publication gives the live cursor: every push, pop or
+    /// [`CrawlQueue::publish`] that publishes adds one. A caller that writes elsewhere what must
+    /// count only once its pushes are published names this generation there, and
+    /// [`CrawlQueue::resumed_generation`] tells a restart whether they were.
+    pub fn next_publish_generation(&self) -> u64 {
+        self.cursor.live_gen().wrapping_add(1)
+    }
+
+    /// The generation of the live cursor this open resumed from: every publication up to it
+    /// outlived the process, none after it did. 0 when the queue was created, or resumed from
+    /// its last sync (after a reboot): then no publication is known to have outlived it.
+    pub fn resumed_generation(&self) -> u64 {
+        self.resumed_gen
     }
 
     /// True when pops taken by [`CrawlQueue::pop_front_unpublished`] wait to be published.

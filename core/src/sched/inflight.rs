@@ -8,7 +8,19 @@
 //! interval (100 ms by default).
 //!
 //! The journal is a [`crate::recordlog`] log (magic `CFINFL02`) of checked records, each `+` seq
-//! (u64 LE) entry bytes, or `-` seq. A torn or damaged record ends it and is cut. The file is
+//! (u64 LE) entry bytes, `-` seq, or `P` generation (u64 LE) seq... (u64 LE each): entries put
+//! back in the crawl queue ([`Inflight::put_back`]), finished only if the queue's live cursor
+//! reached that generation, the publication of their pushes. A torn or damaged record ends it
+//! and is cut.
+//!
+//! A put-back's record goes to the file before the queue publishes the pushes: a kill before
+//! or during its write, or between the write and the publication, leaves the entries
+//! outstanding here and not in the queue (the restart queues them again once); a kill after
+//! the publication finds them queued and finished. Written after the publication, as `-`
+//! records, a SIGKILL that cut the write of a large put-back (Linux stops a regular-file write
+//! between pages at a fatal signal) left the tail of the batch both queued and outstanding:
+//! thousands of pages fetched twice after the restart (docs/performance.md, "The third window,
+//! narrowed"). The file is
 //! rewritten with only the outstanding entries (temporary file, fdatasync, rename) when it grows
 //! past [`COMPACT_BYTES`].
 //!
@@ -60,18 +72,35 @@ fn done_payload(out: &mut Vec<u8>, seq: u64) {
     out.extend_from_slice(&seq.to_le_bytes());
 }
 
-/// Applies one record of the current format; false when it is malformed.
-fn apply(map: &mut BTreeMap<u64, Vec<u8>>, payload: &[u8]) -> bool {
+fn put_back_payload(out: &mut Vec<u8>, generation: u64, seqs: &[u64]) {
+    out.reserve(9 + 8 * seqs.len());
+    out.push(b'P');
+    out.extend_from_slice(&generation.to_le_bytes());
+    for s in seqs {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+}
+
+/// Applies one record of the current format, a put-back's only if `published` (the queue's
+/// generation at the restart) reached its generation; false when it is malformed.
+fn apply(map: &mut BTreeMap<u64, Vec<u8>>, payload: &[u8], published: u64) -> bool {
     let mut c = Cur(payload);
-    let (Some(op), Some(seq)) = (c.u8(), c.u64()) else {
+    let (Some(op), Some(first)) = (c.u8(), c.u64()) else {
         return false;
     };
     match op {
         b'+' => {
-            map.insert(seq, c.0.to_vec());
+            map.insert(first, c.0.to_vec());
         }
         b'-' if c.is_empty() => {
-            map.remove(&seq);
+            map.remove(&first);
+        }
+        b'P' if c.0.len() % 8 == 0 => {
+            if first <= published {
+                while let Some(seq) = c.u64() {
+                    map.remove(&seq);
+                }
+            }
         }
         _ => return false,
     }
@@ -127,14 +156,18 @@ fn migrate(path: &Path, old: &[u8]) -> Result<(), StoreError> {
 
 impl Inflight {
     /// Opens the journal at `path` and returns the entries taken and not finished by the last
-    /// run, oldest first. The caller puts them back in its queue, syncs it, then calls
-    /// [`Inflight::reset`]. A journal of the first format is migrated.
-    pub fn open(path: &Path) -> Result<(Inflight, Vec<Vec<u8>>), StoreError> {
+    /// run, oldest first; `published` is the crawl queue's generation at its open
+    /// ([`crate::queue::CrawlQueue::resumed_generation`]), which says which put-backs' pushes
+    /// outlived the last run. The caller puts the entries back in its queue, syncs it, then
+    /// calls [`Inflight::reset`]. A journal of the first format is migrated.
+    pub fn open(path: &Path, published: u64) -> Result<(Inflight, Vec<Vec<u8>>), StoreError> {
         if let Some(old) = earlier_format(path, &FORMAT)? {
             migrate(path, &old)?;
         }
         let mut last = BTreeMap::new();
-        let (log, _) = LogWriter::open(path, Options::new(FORMAT), |p| apply(&mut last, p))?;
+        let (log, _) = LogWriter::open(path, Options::new(FORMAT), |p| {
+            apply(&mut last, p, published)
+        })?;
         Ok((
             Inflight {
                 log,
@@ -168,11 +201,26 @@ impl Inflight {
         self.write_if_full()
     }
 
-    /// [`Inflight::done`] queued in memory only, however many records wait: for entries put
-    /// back in a queue whose pushes are not published yet, whose `-` must not reach the file
-    /// before the pushes are published (the entry would be in neither place after a kill).
-    /// [`Inflight::write`] writes it.
-    pub fn done_unwritten(&mut self, seq: u64) {
+    /// Finishes entries `seqs` put back in the crawl queue by pushes not yet published, as one
+    /// record naming `generation`, the queue's generation once it publishes them
+    /// ([`crate::queue::CrawlQueue::next_publish_generation`]): a restart finishes them only
+    /// if the queue reached it. Queued in memory; the caller writes it ([`Inflight::write`])
+    /// and then publishes the pushes. Entries not outstanding are left out.
+    pub fn put_back(&mut self, seqs: &[u64], generation: u64) {
+        let mut finished = Vec::with_capacity(seqs.len());
+        for &seq in seqs {
+            if let Some(rec) = self.outstanding.remove(&seq) {
+                self.bytes -= rec.len() as u64;
+                finished.push(seq);
+            }
+        }
+        if !finished.is_empty() {
+            self.log
+                .append_with(|out| put_back_payload(out, generation, &finished));
+        }
+    }
+
+    fn done_unwritten(&mut self, seq: u64) {
         let Some(rec) = self.outstanding.remove(&seq) else {
             return;
         };
@@ -271,19 +319,19 @@ mod tests {
         let dir = tempfile::TempDir::with_prefix("cf-inflight-old-").unwrap();
         let p = dir.path().join("inflight");
         fs::write(&p, FIRST_FORMAT).unwrap();
-        let (j, pending) = Inflight::open(&p).unwrap();
+        let (j, pending) = Inflight::open(&p, 0).unwrap();
         assert_eq!(pending, vec![b"bb".to_vec()]);
         drop(j);
         let migrated = fs::read(&p).unwrap();
         assert!(migrated.starts_with(FORMAT.magic), "{migrated:?}");
         assert!(!dir.path().join("inflight.tmp").exists());
         // Reopened: the same entry, from the current format.
-        let (mut j, pending) = Inflight::open(&p).unwrap();
+        let (mut j, pending) = Inflight::open(&p, 0).unwrap();
         assert_eq!(pending, vec![b"bb".to_vec()]);
         assert_eq!(fs::read(&p).unwrap(), migrated);
         j.reset().unwrap();
         drop(j);
-        assert!(Inflight::open(&p).unwrap().1.is_empty());
+        assert!(Inflight::open(&p, 0).unwrap().1.is_empty());
     }
 
     #[test]
@@ -292,7 +340,7 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join("inflight");
-        let (mut j, pending) = Inflight::open(&p).unwrap();
+        let (mut j, pending) = Inflight::open(&p, 0).unwrap();
         assert!(pending.is_empty());
         let a = j.add(b"a").unwrap();
         let _b = j.add(b"bb").unwrap();
@@ -307,13 +355,49 @@ mod tests {
         let mut bytes = fs::read(&p).unwrap();
         bytes.extend_from_slice(b"+\x09\0\0"); // a torn record
         fs::write(&p, &bytes).unwrap();
-        let (mut j, pending) = Inflight::open(&p).unwrap();
+        let (mut j, pending) = Inflight::open(&p, 0).unwrap();
         assert_eq!(pending, vec![b"bb".to_vec()]);
         j.reset().unwrap();
         drop(j);
-        let (_, pending) = Inflight::open(&p).unwrap();
+        let (_, pending) = Inflight::open(&p, 0).unwrap();
         assert!(pending.is_empty());
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A put-back's record finishes its entries only when the queue's generation at the
+    /// restart reached the one it names (its pushes were published); a torn one finishes none.
+    #[test]
+    fn a_put_back_counts_once_the_queue_reached_its_generation() {
+        let dir = tempfile::TempDir::with_prefix("cf-inflight-putback-").unwrap();
+        let p = dir.path().join("inflight");
+        let (mut j, _) = Inflight::open(&p, 0).unwrap();
+        let a = j.add(b"a").unwrap();
+        let b = j.add(b"bb").unwrap();
+        let c = j.add(b"ccc").unwrap();
+        j.put_back(&[a, c, 99], 7);
+        assert_eq!((j.len(), j.bytes()), (1, 2));
+        j.write().unwrap();
+        std::mem::forget(j);
+        for (published, want) in [
+            (6, vec![&b"a"[..], b"bb", b"ccc"]),
+            (7, vec![&b"bb"[..]]),
+            (8, vec![&b"bb"[..]]),
+        ] {
+            let (j, pending) = Inflight::open(&p, published).unwrap();
+            assert_eq!(pending, want, "queue at generation {published}");
+            std::mem::forget(j);
+        }
+        // Torn: the record's last byte missing.
+        let len = fs::metadata(&p).unwrap().len();
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(len - 1)
+            .unwrap();
+        let (_, pending) = Inflight::open(&p, 8).unwrap();
+        assert_eq!(pending, vec![&b"a"[..], b"bb", b"ccc"]);
+        let _ = b;
     }
 
     #[test]
@@ -322,7 +406,7 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let p = dir.join("inflight");
-        let (mut j, _) = Inflight::open(&p).unwrap();
+        let (mut j, _) = Inflight::open(&p, 0).unwrap();
         let keep = j.add(b"keep").unwrap();
         for _ in 0..1000 {
             let s = j.add(&[7u8; 100]).unwrap();
@@ -334,7 +418,7 @@ mod tests {
         j.done(keep).unwrap();
         j.sync().unwrap();
         drop(j);
-        let (_, pending) = Inflight::open(&p).unwrap();
+        let (_, pending) = Inflight::open(&p, 0).unwrap();
         assert!(pending.is_empty());
         let _ = fs::remove_dir_all(&dir);
     }

@@ -44,6 +44,8 @@ use super::{parse_record, peek_record, record, show, start_uri_entry, start_uris
 mod conns;
 #[path = "node_diskfull.rs"]
 mod diskfull;
+#[cfg(test)]
+pub(super) use diskfull::KILL_BEFORE_PUT_BACK_PUBLISHED;
 #[path = "node_docs.rs"]
 mod docs;
 #[path = "node_frames.rs"]
@@ -506,7 +508,8 @@ impl NodeScheduler {
         };
         let mut queue = CrawlQueue::open(&dir.join("queue"), qo())?;
         // What the last run had taken and not finished goes back to the front of the queue.
-        let (mut inflight, pending) = Inflight::open(&dir.join("inflight"))?;
+        let (mut inflight, pending) =
+            Inflight::open(&dir.join("inflight"), queue.resumed_generation())?;
         if !pending.is_empty() {
             for r in pending.iter().rev() {
                 queue.push_front(r)?;

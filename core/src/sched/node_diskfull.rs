@@ -63,6 +63,14 @@ pub(super) struct DiskPause {
     spill: VecDeque<Spilled>,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Makes [`Collection::put_back`] stop after writing the journal's record and before
+    /// publishing its pushes, where a test then "kills" the scheduler (`tests_kill.rs`).
+    pub(in crate::sched) static KILL_BEFORE_PUT_BACK_PUBLISHED: std::cell::Cell<bool> =
+        const { std::cell::Cell::new(false) };
+}
+
 impl Collection {
     pub(super) fn queue_of(&mut self, to: Target) -> &mut CrawlQueue {
         match to {
@@ -150,13 +158,16 @@ impl Collection {
 
     /// Puts entries taken from the crawl queue back in it, `entries` (in-flight sequence
     /// number, record) in the order they are to be crawled, at the front (`front`) or the
-    /// back, each finished in the in-flight journal. The pushes are published together, then
-    /// the journal's `-` records written: a kill before the publication leaves the entries
-    /// journaled only (queued again once by the restart), a kill after the write finds them
-    /// queued and finished; only a kill within that one write leaves an entry in both places
-    /// (crawled twice), none in neither. (Pushed and finished one by one, with the `-`
-    /// records in memory until the next sync, a kill while thousands went back left each in
-    /// both.)
+    /// back, each finished in the in-flight journal. The pushes are made unpublished, the
+    /// journal's record finishing them all written (naming the queue generation that publishes
+    /// them, [`Inflight::put_back`]), then the pushes published: a kill before the publication,
+    /// even one that cuts the record's write, leaves the entries journaled only (queued again
+    /// once by the restart), a kill after it finds them queued and finished. (Pushed and
+    /// finished one by one, with the `-` records in memory until the next sync, a kill while
+    /// thousands went back left each in both; with the `-` records written after the
+    /// publication, a kill that cut that write left the rest of the batch in both.)
+    ///
+    /// [`Inflight::put_back`]: super::inflight::Inflight::put_back
     pub(super) fn put_back(
         &mut self,
         entries: &[(u64, Vec<u8>)],
@@ -175,16 +186,18 @@ impl Collection {
         } else {
             entries.iter().collect()
         };
+        let mut pushed: Vec<u64> = Vec::new();
         for (seq, rec) in ordered {
             if together {
                 match self.queue.push_unpublished(rec, front) {
                     Ok(()) => {
-                        self.inflight.done_unwritten(*seq);
+                        pushed.push(*seq);
                         continue;
                     }
                     Err(e) => {
                         // What was pushed is published before anything else is written.
-                        self.queue.publish()?;
+                        self.publish_put_back(&pushed)?;
+                        pushed.clear();
                         let e = SchedError::from(e);
                         if !e.is_disk_full() {
                             return Err(e);
@@ -196,8 +209,31 @@ impl Collection {
             // One at a time (a full disk: the spill).
             self.enqueue(Target::Queue, front, rec, Some(*seq))?;
         }
-        self.queue.publish()?;
+        self.publish_put_back(&pushed)?;
         self.write_journal()
+    }
+
+    /// Finishes entries `seqs`, pushed back in the crawl queue unpublished, in the journal
+    /// (one record naming the generation of the publication), writes it, then publishes the
+    /// pushes. Without room for the record the pushes are published anyway: a kill before the
+    /// record is written then finds the entries queued and outstanding (fetched twice, none
+    /// lost).
+    fn publish_put_back(&mut self, seqs: &[u64]) -> Result<(), SchedError> {
+        if !seqs.is_empty() {
+            let generation = self.queue.next_publish_generation();
+            self.inflight.put_back(seqs, generation);
+            let written = self.inflight.write();
+            let written = self.written_or_paused(written);
+            #[cfg(test)]
+            if KILL_BEFORE_PUT_BACK_PUBLISHED.get() {
+                // A test's kill right here: the caller forgets the scheduler.
+                return written.map(drop);
+            }
+            self.queue.publish()?;
+            written?;
+        }
+        self.queue.publish()?;
+        Ok(())
     }
 
     /// Writes the seen set's and the in-flight journal's records of this turn (no fdatasync:

@@ -178,3 +178,65 @@ fn a_uri_queued_before_a_kill_is_not_queued_again_by_the_same_link() {
         "the URIs queued before the kill are seen after it"
     );
 }
+
+/// The put-back's journal record is written before its pushes are published (MS-FSCMT 3.1.5.4:
+/// a suspended collection's sites stop, their entries go back to the queue): a kill after the
+/// record's write and before the publication, or one that cuts the record's write, leaves the
+/// entries in the journal only, each queued once after the restart. Written after the
+/// publication, a cut write left the rest of the batch queued and outstanding, crawled twice
+/// (docs/performance.md, "The third window, narrowed").
+#[test]
+fn a_put_back_killed_before_its_publication_or_in_its_write_queues_each_entry_once() {
+    for cut in [0u64, 5, 100] {
+        let dir = TempDir::with_prefix("crawlfleet-sched-kill-putback-").unwrap();
+        let mut n = open(dir.path());
+        add_collection(&mut n);
+        queue_links(&mut n, 40);
+        n.sync().unwrap();
+        n.dispatch(25, 1000).unwrap();
+        assert_eq!(n.queued(b"c"), Some((15, 0)));
+        let suspend = Message::CmdAdmConfSuspend(crate::msg::ConfSuspend {
+            collection: Cow::Borrowed(b"c"),
+            state: crate::msg::types::conf_state::SUSPENDED_USER,
+        });
+        super::node::KILL_BEFORE_PUT_BACK_PUBLISHED.set(true);
+        let r = n.handle_message(&Dest::Multinode, suspend, 0);
+        super::node::KILL_BEFORE_PUT_BACK_PUBLISHED.set(false);
+        r.unwrap();
+        std::mem::forget(n);
+        // The record of the 25 entries is the journal's last: cut `cut` bytes off its end, as
+        // a SIGKILL in the middle of its write does.
+        let journal = find_file(dir.path(), "inflight");
+        let len = std::fs::metadata(&journal).unwrap().len();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&journal)
+            .unwrap();
+        f.set_len(len - cut).unwrap();
+        drop(f);
+        let n = open(dir.path());
+        assert_eq!(
+            n.queued(b"c"),
+            Some((40, 0)),
+            "cut {cut}: each entry queued once after the kill, from the journal"
+        );
+    }
+}
+
+/// The file named `name` under `dir`.
+fn find_file(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    fn find(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+        for e in std::fs::read_dir(dir).ok()? {
+            let p = e.ok()?.path();
+            if p.is_dir() {
+                if let Some(f) = find(&p, name) {
+                    return Some(f);
+                }
+            } else if p.file_name().is_some_and(|f| f == name) {
+                return Some(p);
+            }
+        }
+        None
+    }
+    find(dir, name).unwrap_or_else(|| panic!("no {name} under {}", dir.display()))
+}
