@@ -46,6 +46,8 @@ mod conns;
 mod diskfull;
 #[cfg(test)]
 pub(super) use diskfull::KILL_BEFORE_PUT_BACK_PUBLISHED;
+#[cfg(test)]
+pub(super) use sites::{KILLED_IN_DISPATCH, KILL_IN_DISPATCH_AT};
 #[path = "node_docs.rs"]
 mod docs;
 #[path = "node_frames.rs"]

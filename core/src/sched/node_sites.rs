@@ -5,6 +5,19 @@
 
 use super::*;
 
+/// Entries a dispatch takes from a crawl queue between two publications of its pops.
+const PUBLISH_EVERY: usize = 128;
+
+#[cfg(test)]
+thread_local! {
+    /// Makes a dispatch "killed" at its n-th entry taken (0: never), for `tests_kill.rs`.
+    pub(in crate::sched) static KILL_IN_DISPATCH_AT: std::cell::Cell<usize> =
+        const { std::cell::Cell::new(0) };
+    /// Set by that kill: the dispatch returns without writing or publishing anything more.
+    pub(in crate::sched) static KILLED_IN_DISPATCH: std::cell::Cell<bool> =
+        const { std::cell::Cell::new(false) };
+}
+
 impl NodeScheduler {
     /// Takes entries from the crawl queues of active collections until `capacity` entries are
     /// ready or waiting: entries of allowed sites become ready, new sites are resolved and asked
@@ -18,6 +31,11 @@ impl NodeScheduler {
             .collect();
         for name in names {
             let taken = self.dispatch_collection(&name, capacity, now);
+            #[cfg(test)]
+            if KILLED_IN_DISPATCH.get() {
+                // A test's kill inside the dispatch: nothing more is written or published.
+                return Ok(());
+            }
             // The queue's pops are published only once the journal records of the entries
             // taken are written: a kill before that leaves them queued (fetched again if they
             // were journaled too), never in neither place. One write per turn, no fdatasync
@@ -67,10 +85,27 @@ impl NodeScheduler {
         // to date below (counting them for every entry taken made a dispatch cost the
         // number of waiting sites per entry: quadratic when many new sites start at once).
         let mut held: usize = c.sites.waiting.values().map(|w| w.records.len()).sum();
+        // Pops taken since the last publication.
+        let mut unpublished = 0usize;
+        #[cfg(test)]
+        let mut taken = 0usize;
         loop {
             let c = self.collections.get_mut(name).expect("listed above");
             if c.sites.ready.len() + held >= capacity || c.is_disk_full() {
                 break;
+            }
+            if unpublished >= PUBLISH_EVERY {
+                // The pops so far are published once the journal's records of the entries
+                // taken are written: a kill in a long dispatch (the journal writes its records
+                // every 256 KiB as they come) leaves at most this many entries both queued and
+                // journaled, crawled twice after the restart; published only at the end of a
+                // dispatch of 16,000 entries, a kill in it left thousands in both.
+                let written = c.inflight.write();
+                if !c.written_or_paused(written)? {
+                    break;
+                }
+                c.queue.publish()?;
+                unpublished = 0;
             }
             // The entry is journaled once taken: no room for that, no entry taken.
             if let Err(e) = c.inflight.reserve(diskfull::ENTRY_RESERVE) {
@@ -84,6 +119,18 @@ impl NodeScheduler {
             let Some(rec) = c.queue.pop_front_unpublished()? else {
                 break;
             };
+            unpublished += 1;
+            #[cfg(test)]
+            {
+                taken += 1;
+                if KILL_IN_DISPATCH_AT.get() == taken {
+                    // The journal's records of what was taken so far on disk (the writes of
+                    // 256 KiB a dispatch makes as it goes, at their latest), then the kill.
+                    let _ = c.inflight.write();
+                    KILLED_IN_DISPATCH.set(true);
+                    return Ok(());
+                }
+            }
             // The URI alone is read here (the entry is decoded where it is fetched).
             let peeked = peek_record(&rec).ok();
             // FSCADM 2.2.10.2: while refreshing only, nothing outside the crawl store is

@@ -223,6 +223,35 @@ fn a_put_back_killed_before_its_publication_or_in_its_write_queues_each_entry_on
     }
 }
 
+/// A dispatch that takes many entries publishes its pops every 128 entries, once their journal
+/// records are written: a kill inside a dispatch of 1,000 (the journal written up to the kill,
+/// the pops since the last publication not published) leaves at most 128 entries both queued
+/// and journaled, none in neither. Published only at the end, the 600 taken before the kill
+/// were queued twice after the restart.
+#[test]
+fn a_kill_inside_a_long_dispatch_queues_few_entries_twice() {
+    let dir = TempDir::with_prefix("crawlfleet-sched-kill-dispatch-").unwrap();
+    let mut n = open(dir.path());
+    add_collection(&mut n);
+    queue_links(&mut n, 1000);
+    n.sync().unwrap();
+    super::node::KILL_IN_DISPATCH_AT.set(600);
+    let r = n.dispatch(1000, 1000);
+    super::node::KILL_IN_DISPATCH_AT.set(0);
+    assert!(
+        super::node::KILLED_IN_DISPATCH.replace(false),
+        "killed at the 600th"
+    );
+    r.unwrap();
+    std::mem::forget(n);
+    let n = open(dir.path());
+    let (queued, _) = n.queued(b"c").unwrap();
+    assert!(
+        (1000..=1000 + 128).contains(&queued),
+        "{queued} queued after the kill: 1,000 entries, at most 128 of them twice"
+    );
+}
+
 /// The file named `name` under `dir`.
 fn find_file(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     fn find(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
