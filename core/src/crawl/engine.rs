@@ -352,6 +352,7 @@ impl CrawlEngine {
                     } else {
                         let at = micros(since + self.opts.site_linger);
                         self.timers.push(Reverse((at, key.clone())));
+                        self.lend_room(key);
                     }
                 }
                 return;

@@ -72,20 +72,43 @@ impl CrawlEngine {
     /// Removes a site, and wakes parked sites for the room it held.
     pub(super) fn drop_site(&mut self, key: &SiteKey) -> Option<Site> {
         let site = self.sites.remove(key)?;
-        if site.slot > 0 {
-            self.slots.0 -= site.slot as usize;
-            let mut room = self.opts.max_in_flight.saturating_sub(self.slots.0);
-            while room > 0 {
-                let Some(k) = self.slots.1.pop_front() else {
-                    break;
-                };
-                // Parked keys of sites since removed, or woken twice, are skipped.
-                if self.sites.get(&k).is_some_and(|s| s.slot == 0) {
-                    room -= 1;
-                    self.wake(&k);
-                }
+        self.free_room(site.slot);
+        Some(site)
+    }
+
+    /// Gives the room of `key`, idle and lingering, to the sites parked for room: a site idle
+    /// while others wait holds none (it takes room again when entries come, [`Self::take_slot`]).
+    /// Held through the linger, the room of a wave of sites that finished together kept the
+    /// next wave parked for the whole linger: half a second to a second with nothing fetched,
+    /// every few seconds of a crawl of thousands of hosts (docs/performance.md, "Waves of
+    /// sites").
+    pub(super) fn lend_room(&mut self, key: &SiteKey) {
+        if self.slots.1.is_empty() {
+            return;
+        }
+        let Some(site) = self.sites.get_mut(key) else {
+            return;
+        };
+        let slot = std::mem::take(&mut site.slot);
+        self.free_room(slot);
+    }
+
+    /// Returns `slot` of the engine's room and wakes parked sites for it.
+    fn free_room(&mut self, slot: u32) {
+        if slot == 0 {
+            return;
+        }
+        self.slots.0 -= slot as usize;
+        let mut room = self.opts.max_in_flight.saturating_sub(self.slots.0);
+        while room > 0 {
+            let Some(k) = self.slots.1.pop_front() else {
+                break;
+            };
+            // Parked keys of sites since removed, or woken twice, are skipped.
+            if self.sites.get(&k).is_some_and(|s| s.slot == 0) {
+                room -= 1;
+                self.wake(&k);
             }
         }
-        Some(site)
     }
 }
