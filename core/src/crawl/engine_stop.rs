@@ -104,11 +104,20 @@ impl CrawlEngine {
             let Some(k) = self.slots.1.pop_front() else {
                 break;
             };
-            // Parked keys of sites since removed, or woken twice, are skipped.
-            if self.sites.get(&k).is_some_and(|s| s.slot == 0) {
-                room -= 1;
-                self.wake(&k);
+            // Parked keys of sites since removed, woken twice, or idle now (they take room
+            // again when entries come) are skipped; a site woken counts for the room it needs.
+            let Some(site) = self.sites.get(&k) else {
+                continue;
+            };
+            if site.slot != 0 || site.queue.is_empty() {
+                continue;
             }
+            let need = self
+                .configs
+                .get(&k.0)
+                .map_or(1, |c| c.max_site_connections.max(1) as usize);
+            room = room.saturating_sub(need);
+            self.wake(&k);
         }
     }
 }
