@@ -41,20 +41,35 @@ fn uri(u: String) -> Message<'static> {
     })
 }
 
+/// A node with collection `c`: 40 links queued over seven sites and synced, then 25 of them
+/// taken by a dispatch (waiting in memory for their sites' CMD_UM_START_CRAWL_IP), 15 queued.
+fn forty_queued_twenty_five_taken(dir: &std::path::Path) -> NodeScheduler {
+    let mut n = open(dir);
+    add_collection(&mut n);
+    queue_links(&mut n, 40);
+    n.sync().unwrap();
+    n.dispatch(25, 1000).unwrap();
+    assert_eq!(n.queued(b"c"), Some((15, 0)));
+    n
+}
+
+/// CMD_ADM_CONF_SUSPEND (state 4) of collection `c`: every site stops, its entries go back to
+/// the queue (3.1.5.4).
+fn suspend_c() -> Message<'static> {
+    Message::CmdAdmConfSuspend(crate::msg::ConfSuspend {
+        collection: Cow::Borrowed(b"c"),
+        state: crate::msg::types::conf_state::SUSPENDED_USER,
+    })
+}
+
 /// Entries the site manager took from the queue (sites waiting for CMD_UM_START_CRAWL_IP) and
 /// the node killed before its next sync: they were in neither the queue nor the journal's
 /// written records, so the restart lost them (their URIs seen, never fetched).
 #[test]
 fn entries_taken_from_the_queue_survive_a_kill_before_the_next_sync() {
     let dir = TempDir::with_prefix("crawlfleet-sched-kill-").unwrap();
-    let mut n = open(dir.path());
-    add_collection(&mut n);
-    queue_links(&mut n, 40);
-    n.sync().unwrap();
-    assert_eq!(n.queued(b"c"), Some((40, 0)));
     // Taken: 25 entries now wait in memory for their sites' permission.
-    n.dispatch(25, 1000).unwrap();
-    assert_eq!(n.queued(b"c"), Some((15, 0)));
+    let n = forty_queued_twenty_five_taken(dir.path());
     assert_eq!(n.queued_in_memory(b"c").map(|(held, _)| held), Some(25));
     std::mem::forget(n);
     let n = open(dir.path());
@@ -134,18 +149,8 @@ fn a_push_outlives_a_kill_only_once_published() {
 #[test]
 fn entries_put_back_in_the_queue_are_not_queued_twice_after_a_kill() {
     let dir = TempDir::with_prefix("crawlfleet-sched-kill-back-").unwrap();
-    let mut n = open(dir.path());
-    add_collection(&mut n);
-    queue_links(&mut n, 40);
-    n.sync().unwrap();
-    n.dispatch(25, 1000).unwrap();
-    assert_eq!(n.queued(b"c"), Some((15, 0)));
-    // CMD_ADM_CONF_SUSPEND (state 4): every site stops, its entries go back to the queue.
-    let suspend = Message::CmdAdmConfSuspend(crate::msg::ConfSuspend {
-        collection: Cow::Borrowed(b"c"),
-        state: crate::msg::types::conf_state::SUSPENDED_USER,
-    });
-    n.handle_message(&Dest::Multinode, suspend, 0).unwrap();
+    let mut n = forty_queued_twenty_five_taken(dir.path());
+    n.handle_message(&Dest::Multinode, suspend_c(), 0).unwrap();
     assert_eq!(n.queued(b"c"), Some((40, 0)));
     std::mem::forget(n);
     let n = open(dir.path());
@@ -189,18 +194,9 @@ fn a_uri_queued_before_a_kill_is_not_queued_again_by_the_same_link() {
 fn a_put_back_killed_before_its_publication_or_in_its_write_queues_each_entry_once() {
     for cut in [0u64, 5, 100] {
         let dir = TempDir::with_prefix("crawlfleet-sched-kill-putback-").unwrap();
-        let mut n = open(dir.path());
-        add_collection(&mut n);
-        queue_links(&mut n, 40);
-        n.sync().unwrap();
-        n.dispatch(25, 1000).unwrap();
-        assert_eq!(n.queued(b"c"), Some((15, 0)));
-        let suspend = Message::CmdAdmConfSuspend(crate::msg::ConfSuspend {
-            collection: Cow::Borrowed(b"c"),
-            state: crate::msg::types::conf_state::SUSPENDED_USER,
-        });
+        let mut n = forty_queued_twenty_five_taken(dir.path());
         super::node::KILL_BEFORE_PUT_BACK_PUBLISHED.set(true);
-        let r = n.handle_message(&Dest::Multinode, suspend, 0);
+        let r = n.handle_message(&Dest::Multinode, suspend_c(), 0);
         super::node::KILL_BEFORE_PUT_BACK_PUBLISHED.set(false);
         r.unwrap();
         std::mem::forget(n);
