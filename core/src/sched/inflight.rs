@@ -197,7 +197,10 @@ impl Inflight {
 
     /// Journals that entry `seq` is finished (crawled, skipped, or back in a queue).
     pub fn done(&mut self, seq: u64) -> Result<(), StoreError> {
-        self.done_unwritten(seq);
+        if let Some(rec) = self.outstanding.remove(&seq) {
+            self.bytes -= rec.len() as u64;
+            self.log.append_with(|out| done_payload(out, seq));
+        }
         self.write_if_full()
     }
 
@@ -218,14 +221,6 @@ impl Inflight {
             self.log
                 .append_with(|out| put_back_payload(out, generation, &finished));
         }
-    }
-
-    fn done_unwritten(&mut self, seq: u64) {
-        let Some(rec) = self.outstanding.remove(&seq) else {
-            return;
-        };
-        self.bytes -= rec.len() as u64;
-        self.log.append_with(|out| done_payload(out, seq));
     }
 
     fn write_if_full(&mut self) -> Result<(), StoreError> {

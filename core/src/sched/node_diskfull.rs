@@ -136,6 +136,20 @@ impl Collection {
         Ok(())
     }
 
+    /// Publishes the crawl queue's pops taken unpublished once the journal's records of the
+    /// entries taken are written (no fdatasync): a kill before that leaves the entries queued
+    /// (and maybe journaled too: fetched twice), never in neither place. Without room the
+    /// records wait in memory and the pops stay unpublished (false); a sync writes them, the
+    /// journal before the queue.
+    pub(super) fn publish_taken(&mut self) -> Result<bool, SchedError> {
+        let written = self.inflight.write();
+        if !self.written_or_paused(written)? {
+            return Ok(false);
+        }
+        self.queue.publish()?;
+        Ok(true)
+    }
+
     /// Takes the outcome of a write the crawl can wait for: `Ok(true)` when it succeeded,
     /// `Ok(false)` when the disk is full (the collection pauses and what was not written
     /// waits for a later write), any other failure as the error.
@@ -175,10 +189,7 @@ impl Collection {
     ) -> Result<(), SchedError> {
         if self.disk.spill.is_empty() && self.queue.has_unpublished() {
             // Pops the site manager took without publishing: their `+` records first.
-            let written = self.inflight.write();
-            if self.written_or_paused(written)? {
-                self.queue.publish()?;
-            }
+            self.publish_taken()?;
         }
         let mut together = self.disk.spill.is_empty() && !self.queue.has_unpublished();
         let ordered: Vec<&(u64, Vec<u8>)> = if front {
@@ -219,21 +230,22 @@ impl Collection {
     /// record is written then finds the entries queued and outstanding (fetched twice, none
     /// lost).
     fn publish_put_back(&mut self, seqs: &[u64]) -> Result<(), SchedError> {
-        if !seqs.is_empty() {
-            let generation = self.queue.next_publish_generation();
-            self.inflight.put_back(seqs, generation);
-            let written = self.inflight.write();
-            let written = self.written_or_paused(written);
-            #[cfg(test)]
-            if KILL_BEFORE_PUT_BACK_PUBLISHED.get() {
-                // A test's kill right here: the caller forgets the scheduler.
-                return written.map(drop);
+        let written = match seqs {
+            [] => Ok(true),
+            _ => {
+                let generation = self.queue.next_publish_generation();
+                self.inflight.put_back(seqs, generation);
+                let written = self.inflight.write();
+                self.written_or_paused(written)
             }
-            self.queue.publish()?;
-            written?;
+        };
+        #[cfg(test)]
+        if KILL_BEFORE_PUT_BACK_PUBLISHED.get() {
+            // A test's kill right here: the caller forgets the scheduler.
+            return written.map(drop);
         }
         self.queue.publish()?;
-        Ok(())
+        written.map(drop)
     }
 
     /// Writes the seen set's and the in-flight journal's records of this turn (no fdatasync:

@@ -36,19 +36,11 @@ impl NodeScheduler {
                 // A test's kill inside the dispatch: nothing more is written or published.
                 return Ok(());
             }
-            // The queue's pops are published only once the journal records of the entries
-            // taken are written: a kill before that leaves them queued (fetched again if they
-            // were journaled too), never in neither place. One write per turn, no fdatasync
-            // (the sync timer's).
+            // What the dispatch took since its last publication, once per turn.
             let Some(c) = self.collections.get_mut(&name) else {
                 continue;
             };
-            // Without room the records wait in memory and the pops stay unpublished until a
-            // sync writes them (it writes the journal before the queue).
-            let written = c.inflight.write();
-            if c.written_or_paused(written)? {
-                c.queue.publish()?;
-            }
+            c.publish_taken()?;
             taken?;
         }
         Ok(())
@@ -100,11 +92,9 @@ impl NodeScheduler {
                 // every 256 KiB as they come) leaves at most this many entries both queued and
                 // journaled, crawled twice after the restart; published only at the end of a
                 // dispatch of 16,000 entries, a kill in it left thousands in both.
-                let written = c.inflight.write();
-                if !c.written_or_paused(written)? {
+                if !c.publish_taken()? {
                     break;
                 }
-                c.queue.publish()?;
                 unpublished = 0;
             }
             // The entry is journaled once taken: no room for that, no entry taken.
