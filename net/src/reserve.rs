@@ -27,6 +27,11 @@ pub fn hold(listener: TcpListener) -> io::Result<SocketAddr> {
     Ok(addr)
 }
 
+/// Binds `addr` (port 0: a free port) and holds the socket ([`hold`]); the address bound.
+pub fn bind_and_hold(addr: SocketAddr) -> io::Result<SocketAddr> {
+    hold(TcpListener::bind(addr)?)
+}
+
 /// The socket held for `addr`, if one is (it is no longer held then).
 pub fn take(addr: SocketAddr) -> Option<TcpListener> {
     held()
@@ -49,7 +54,7 @@ mod tests {
 
     #[test]
     fn a_held_port_stays_taken_until_its_role_binds_it() {
-        let addr = hold(TcpListener::bind("127.0.0.1:0").unwrap()).unwrap();
+        let addr = bind_and_hold("127.0.0.1:0".parse().unwrap()).unwrap();
         // Nobody else gets the port while it is held.
         assert!(TcpListener::bind(addr).is_err());
         // The role's bind gets the held socket, which accepts; it is held no longer.

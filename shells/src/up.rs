@@ -276,8 +276,7 @@ impl Cluster {
             &mut |key| match (key, admin) {
                 ("multinode-admin", Some(a)) => {
                     // Bound now, so a taken address is refused before any role starts.
-                    TcpListener::bind(a)
-                        .and_then(crawlfleet_net::reserve::hold)
+                    crawlfleet_net::reserve::bind_and_hold(a)
                         .map_err(|e| format!("cannot listen on {a} (--admin-listen): {e}"))?;
                     layout.set(key, a);
                     Ok(a)

@@ -63,8 +63,7 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
             Some(p) => p,
             None => {
                 let pick = || {
-                    std::net::TcpListener::bind((base, 0))
-                        .and_then(crawlfleet_net::reserve::hold)
+                    crawlfleet_net::reserve::bind_and_hold((base, 0).into())
                         .map_err(|e| format!("no free port on {base}: {e}"))
                 };
                 layout.addr(&format!("web-{base}"), pick)?.port()

@@ -87,9 +87,7 @@ pub(super) fn start(
         // The port after it (external sessions) held too until the distributor binds it. Taken
         // already, the distributor says so when it binds.
         if let Some(next) = objects.port().checked_add(1) {
-            if let Ok(l) = std::net::TcpListener::bind((objects.ip(), next)) {
-                let _ = crawlfleet_net::reserve::hold(l);
-            }
+            let _ = crawlfleet_net::reserve::bind_and_hold(SocketAddr::new(objects.ip(), next));
         }
         let base = objects.port().saturating_sub(PORT_OFFSET);
         let listen = SocketAddr::new(objects.ip(), base);

@@ -14,7 +14,7 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use crawlfleet_core::datadir::DirLock;
@@ -107,8 +107,7 @@ impl Layout {
         pick: impl FnOnce() -> Result<SocketAddr, String>,
     ) -> Result<SocketAddr, String> {
         if let Some(a) = self.ports.get(key) {
-            if let Ok(l) = TcpListener::bind(a) {
-                crawlfleet_net::reserve::hold(l).map_err(|e| e.to_string())?;
+            if crawlfleet_net::reserve::bind_and_hold(*a).is_ok() {
                 return Ok(*a);
             }
             log::warn!("{key}: {a} is taken now; a new address replaces it");
