@@ -162,8 +162,6 @@ pub struct DocLog {
     /// Every document numbered below this is durable (the log's next sequence number after
     /// the last successful sync, or when it was opened).
     durable_seq: u64,
-    /// The payload of the document being fed.
-    buf: Vec<u8>,
 }
 
 /// How a segment is written: its magic (the sequence number that follows is the rest of the
@@ -259,7 +257,6 @@ impl DocLog {
             first_seq,
             next_seq,
             durable_seq: next_seq,
-            buf: Vec::new(),
         })
     }
 
@@ -323,11 +320,9 @@ impl FeedSink for DocLog {
     fn feed(&mut self, doc: &FeedDoc) -> Result<u64, FeedError> {
         doc.validate()?;
         let seq = self.next_seq;
-        self.buf.clear();
-        doc.encode(seq, &mut self.buf);
         let seg_len = self.w.len() + self.w.pending_bytes() as u64;
         if seg_len > SEGMENT_HEADER
-            && seg_len + (HEADER + self.buf.len()) as u64 > self.opts.segment_bytes
+            && seg_len + (HEADER + doc.encoded_len()) as u64 > self.opts.segment_bytes
         {
             match self.roll_over() {
                 // A full disk: the document stays in the current segment, queued (which then
@@ -336,7 +331,8 @@ impl FeedSink for DocLog {
                 r => r?,
             }
         }
-        self.w.append(&self.buf);
+        // Encoded straight into the writer's queue: the body is copied once here.
+        self.w.append_with(|out| doc.encode(seq, out));
         self.next_seq += 1;
         // A full disk leaves the records queued: fed all the same, the next sync reports it.
         self.w.write_over(WRITE_CHUNK).map_err(log_err)?;

@@ -209,6 +209,16 @@ impl FeedDoc {
         Ok(())
     }
 
+    /// The length of the payload [`FeedDoc::encode`] appends.
+    pub(crate) fn encoded_len(&self) -> usize {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 8)
+            .sum();
+        8 + 1 + 2 + 8 + 16 + 4 + self.uri.len() + 4 + headers + 4 + self.body.len()
+    }
+
     /// Appends the payload of the record of this document as number `seq`:
     /// seq u64, op u8, status u16, time u64, checksum (16 bytes), uri, header count u32, each
     /// header's name and value, body (byte strings with a u32 length prefix, little-endian).

@@ -307,3 +307,15 @@ fn a_crash_after_the_held_log_was_renamed_leaves_feeding_resumed() {
     assert_eq!(read_all(&dir.path().join(DOCS_DIR), 0), vec![(1, doc(0))]);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_encoded_length_is_the_length_encode_writes() {
+    // DocLog::feed decides a segment's roll-over from encoded_len before it encodes the
+    // document straight into the log's queue.
+    for i in 0..40 {
+        let d = doc(i);
+        let mut out = vec![7u8; 3];
+        d.encode(i, &mut out);
+        assert_eq!(out.len() - 3, d.encoded_len(), "document {i}");
+    }
+}
