@@ -269,6 +269,56 @@ pub fn crawl_site_of(uri: &str) -> Option<Cow<'_, str>> {
     }
 }
 
+/// The links of one page, each asked whether it is on the page's crawl site: a link written
+/// with the page's own scheme and authority is (a crawl site is a function of those two alone)
+/// and is answered by comparing bytes; any other link by [`crawl_site_of`]. A page's links are
+/// mostly on its own site, where [`crawl_site_of`] reads the authority byte by byte each time.
+pub struct SameSite<'a> {
+    site: &'a str,
+    /// `scheme://authority` of the page's URL, when the page's URL is on `site`.
+    prefix: Option<&'a [u8]>,
+}
+
+impl<'a> SameSite<'a> {
+    /// For the page at `page_url`, fetched as part of crawl site `site`.
+    pub fn new(page_url: &'a str, site: &'a str) -> SameSite<'a> {
+        let b = page_url.as_bytes();
+        let prefix = b
+            .windows(3)
+            .position(|w| w == b"://")
+            .map(|i| i + 3)
+            .map(|from| {
+                let end = b[from..]
+                    .iter()
+                    .position(|&c| matches!(c, b'/' | b'?' | b'#'))
+                    .map_or(b.len(), |n| from + n);
+                (from, end)
+            })
+            // Only a plain authority (a lower-case host, a port): the URL parser reads the
+            // same bytes the same way wherever they are followed by the end of the authority.
+            .filter(|&(from, end)| {
+                end > from
+                    && b[from..end]
+                        .iter()
+                        .all(|&c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b':'))
+            })
+            .map(|(_, end)| &b[..end])
+            .filter(|_| crawl_site_of(page_url).as_deref() == Some(site));
+        SameSite { site, prefix }
+    }
+
+    /// True when `url`'s crawl site is the page's.
+    pub fn is_same(&self, url: &str) -> bool {
+        let b = url.as_bytes();
+        if let Some(p) = self.prefix {
+            if b.starts_with(p) && matches!(b.get(p.len()), None | Some(b'/' | b'?' | b'#')) {
+                return true;
+            }
+        }
+        crawl_site_of(url).as_deref() == Some(self.site)
+    }
+}
+
 /// [`crawl_site`], borrowed from `uri` when it already holds the site as it is written (a
 /// lower-case host, a port only when it is not the scheme's).
 pub fn crawl_site_ref(uri: &[u8]) -> Option<Cow<'_, str>> {
@@ -746,5 +796,54 @@ mod tests {
         assert_eq!(routing_attribute("127.0.0.2:8080"), "127.0.0.2");
         assert_eq!(routing_attribute("[::1]:8080"), "::1");
         assert_eq!(routing_attribute("localhost"), "localhost");
+    }
+
+    #[test]
+    fn same_site_answers_what_comparing_crawl_sites_answers() {
+        // Pages and links drawn from the same small set of schemes, authorities and tails:
+        // many links share the page's prefix, many differ from it only by case, port, scheme
+        // or userinfo. SameSite must answer exactly as comparing crawl_site_of with the page's
+        // site does, for the page's real site and for a site the page is not on.
+        let schemes = ["http://", "https://", "HTTP://"];
+        let auths = [
+            "a.com",
+            "A.com",
+            "a.com:80",
+            "a.com:443",
+            "a.com:8080",
+            "b.a.com",
+            "a.comx",
+            "u@a.com",
+            "1.2.3.4",
+            "1.2.3.4:80",
+            "1.2.3.04",
+            "[::1]:8080",
+            "a.com.",
+            "",
+        ];
+        let tails = ["", "/", "/p?q", "?q", "#f", "/x/../y", ":", "@b.com/"];
+        let urls: Vec<String> = schemes
+            .iter()
+            .flat_map(|s| auths.iter().map(move |a| format!("{s}{a}")))
+            .flat_map(|p| tails.iter().map(move |t| format!("{p}{t}")))
+            .chain(["a.com/p".to_string(), "mailto:x@a.com".to_string()])
+            .collect();
+        let mut same = 0;
+        for page in &urls {
+            let real = crawl_site_of(page).map(Cow::into_owned);
+            for site in [real.as_deref().unwrap_or(""), "a.com", "other"] {
+                let ss = SameSite::new(page, site);
+                for link in &urls {
+                    let want = crawl_site_of(link).as_deref() == Some(site);
+                    assert_eq!(
+                        ss.is_same(link),
+                        want,
+                        "page {page} site {site} link {link}"
+                    );
+                    same += usize::from(want);
+                }
+            }
+        }
+        assert!(same > 10_000, "{same}");
     }
 }

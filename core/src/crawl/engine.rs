@@ -28,7 +28,7 @@ pub use super::types::*;
 use crate::config::{CollectionConfig, Refusal};
 use crate::msg::types::uri_flags;
 use crate::msg::{Checksum, CrawlQueueEntry};
-use crate::routing::crawl_site_of;
+use crate::routing::SameSite;
 use crate::sched::node::Ready;
 use crate::sched::parse_record;
 
@@ -700,13 +700,14 @@ impl CrawlEngine {
             let depth = took.depth;
             let mut page_links = Vec::with_capacity(ex.links.len());
             let mut queue = Vec::with_capacity(ex.links.len());
+            let page_site = SameSite::new(&f.url, &f.key.1);
             for l in ex.links {
                 if ex.nofollow || took.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
                     counters.skip_uri(uri_skip::NOFOLLOW);
                     continue;
                 }
                 // The link's crawl site, once for the link graph and the depth.
-                let same_site = crawl_site_of(&l.url).as_deref() == Some(f.key.1.as_str());
+                let same_site = page_site.is_same(&l.url);
                 // The link graph holds every link a page gives, crawled or not: it takes the
                 // link (no copy), and the entry below is made from it there.
                 page_links.push(PageLink {
