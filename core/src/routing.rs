@@ -307,15 +307,19 @@ impl<'a> SameSite<'a> {
         SameSite { site, prefix }
     }
 
+    /// True when `url` is written with the page's scheme and authority (checked only for a
+    /// page whose authority is plain; false for any other page): then anything that depends
+    /// on those two alone, its crawl site or its host, is the page's.
+    pub fn shares_authority(&self, url: &str) -> bool {
+        let b = url.as_bytes();
+        self.prefix.is_some_and(|p| {
+            b.starts_with(p) && matches!(b.get(p.len()), None | Some(b'/' | b'?' | b'#'))
+        })
+    }
+
     /// True when `url`'s crawl site is the page's.
     pub fn is_same(&self, url: &str) -> bool {
-        let b = url.as_bytes();
-        if let Some(p) = self.prefix {
-            if b.starts_with(p) && matches!(b.get(p.len()), None | Some(b'/' | b'?' | b'#')) {
-                return true;
-            }
-        }
-        crawl_site_of(url).as_deref() == Some(self.site)
+        self.shares_authority(url) || crawl_site_of(url).as_deref() == Some(self.site)
     }
 }
 

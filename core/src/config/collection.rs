@@ -478,6 +478,29 @@ impl CollectionConfig {
     /// [`CollectionConfig::refusal`], with the host name rules checked only when `hosts` is
     /// true (an entry flagged URIF_IGNORE_NETLOC bypasses them, MS-FSCMT 2.2.2.2.1).
     pub fn refusal_with(&self, uri: &str, hosts: bool) -> Option<Refusal> {
+        self.refusal_by(uri, || hosts && self.domain_refused(uri))
+    }
+
+    /// True when the host of `uri` fails `include_domains` / `exclude_domains`.
+    pub fn domain_refused(&self, uri: &str) -> bool {
+        if self.include_domains.is_empty() && self.exclude_domains.is_empty() {
+            return false;
+        }
+        let host = host_of(uri);
+        !(self.include_domains.is_empty() || self.include_domains.matches(host))
+            || self.exclude_domains.matches(host)
+    }
+
+    /// [`Self::refusal_with`] (host rules checked) of a URI whose host is known to pass or fail
+    /// the host rules: `domain_refused` is [`Self::domain_refused`] of a URI with the same
+    /// scheme and authority (the links of a page on the page's own site).
+    pub fn refusal_known_domain(&self, uri: &str, domain_refused: bool) -> Option<Refusal> {
+        self.refusal_by(uri, || domain_refused)
+    }
+
+    /// The rules in their order (scheme, extension, host, URI), the host's verdict asked of
+    /// `domain_refused` only when the scheme and extension pass.
+    fn refusal_by(&self, uri: &str, domain_refused: impl FnOnce() -> bool) -> Option<Refusal> {
         // Every link of every page comes here: each part of the URI is looked at only when
         // there is a rule to check it against.
         let scheme = memchr::memchr(b':', uri.as_bytes()).map_or("", |i| &uri[..i]);
@@ -498,13 +521,8 @@ impl CollectionConfig {
                 }
             }
         }
-        if hosts && !(self.include_domains.is_empty() && self.exclude_domains.is_empty()) {
-            let host = host_of(uri);
-            if !(self.include_domains.is_empty() || self.include_domains.matches(host))
-                || self.exclude_domains.matches(host)
-            {
-                return Some(Refusal::Domain);
-            }
+        if domain_refused() {
+            return Some(Refusal::Domain);
         }
         if !(self.include_uris.is_empty() || self.include_uris.matches(uri))
             || self.exclude_uris.matches(uri)

@@ -774,3 +774,52 @@ fn rule_sets_match_as_their_rules_read_one_by_one() {
         }
     }
 }
+
+/// A page's links written with its scheme and authority share its host: the crawl engine asks
+/// the host rules once for the page and gives their verdict to `refusal_known_domain`, which
+/// must refuse each such link exactly as `refusal` does, the order of the rules (scheme,
+/// extension, host, URI) included.
+#[test]
+fn a_known_host_verdict_refuses_as_the_host_rules_do() {
+    let mut cfg = CollectionConfig::defaults("c");
+    cfg.include_domains = RuleSet::parse(RuleTarget::Domain, &["a.com", "suffix:.b.org"]).unwrap();
+    cfg.exclude_domains = RuleSet::parse(RuleTarget::Domain, &["x.b.org"]).unwrap();
+    cfg.exclude_uris = RuleSet::parse(RuleTarget::Uri, &["regexp:.*/excluded/.*"]).unwrap();
+    cfg.exclude_exts = vec![".zip".to_string()];
+    let mut seen = [0usize; 5];
+    for scheme in ["http://", "ftp://"] {
+        for auth in [
+            "a.com",
+            "a.com:8080",
+            "u@a.com",
+            "y.b.org",
+            "x.b.org",
+            "c.net",
+        ] {
+            let page = format!("{scheme}{auth}/p.html");
+            let refused = cfg.domain_refused(&page);
+            for tail in [
+                "",
+                "/",
+                "/q.html",
+                "/f.zip",
+                "/excluded/x",
+                "/excluded/f.zip",
+                "?a#b",
+            ] {
+                let link = format!("{scheme}{auth}{tail}");
+                let want = cfg.refusal(&link);
+                assert_eq!(cfg.refusal_known_domain(&link, refused), want, "{link}");
+                seen[match want {
+                    None => 0,
+                    Some(Refusal::Scheme) => 1,
+                    Some(Refusal::Extension) => 2,
+                    Some(Refusal::Domain) => 3,
+                    Some(Refusal::Uri) => 4,
+                }] += 1;
+            }
+        }
+    }
+    // Every verdict was reached.
+    assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+}

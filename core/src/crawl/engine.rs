@@ -128,7 +128,12 @@ fn depth_of(e: &CrawlQueueEntry<'_>) -> u32 {
 pub fn rule_skip(cfg: &CollectionConfig, uri: &str, flags: i64) -> Option<&'static str> {
     // URIF_IGNORE_NETLOC bypasses every host name rule (MS-FSCMT 2.2.2.2.1).
     let hosts = flags & uri_flags::URIF_IGNORE_NETLOC == 0;
-    cfg.refusal_with(uri, hosts).map(|r| match r {
+    refusal_code(cfg.refusal_with(uri, hosts))
+}
+
+/// The URI skip code of a refusal.
+fn refusal_code(r: Option<Refusal>) -> Option<&'static str> {
+    r.map(|r| match r {
         Refusal::Scheme => uri_skip::SCHEME,
         Refusal::Domain => uri_skip::DOMAIN,
         Refusal::Extension | Refusal::Uri => uri_skip::URI,
@@ -701,13 +706,17 @@ impl CrawlEngine {
             let mut page_links = Vec::with_capacity(ex.links.len());
             let mut queue = Vec::with_capacity(ex.links.len());
             let page_site = SameSite::new(&f.url, &f.key.1);
+            // The host rules' verdict on the page's own host, for its links written with the
+            // page's scheme and authority (asked once, for the first of them).
+            let mut page_domain_refused = None;
             for l in ex.links {
                 if ex.nofollow || took.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
                     counters.skip_uri(uri_skip::NOFOLLOW);
                     continue;
                 }
                 // The link's crawl site, once for the link graph and the depth.
-                let same_site = page_site.is_same(&l.url);
+                let shares_authority = page_site.shares_authority(&l.url);
+                let same_site = shares_authority || page_site.is_same(&l.url);
                 // The link graph holds every link a page gives, crawled or not: it takes the
                 // link (no copy), and the entry below is made from it there.
                 page_links.push(PageLink {
@@ -718,7 +727,14 @@ impl CrawlEngine {
                 let Some(l) = page_links.last() else {
                     continue;
                 };
-                if let Some(code) = rule_skip(cfg, &l.url, 0) {
+                let skip = if shares_authority {
+                    let refused =
+                        *page_domain_refused.get_or_insert_with(|| cfg.domain_refused(&f.url));
+                    refusal_code(cfg.refusal_known_domain(&l.url, refused))
+                } else {
+                    rule_skip(cfg, &l.url, 0)
+                };
+                if let Some(code) = skip {
                     counters.skip_uri(code);
                     continue;
                 }
