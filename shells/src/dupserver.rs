@@ -103,14 +103,18 @@ struct Commit {
 }
 
 /// The newest log point the syncer made durable and whose waiting answers it has handed to the
-/// event loop, shared with the main thread.
-type Synced = Arc<Mutex<Option<SyncPoint>>>;
+/// event loop, with the number of commits it has handed over in all, shared with the main
+/// thread.
+type Synced = Arc<Mutex<(Option<SyncPoint>, u64)>>;
 
-fn is_durable(synced: &Synced, p: &SyncPoint) -> bool {
-    synced
-        .lock()
-        .as_ref()
-        .is_some_and(|done| p.covered_by(done))
+/// What the main thread reads of [`Synced`] once a batch: the newest durable point, and whether
+/// every one of the `queued` commits it gave the syncer has been handed to the event loop. Only
+/// then may an answer leave at once: a commit still with the syncer holds earlier answers, which
+/// an answer sent at once would overtake even when the point it waits for is durable already
+/// (a node reads its answers in order).
+fn synced_now(synced: &Synced, queued: u64) -> (Option<SyncPoint>, bool) {
+    let s = synced.lock();
+    (s.0.clone(), s.1 == queued)
 }
 
 /// The syncer thread: takes every commit queued, sends at once the replies of those already
@@ -119,6 +123,7 @@ fn is_durable(synced: &Synced, p: &SyncPoint) -> bool {
 /// sent: it reports the error and stops the event loop.
 fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>, shared: Synced) {
     let mut synced: Option<SyncPoint> = None;
+    let mut handed = 0u64;
     let mut group = Vec::new();
     let send = |frames: Vec<(ConnId, Vec<u8>)>| {
         frames
@@ -136,6 +141,7 @@ fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>, sha
                 if send(c.frames).is_err() {
                     return;
                 }
+                handed += 1;
             } else {
                 waiting.push(c);
             }
@@ -167,11 +173,12 @@ fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>, sha
             if send(c.frames).is_err() {
                 return;
             }
+            handed += 1;
         }
         // Published only once the answers it covers are handed to the loop: the main thread
         // sends an answer of a durable batch at once, and it must not pass an earlier answer
         // to the same peer still waiting here (a node reads its answers in order).
-        *shared.lock() = synced.clone();
+        *shared.lock() = (synced.clone(), handed);
     }
 }
 
@@ -314,6 +321,8 @@ pub fn run(
     // Sync points of recent batches that forwarded to the replica, oldest first: the answers
     // the replica's _OKs release wait for these (see `Outgoing::after_batch`).
     let mut points: VecDeque<(u64, SyncPoint)> = VecDeque::new();
+    // Commits given to the syncer so far (see `is_durable`).
+    let mut queued_commits = 0u64;
     let syncer_thread = std::thread::Builder::new()
         .name(format!("{role}-sync"))
         .spawn(move || syncer(commit_rx, syncer_handle, failed_tx, syncer_synced))
@@ -468,7 +477,11 @@ pub fn run(
         // sent now when it is durable already (the usual case: the local fdatasync ran while
         // the replica synced), else after the sync of that batch's point. A point of an older
         // log file is durable: a snapshot commits the log before it starts the next file.
-        let durable = |p: &SyncPoint| !p.same_file(&out.sync) || is_durable(&synced, p);
+        let (done, all_handed) = synced_now(&synced, queued_commits);
+        let durable = |p: &SyncPoint| {
+            all_handed
+                && (!p.same_file(&out.sync) || done.as_ref().is_some_and(|d| p.covered_by(d)))
+        };
         while points.front().is_some_and(|(_, p)| durable(p)) {
             points.pop_front();
         }
@@ -481,13 +494,20 @@ pub fn run(
         let mut now = out.now;
         let mut earlier: Vec<(u64, Commit)> = Vec::new();
         for (batch, peer, bytes) in out.after_batch {
-            // A batch no longer listed was durable when it left the list.
+            // A batch no longer listed was durable when it left the list; while earlier answers
+            // are still with the syncer, its answers follow them there, behind the newest
+            // durable point (which the syncer finds covered and sends in its turn: a point not
+            // yet durable would let later answers at durable points pass them).
             let p = match points.iter().find(|(b, _)| *b == batch) {
                 Some((_, p)) if !durable(p) => p,
-                _ => {
+                _ if all_handed => {
                     now.push((peer, bytes));
                     continue;
                 }
+                _ => done
+                    .as_ref()
+                    .filter(|d| d.same_file(&out.sync))
+                    .unwrap_or(&out.sync),
             };
             let Some(conn) = conn_of(peer) else { continue };
             match earlier.last_mut() {
@@ -526,6 +546,7 @@ pub fn run(
             if commit_tx.send(commit).is_err() {
                 return Err(stopped_by_syncer(&failed_rx));
             }
+            queued_commits += 1;
         }
     }
 }
