@@ -4,12 +4,16 @@
 //! - `links/extract`: link extraction from a page of the plain synthetic web (about 30 links:
 //!   tokenizing, resolution against the page's URL, normalization), in bytes per second;
 //! - `links/resolve`: resolving hrefs of every form against a page URL, per href;
-//! - `site/crawl_site`: the crawl site of a link (the routing key and the same-site test);
+//! - `site/crawl_site`: the crawl site of a link (the routing key and the same-site test), and
+//!   `site/same_site` the engine's same-site test of the page's links (`routing::SameSite`:
+//!   links written with the page's authority answered by comparing bytes);
 //! - `robots/allowed`: a robots.txt match (RFC 9309) on a parsed file of a dozen rules, and
 //!   `robots/allowed_url` the same on URLs already parsed (as the engine matches them);
 //! - `tally/page`: one page's counts booked to its site for the per-site statistics;
 //! - `rules/refusal`: a link against the collection rules `bench crawl` uses (include_domains
-//!   the web's hosts, exclude_uris one regexp), per link;
+//!   the web's hosts, exclude_uris one regexp), per link; `rules/refusal_known_domain` the same
+//!   with the host rules' verdict known from the page (the engine's path for a page's links
+//!   written with its authority);
 //!   `rules/uri_regexp` that regexp alone (a straight pattern, matched in one pass), and
 //!   `rules/uri_regexp_set` a pattern of the same links the regex set matches;
 //! - `queue/decode_entry`: a crawl queue record decoded (each taken entry is, four times), and
@@ -36,7 +40,7 @@ use crawlfleet_core::crawl::site_tally::SiteTally;
 use crawlfleet_core::crawl::{Count, CrawlEngine, EngineOptions};
 use crawlfleet_core::msg::{Checksum, CrawlQueueEntry, UriStructure};
 use crawlfleet_core::queue;
-use crawlfleet_core::routing::crawl_site;
+use crawlfleet_core::routing::{crawl_site, SameSite};
 use crawlfleet_core::sched::seen::SeenSet;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use url::Url;
@@ -80,6 +84,15 @@ fn bench_links(c: &mut Criterion) {
         b.iter(|| {
             for u in &uris {
                 black_box(crawl_site(black_box(u.as_bytes())));
+            }
+        })
+    });
+    let page_site = crawl_site(url.as_str().as_bytes()).expect("the page's site");
+    g.bench_function("same_site", |b| {
+        b.iter(|| {
+            let same = SameSite::new(black_box(url.as_str()), &page_site);
+            for u in &uris {
+                black_box(same.is_same(black_box(u)));
             }
         })
     });
@@ -173,6 +186,14 @@ fn bench_rules_and_queue(c: &mut Criterion) {
         b.iter(|| {
             for u in &uris {
                 black_box(cfg.refusal_with(black_box(u), true));
+            }
+        })
+    });
+    let page_refused = cfg.domain_refused("http://127.77.0.1:8080/s0/p1.html");
+    g.bench_function("refusal_known_domain", |b| {
+        b.iter(|| {
+            for u in &uris {
+                black_box(cfg.refusal_known_domain(black_box(u), page_refused));
             }
         })
     });
