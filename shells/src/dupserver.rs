@@ -321,7 +321,7 @@ pub fn run(
     // Sync points of recent batches that forwarded to the replica, oldest first: the answers
     // the replica's _OKs release wait for these (see `Outgoing::after_batch`).
     let mut points: VecDeque<(u64, SyncPoint)> = VecDeque::new();
-    // Commits given to the syncer so far (see `is_durable`).
+    // Commits given to the syncer so far (see `synced_now`).
     let mut queued_commits = 0u64;
     let syncer_thread = std::thread::Builder::new()
         .name(format!("{role}-sync"))

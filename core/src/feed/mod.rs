@@ -197,26 +197,24 @@ impl FeedDoc {
         };
         too("uri", self.uri.len(), MAX_URI)?;
         too("body", self.body.len(), MAX_BODY)?;
-        let headers: usize = self
-            .headers
-            .iter()
-            .map(|(n, v)| n.len() + v.len() + 8)
-            .sum();
-        too("headers", headers, MAX_HEADERS)?;
+        too("headers", self.headers_len(), MAX_HEADERS)?;
         if self.op == FeedOp::Delete && (!self.headers.is_empty() || !self.body.is_empty()) {
             return Err(FeedError::DeleteWithContent);
         }
         Ok(())
     }
 
-    /// The length of the payload [`FeedDoc::encode`] appends.
-    pub(crate) fn encoded_len(&self) -> usize {
-        let headers: usize = self
-            .headers
+    /// Bytes the headers take in the record: each name and value with its u32 length.
+    fn headers_len(&self) -> usize {
+        self.headers
             .iter()
             .map(|(n, v)| n.len() + v.len() + 8)
-            .sum();
-        8 + 1 + 2 + 8 + 16 + 4 + self.uri.len() + 4 + headers + 4 + self.body.len()
+            .sum()
+    }
+
+    /// The length of the payload [`FeedDoc::encode`] appends.
+    pub(crate) fn encoded_len(&self) -> usize {
+        8 + 1 + 2 + 8 + 16 + 4 + self.uri.len() + 4 + self.headers_len() + 4 + self.body.len()
     }
 
     /// Appends the payload of the record of this document as number `seq`:
