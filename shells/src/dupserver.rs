@@ -117,8 +117,18 @@ fn synced_now(synced: &Synced, queued: u64) -> (Option<SyncPoint>, bool) {
     (s.0.clone(), s.1 == queued)
 }
 
-/// The syncer thread: takes every commit queued, sends at once the replies of those already
-/// durable, makes the log durable with one fdatasync (per log file: a snapshot may have started
+/// How many commits at the head of `group` (in the order queued) wait for points `synced`
+/// covers: those the syncer sends before its fdatasync. A durable commit behind one that waits
+/// is not counted: its answers would pass that one's.
+fn durable_prefix(group: &[Commit], synced: Option<&SyncPoint>) -> usize {
+    group
+        .iter()
+        .take_while(|c| synced.is_some_and(|done| c.sync.covered_by(done)))
+        .count()
+}
+
+/// The syncer thread: takes every commit queued, sends at once the replies of the first ones
+/// already durable (up to one that is not), makes the log durable with one fdatasync (per log file: a snapshot may have started
 /// a new one), then sends the other replies in order. On a failed fdatasync nothing more is
 /// sent: it reports the error and stops the event loop.
 fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>, shared: Synced) {
@@ -134,19 +144,15 @@ fn syncer(commits: Receiver<Commit>, handle: Handle, failed: Sender<String>, sha
         group.push(first);
         group.extend(commits.try_iter());
         // Answers whose records are durable already (released by the replica's _OK after the
-        // fdatasync of their batch) leave now, not after the next fdatasync.
-        let mut waiting = Vec::with_capacity(group.len());
-        for c in group.drain(..) {
-            if synced.as_ref().is_some_and(|done| c.sync.covered_by(done)) {
-                if send(c.frames).is_err() {
-                    return;
-                }
-                handed += 1;
-            } else {
-                waiting.push(c);
+        // fdatasync of their batch) leave now, not after the next fdatasync; but only up to the
+        // first commit that must wait: one behind it holds later answers, which must not pass
+        // its answers (a node reads its answers in order), whatever point they wait for.
+        for c in group.drain(..durable_prefix(&group, synced.as_ref())) {
+            if send(c.frames).is_err() {
+                return;
             }
+            handed += 1;
         }
-        group = waiting;
         // The newest point of each file in the group; older ones of the same file are covered.
         let mut points: Vec<&SyncPoint> = Vec::new();
         for c in &group {
@@ -496,8 +502,8 @@ pub fn run(
         for (batch, peer, bytes) in out.after_batch {
             // A batch no longer listed was durable when it left the list; while earlier answers
             // are still with the syncer, its answers follow them there, behind the newest
-            // durable point (which the syncer finds covered and sends in its turn: a point not
-            // yet durable would let later answers at durable points pass them).
+            // durable point (the syncer sends commits in the order given, whatever their
+            // points: a durable one goes early only behind nothing that waits).
             let p = match points.iter().find(|(b, _)| *b == batch) {
                 Some((_, p)) if !durable(p) => p,
                 _ if all_handed => {
@@ -554,6 +560,39 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_durable_commit_behind_one_that_waits_is_not_sent_before_it() {
+        use crawlfleet_core::recordlog::{Format, LogWriter, Options};
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::new(Format::plain("test log", 64));
+        // Two log files, as after a snapshot started a new one: the old file's point is durable,
+        // the new file's is not.
+        let mut old = LogWriter::create(&dir.path().join("a.log"), b"", opts).unwrap();
+        old.append(b"x");
+        let old_point = old.write_pending().unwrap();
+        let mut new = LogWriter::create(&dir.path().join("b.log"), b"", opts).unwrap();
+        new.append(b"y");
+        let new_point = new.write_pending().unwrap();
+        let commit = |sync: &SyncPoint| Commit {
+            sync: sync.clone(),
+            frames: Vec::new(),
+        };
+        let synced = Some(&old_point);
+        // Queued: one waiting for the new file, then one already durable.
+        let group = [commit(&new_point), commit(&old_point)];
+        assert_eq!(durable_prefix(&group, synced), 0);
+        // The durable ones ahead of it go at once, not the one after.
+        let group = [
+            commit(&old_point),
+            commit(&old_point),
+            commit(&new_point),
+            commit(&old_point),
+        ];
+        assert_eq!(durable_prefix(&group, synced), 2);
+        assert_eq!(durable_prefix(&group, None), 0);
+        assert_eq!(durable_prefix(&group, Some(&new_point)), 0);
+    }
 
     #[test]
     fn the_replica_frames_taken_ahead_are_handled_first_and_the_rest_in_order() {
