@@ -28,6 +28,7 @@ pub mod frame;
 pub mod indexnow;
 pub mod links;
 pub mod marshal;
+pub mod md5many;
 pub mod metrics;
 pub mod msg;
 pub mod nameserver;

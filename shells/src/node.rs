@@ -16,6 +16,7 @@ use std::time::Duration;
 use crawlfleet_core::sched::dns::DnsEntry;
 use crawlfleet_core::sched::multinode::SchedError;
 use crawlfleet_core::sched::node::{Dest, NodeOptions, NodeScheduler};
+use crawlfleet_net::fetch::FetchResult;
 use crawlfleet_net::{ConnId, Event, EventLoop, Handle, LinkId, Priority, TimerId};
 use crossbeam_channel::select;
 use log::{info, warn};
@@ -69,6 +70,38 @@ fn answer(
             Ok(())
         }
         Err(e) => Err(fatal(handle, e)),
+    }
+}
+
+/// Fetch results whose document checksums are computed together (`Crawler::hold_results`):
+/// enough to fill the MD5 lanes, few enough that a batch's bodies are still in the cache when
+/// their links are extracted.
+const RESULT_BATCH: usize = 64;
+
+/// Gives the crawler `first` and the fetch results waiting, [`MAX_RESULTS`] at most, in
+/// batches of [`RESULT_BATCH`]; stops after a result whose sitemap queued URIs, which are
+/// dispatched first (`crawler.step` in the loop), the rest of its batch held for the next turn.
+fn read_results(
+    crawler: &mut Crawler,
+    sm: &mut NodeScheduler,
+    handle: &Handle,
+    first: Option<FetchResult>,
+) -> Result<(), String> {
+    let mut first = first;
+    let mut read = 0;
+    loop {
+        if !crawler.has_held()
+            && (read >= MAX_RESULTS || !crawler.hold_results(first.take(), RESULT_BATCH))
+        {
+            return Ok(());
+        }
+        while let Some(done) = crawler.read_held(sm) {
+            read += 1;
+            answer(sm, handle, done)?;
+            if crawler.take_sitemap_queued() {
+                return Ok(());
+            }
+        }
     }
 }
 
@@ -246,54 +279,49 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
             }
         }
         let mut first = None;
-        select! {
-            recv(spawned.events) -> ev => match ev {
-                Ok(ev) => first = Some(ev),
-                Err(_) => return Err("the event loop stopped".into()),
-            },
-            recv(resolver.answers) -> a => {
-                if let Ok((host, addrs)) = a {
-                    let now = now_secs();
-                    let e = DnsEntry { addrinfo: addrs, resolved_at: now, ttl: 3600 };
-                    let r = sm.dns_answer(&host, e, now);
-                    answer(&mut sm, &handle, r)?;
+        if crawler.has_held() {
+            // Results held back while a sitemap's URIs were dispatched (crawler.step below).
+            read_results(&mut crawler, &mut sm, &handle, None)?;
+        } else {
+            select! {
+                recv(spawned.events) -> ev => match ev {
+                    Ok(ev) => first = Some(ev),
+                    Err(_) => return Err("the event loop stopped".into()),
+                },
+                recv(resolver.answers) -> a => {
+                    if let Ok((host, addrs)) = a {
+                        let now = now_secs();
+                        let e = DnsEntry { addrinfo: addrs, resolved_at: now, ttl: 3600 };
+                        let r = sm.dns_answer(&host, e, now);
+                        answer(&mut sm, &handle, r)?;
+                    }
                 }
-            }
-            recv(crawler.results()) -> r => {
-                if let Ok(r) = r {
-                    let done = crawler.on_result(&mut sm, r);
-                    answer(&mut sm, &handle, done)?;
-                    for _ in 1..MAX_RESULTS {
-                        // The pages a sitemap queued are dispatched first (crawler.step below).
-                        if crawler.take_sitemap_queued() {
-                            break;
+                recv(crawler.results()) -> r => {
+                    if let Ok(r) = r {
+                        read_results(&mut crawler, &mut sm, &handle, Some(r))?;
+                    }
+                }
+                recv(indexnow_urls) -> u => {
+                    if let Ok(urls) = u {
+                        let dropped = sm.indexnow_submitted(&urls);
+                        if let Ok(n @ 1..) = dropped {
+                            crawlfleet_core::warn_limited!(
+                                "indexnow dropped",
+                                "IndexNow: {n} URLs of hosts no collection covers dropped"
+                            );
                         }
-                        let Ok(r) = crawler.results().try_recv() else { break };
-                        let done = crawler.on_result(&mut sm, r);
-                        answer(&mut sm, &handle, done)?;
+                        answer(&mut sm, &handle, dropped.map(|_| ()))?;
                     }
                 }
-            }
-            recv(indexnow_urls) -> u => {
-                if let Ok(urls) = u {
-                    let dropped = sm.indexnow_submitted(&urls);
-                    if let Ok(n @ 1..) = dropped {
-                        crawlfleet_core::warn_limited!(
-                            "indexnow dropped",
-                            "IndexNow: {n} URLs of hosts no collection covers dropped"
-                        );
+                // The robot asked something (a report's pages): robot.pump below does it.
+                recv(robot.asked) -> _ => {}
+                recv(stop.receiver()) -> _ => continue,
+                recv(admin_server.calls) -> m => {
+                    if let Ok(m) = m {
+                        // Rounded up: a quarantine asked now ends no earlier than asked (MS-FSCMT
+                        // 3.1.5.17), the Quarantine timer reading the time rounded down.
+                        admin.handle(&mut sm, m, crawlfleet_core::clock::unix_now_up());
                     }
-                    answer(&mut sm, &handle, dropped.map(|_| ()))?;
-                }
-            }
-            // The robot asked something (a report's pages): robot.pump below does it.
-            recv(robot.asked) -> _ => {}
-            recv(stop.receiver()) -> _ => continue,
-            recv(admin_server.calls) -> m => {
-                if let Ok(m) = m {
-                    // Rounded up: a quarantine asked now ends no earlier than asked (MS-FSCMT
-                    // 3.1.5.17), the Quarantine timer reading the time rounded down.
-                    admin.handle(&mut sm, m, crawlfleet_core::clock::unix_now_up());
                 }
             }
         }

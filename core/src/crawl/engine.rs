@@ -777,7 +777,12 @@ impl CrawlEngine {
                 return out;
             }
         }
-        let checksum = Checksum(Md5::digest(&r.body).into());
+        debug_assert!(
+            r.checksum
+                .is_none_or(|c| c == <[u8; 16]>::from(Md5::digest(&r.body))),
+            "a checksum computed beforehand is the body's MD5"
+        );
+        let checksum = Checksum(r.checksum.unwrap_or_else(|| Md5::digest(&r.body).into()));
         out.push(Action::Document(Box::new(Document {
             collection: f.key.0.clone(),
             uri: f.url.clone().into_bytes(),

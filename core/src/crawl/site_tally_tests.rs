@@ -56,6 +56,7 @@ fn fetched(status: u16, headers: &[(&str, &str)], body: &str, truncated: bool) -
             .collect(),
         body: body.as_bytes().to_vec(),
         truncated,
+        checksum: None,
     }
 }
 

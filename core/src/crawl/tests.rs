@@ -45,6 +45,7 @@ fn ok(id: u64, status: u16, ctype: &str, body: &str) -> Outcome {
             headers: vec![("content-type".into(), ctype.as_bytes().to_vec())],
             body: body.as_bytes().to_vec(),
             truncated: false,
+            checksum: None,
         }),
         elapsed: 0.01,
         // A head of 100 bytes before the body; a request of 80.

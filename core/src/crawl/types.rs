@@ -89,6 +89,9 @@ pub struct Fetched {
     pub body: Vec<u8>,
     /// The body was cut at the size limit.
     pub truncated: bool,
+    /// The body's MD5 (the document checksum), when computed beforehand together with other
+    /// bodies' (`md5many`); the engine computes it otherwise.
+    pub checksum: Option<[u8; 16]>,
 }
 
 impl Fetched {

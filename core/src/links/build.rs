@@ -6,7 +6,9 @@
 //! its links (the batch remembers the last document URL it hashed).
 
 use super::mapped::Mapped;
-use super::{check_url, cidhash, Application, CidHash, LinkError, CIDHASH_LEN, TERMINATOR};
+use super::{
+    check_url, cidhash, cidhash_many, Application, CidHash, LinkError, CIDHASH_LEN, TERMINATOR,
+};
 use crate::marshal::{self, Value};
 
 /// The DUPLICATE column of an SPRel `uris` line when there is no duplicate to name: the two
@@ -150,8 +152,12 @@ impl WebAnalyzerBatch {
         let mut written = 0;
         for chunk in links.chunks(AHEAD) {
             let mut hashes = [CidHash([0; CIDHASH_LEN]); AHEAD];
-            for (h, l) in hashes.iter_mut().zip(chunk) {
-                *h = cidhash(parts(l).0);
+            let mut urls: [&[u8]; AHEAD] = [&[]; AHEAD];
+            for (u, l) in urls.iter_mut().zip(chunk) {
+                *u = parts(l).0;
+            }
+            cidhash_many(&urls[..chunk.len()], &mut hashes[..chunk.len()]);
+            for h in &hashes[..chunk.len()] {
                 self.mapped.prefetch(h);
             }
             for (l, h) in chunk.iter().zip(hashes) {

@@ -29,6 +29,24 @@ fn cidhash_is_the_base64_of_the_md5_cut_to_21() {
     }
 }
 
+#[test]
+fn cidhashes_of_a_batch_are_each_urls_own() {
+    // Batches of 1 to 70 URLs (part-filled and several groups of the MD5 lanes, over the
+    // 32 a call takes at a time), lengths mixed.
+    let mut rng = fastrand::Rng::with_seed(2828);
+    for n in 1..=70 {
+        let urls: Vec<Vec<u8>> = (0..n)
+            .map(|_| (0..rng.usize(0..200)).map(|_| rng.u8(..)).collect())
+            .collect();
+        let refs: Vec<&[u8]> = urls.iter().map(Vec::as_slice).collect();
+        let mut out = vec![CidHash([0; CIDHASH_LEN]); n];
+        cidhash_many(&refs, &mut out);
+        for (u, h) in refs.iter().zip(&out) {
+            assert_eq!(h.as_bytes(), &model_cidhash(u), "{u:?} in a batch of {n}");
+        }
+    }
+}
+
 /// The fields of a WebAnalyzer batch written the straightforward way.
 #[derive(Default)]
 struct Model {

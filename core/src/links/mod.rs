@@ -98,7 +98,27 @@ const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 /// bytes, four characters each) and the top six bits of the sixteenth: written from the
 /// alphabet table directly, without encoding the 24 characters and cutting them.
 pub fn cidhash(url: &[u8]) -> CidHash {
-    let digest: [u8; 16] = Md5::digest(url).into();
+    cidhash_of(Md5::digest(url).into())
+}
+
+/// The CIDHASHes of `urls` into `out` (as long), their MD5s computed together
+/// ([`crate::md5many`]): a page's links, a few at a time.
+pub fn cidhash_many(urls: &[&[u8]], out: &mut [CidHash]) {
+    let mut digests = [[0u8; 16]; 32];
+    for (urls, out) in urls
+        .chunks(digests.len())
+        .zip(out.chunks_mut(digests.len()))
+    {
+        let digests = &mut digests[..urls.len()];
+        crate::md5many::md5_many(urls, digests);
+        for (o, d) in out.iter_mut().zip(digests.iter()) {
+            *o = cidhash_of(*d);
+        }
+    }
+}
+
+/// The CIDHASH of a URL whose MD5 is `digest`.
+fn cidhash_of(digest: [u8; 16]) -> CidHash {
     let mut out = [0u8; CIDHASH_LEN];
     for (group, chars) in digest.chunks_exact(3).zip(out.chunks_exact_mut(4)) {
         let n = u32::from(group[0]) << 16 | u32::from(group[1]) << 8 | u32::from(group[2]);
