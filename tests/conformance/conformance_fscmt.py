@@ -188,19 +188,26 @@ def suspend_stops_fetching(base, tmp, admin):
     return {"before": n, "after": len(web.requests())}
 
 
-def one_node_per_ip(base, tmp, restarts):
-    """MS-FSCMT 3.2.5.11 / 3.1.5.21: one node scheduler per IP address. The Rust side kills
-    and restarts the multinode scheduler `restarts` times mid-crawl (a line on stdin each
-    time, then the nodes' pids, then "done"); the web records which process made each request
-    and no address ever serves two node schedulers at once."""
+def one_node_per_ip(base, restarts):
+    """MS-FSCMT 3.2.5.11 / 3.1.5.21: one node scheduler per IP address. The Rust side starts
+    the multinode scheduler and two node schedulers and tells their pids and the multinode
+    scheduler's administrative address; once both nodes are registered the collection is added
+    (CollectionAdd, MS-FSCADM 2.2.9.3), so that its sites are routed over both. The Rust side
+    then kills and restarts the multinode scheduler `restarts` times mid-crawl (a line on stdin
+    each time); the web records which process made each request and no address ever serves two
+    node schedulers at once."""
     ips = ["%s.%d" % (base, i) for i in range(1, 5)]
     web = Web([ip for ip in ips for _ in range(3)], delay=0.01)
-    path = os.path.join(tmp, "ips.xml")
-    with open(path, "w") as f:
-        f.write(web_config("ips", web.sites()))
-    announce(config=path)
     pids = [int(p) for p in sys.stdin.readline().split()]
+    admin = sys.stdin.readline().strip()
     web.pids = pids
+    s = xc.ServerProxy("http://%s/RPC2" % admin)
+    deadline = time.time() + 60
+    while len(s.GetNodeSchedulerXmlRpcPorts()) < len(pids):
+        check(time.time() < deadline, "both node schedulers registered")
+        time.sleep(0.02)
+    r = s.CollectionAdd(web_config("ips", web.sites()), 0)
+    check(r[0] == 1, "CollectionAdd: %r" % (r,))
     marks = []
     for _ in range(int(restarts)):
         wait_requests(web, len(web.requests()) + 100, 60, "crawling before a restart")

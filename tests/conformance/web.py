@@ -75,7 +75,6 @@ class Web:
         self.bytes_out = 0
         self.lock = threading.Lock()
         self.pids = []
-        self.owners = {}  # client (ip, port) -> pid
         self.servers = []
         web = self
 
@@ -88,6 +87,11 @@ class Web:
             def setup(self):
                 super().setup()
                 self.rfile = Counting(self.rfile)
+                # The process at the other end of this connection, looked up on its first
+                # request. Kept per connection, not per client address: the kernel hands the
+                # same local port to connections to different servers, so a port another
+                # process used a moment ago says nothing about who holds it now.
+                self.owner = None
 
             def sized(self):
                 """/N: N bytes of text/html, written as one block (head and body) and counted
@@ -112,12 +116,9 @@ class Web:
                 t0 = time.time()
                 ip, port = self.server.server_address[:2]
                 client = self.client_address[:2]
-                with web.lock:
-                    pid = web.owners.get(client)
-                if pid is None and web.pids:
-                    pid = socket_owner(client, (ip, port), web.pids)
-                    with web.lock:
-                        web.owners[client] = pid
+                if self.owner is None and web.pids:
+                    self.owner = socket_owner(client, (ip, port), web.pids)
+                pid = self.owner
                 if delay:
                     time.sleep(delay)
                 if sized:
