@@ -57,6 +57,23 @@ pub fn held_addr() -> Result<SocketAddr, String> {
     crawlfleet_net::reserve::hold(free_listener()?).map_err(|e| e.to_string())
 }
 
+/// [`held_addr`] for a role that binds the port after its own too (a distributor): both free,
+/// both held.
+pub(crate) fn held_pair_addr() -> Result<SocketAddr, String> {
+    for _ in 0..256 {
+        let first = free_listener()?;
+        let addr = first.local_addr().map_err(|e| e.to_string())?;
+        let Some(next) = addr.port().checked_add(1) else {
+            continue;
+        };
+        if let Ok(second) = TcpListener::bind(SocketAddr::new(addr.ip(), next)) {
+            crawlfleet_net::reserve::hold(second).map_err(|e| e.to_string())?;
+            return crawlfleet_net::reserve::hold(first).map_err(|e| e.to_string());
+        }
+    }
+    Err("no two free consecutive ports on 127.0.0.1".into())
+}
+
 fn free_listener() -> Result<TcpListener, String> {
     let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()

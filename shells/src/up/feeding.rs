@@ -83,12 +83,7 @@ pub(super) fn start(
     let (mut data_dirs, mut admins) = (Vec::new(), Vec::new());
     for i in 1..=opts.distributors {
         // The objects' port (base + 390) is the free one; the base follows from it.
-        let objects = addr(&format!("distributor{i}"))?;
-        // The port after it (external sessions) held too until the distributor binds it. Taken
-        // already, the distributor says so when it binds.
-        if let Some(next) = objects.port().checked_add(1) {
-            let _ = crawlfleet_net::reserve::bind_and_hold(SocketAddr::new(objects.ip(), next));
-        }
+        let objects = with_next_held(addr(&format!("distributor{i}"))?)?;
         let base = objects.port().saturating_sub(PORT_OFFSET);
         let listen = SocketAddr::new(objects.ip(), base);
         let admin = addr(&format!("distributor{i}-admin"))?;
@@ -225,5 +220,60 @@ pub(super) fn wait_fed(
                 }
             ));
         }
+    }
+}
+
+/// A distributor binds its objects' port and the port after it (external sessions, MS-FSCDFT
+/// 3.5.4.2). `objects` was picked and is held for it; the port after it is held here too, until
+/// the distributor binds both. When that port is taken, by another program or by another role
+/// of this process whose held socket the distributor's bind would otherwise take (the nodes then
+/// reached a distributor at the multinode scheduler's address), the pair moves to two free
+/// consecutive ports, `objects` released.
+fn with_next_held(objects: SocketAddr) -> Result<SocketAddr, String> {
+    let held_next = objects.port().checked_add(1).is_some_and(|next| {
+        crawlfleet_net::reserve::bind_and_hold(SocketAddr::new(objects.ip(), next)).is_ok()
+    });
+    if held_next {
+        return Ok(objects);
+    }
+    drop(crawlfleet_net::reserve::take(objects));
+    super::held_pair_addr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn next(a: SocketAddr) -> SocketAddr {
+        SocketAddr::new(a.ip(), a.port() + 1)
+    }
+
+    #[test]
+    fn a_distributor_never_takes_the_port_held_for_another_role() {
+        // Two consecutive ports: the first picked for a distributor, the second held for
+        // another role of this process (as `up` holds the multinode scheduler's).
+        let picked = crate::up::held_pair_addr().unwrap();
+        let objects = with_next_held(picked).unwrap();
+        assert_ne!(objects, picked, "the distributor moves to another pair");
+        let theirs = crawlfleet_net::reserve::take(next(picked));
+        assert!(
+            theirs.is_some(),
+            "the other role's socket is still held for it"
+        );
+        assert!(crawlfleet_net::reserve::take(objects).is_some());
+        assert!(crawlfleet_net::reserve::take(next(objects)).is_some());
+        assert!(
+            crawlfleet_net::reserve::take(picked).is_none(),
+            "the first pick is given back"
+        );
+    }
+
+    #[test]
+    fn a_free_port_after_the_pick_is_held_with_it() {
+        let picked = crate::up::held_pair_addr().unwrap();
+        drop(crawlfleet_net::reserve::take(next(picked)));
+        assert_eq!(with_next_held(picked).unwrap(), picked);
+        assert!(crawlfleet_net::reserve::take(picked).is_some());
+        assert!(crawlfleet_net::reserve::take(next(picked)).is_some());
     }
 }
