@@ -61,17 +61,20 @@ pub fn held_addr() -> Result<SocketAddr, String> {
 /// both held.
 pub(crate) fn held_pair_addr() -> Result<SocketAddr, String> {
     for _ in 0..256 {
-        let first = free_listener()?;
-        let addr = first.local_addr().map_err(|e| e.to_string())?;
-        let Some(next) = addr.port().checked_add(1) else {
-            continue;
-        };
-        if let Ok(second) = TcpListener::bind(SocketAddr::new(addr.ip(), next)) {
-            crawlfleet_net::reserve::hold(second).map_err(|e| e.to_string())?;
-            return crawlfleet_net::reserve::hold(first).map_err(|e| e.to_string());
+        let addr = held_addr()?;
+        if hold_next(addr) {
+            return Ok(addr);
         }
+        drop(crawlfleet_net::reserve::take(addr));
     }
     Err("no two free consecutive ports on 127.0.0.1".into())
+}
+
+/// Binds and holds the port after `addr`'s; false when it is taken (or there is none).
+pub(crate) fn hold_next(addr: SocketAddr) -> bool {
+    addr.port().checked_add(1).is_some_and(|next| {
+        crawlfleet_net::reserve::bind_and_hold(SocketAddr::new(addr.ip(), next)).is_ok()
+    })
 }
 
 fn free_listener() -> Result<TcpListener, String> {

@@ -230,10 +230,7 @@ pub(super) fn wait_fed(
 /// reached a distributor at the multinode scheduler's address), the pair moves to two free
 /// consecutive ports, `objects` released.
 fn with_next_held(objects: SocketAddr) -> Result<SocketAddr, String> {
-    let held_next = objects.port().checked_add(1).is_some_and(|next| {
-        crawlfleet_net::reserve::bind_and_hold(SocketAddr::new(objects.ip(), next)).is_ok()
-    });
-    if held_next {
+    if super::hold_next(objects) {
         return Ok(objects);
     }
     drop(crawlfleet_net::reserve::take(objects));
