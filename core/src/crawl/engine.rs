@@ -21,6 +21,7 @@ use url::Url;
 use super::counted::{Count, Counted};
 use super::counters::{doc_skip, failure_code, uri_skip, CrawlCounters};
 use super::links::{self, Extracted};
+use super::resolve;
 use super::robots::{RobotsCache, Rules};
 use super::sitemaps;
 use super::types::DEPTH_KEY;
@@ -55,6 +56,9 @@ struct Site {
     runnable: bool,
     /// Requests' worth of the engine's room the site holds once started (`engine_stop.rs`).
     slot: u32,
+    /// A URL of the site parsed before, whose host its later URIs' parses reuse
+    /// ([`resolve::parse_on_site`]).
+    origin: Option<Url>,
 }
 
 /// An entry waiting for its turn on its site.
@@ -237,6 +241,7 @@ impl CrawlEngine {
             idle_since: None,
             runnable: false,
             slot: 0,
+            origin: None,
         });
         if *site.ip != *r.ip {
             site.ip = Arc::from(r.ip.as_str());
@@ -433,7 +438,11 @@ impl CrawlEngine {
                 skip = rule_skip(&cfg, &uri, took.uri_flags);
             }
             // Parsed once, for robots.txt and the request.
-            let parsed = skip.is_none().then(|| Url::parse(&uri).ok()).flatten();
+            let parsed = match (skip, self.sites.get_mut(key)) {
+                (None, Some(site)) => resolve::parse_on_site(&mut site.origin, &uri),
+                (None, None) => Url::parse(&uri).ok(),
+                (Some(_), _) => None,
+            };
             if skip.is_none()
                 && cfg.robots
                 && !self

@@ -731,7 +731,12 @@ fn extract_with(st: &mut State, body: &[u8], url: &Url, mask: u32) -> Extracted 
         if out.links.len() >= MAX_LINKS {
             break;
         }
-        let href = String::from_utf8_lossy(&hrefs[a..b]);
+        // `str::from_utf8` first: its ASCII fast path, where the lossy conversion walks the
+        // bytes chunk by chunk even when they are valid.
+        let href = match std::str::from_utf8(&hrefs[a..b]) {
+            Ok(h) => Cow::Borrowed(h),
+            Err(_) => String::from_utf8_lossy(&hrefs[a..b]),
+        };
         let s: Cow<'_, str> = if fast
             .as_ref()
             .is_some_and(|f| f.resolve_into(&href, url_buf))

@@ -215,6 +215,34 @@ pub fn origin_site(u: &Url) -> String {
     format!("{}/", u.origin().ascii_serialization())
 }
 
+/// `uri` parsed, the host taken from `origin` (a URL of the same site parsed before) when `uri`
+/// is `origin`'s `scheme://[userinfo@]host[:port]` followed by an absolute path: the path and
+/// query are then parsed against `origin` (WHATWG URL's relative parse, the url crate's
+/// `join`), the host's parse (IDNA mapping, IPv4 reading) not done again. The result is the
+/// full parse's: it is kept only when its serialization is `uri` itself (a serialization parses
+/// back to the same URL), else `uri` is parsed whole. `origin` is set from the first whole
+/// parse. The crawl engine parses every queued URI it requests, all of a site's alike.
+pub(crate) fn parse_on_site(origin: &mut Option<Url>, uri: &str) -> Option<Url> {
+    if let Some(o) = origin.as_ref() {
+        let prefix = &o[..Position::BeforePath];
+        if let Some(rest) = uri.strip_prefix(prefix) {
+            // `//x` and `/\x` would be a new authority, not a path: parsed whole.
+            if rest.starts_with('/') && !matches!(rest.as_bytes().get(1), Some(b'/' | b'\\')) {
+                if let Ok(u) = o.join(rest) {
+                    if u.as_str() == uri {
+                        return Some(u);
+                    }
+                }
+            }
+        }
+    }
+    let u = Url::parse(uri).ok()?;
+    if origin.is_none() && u.has_host() && !u.cannot_be_a_base() {
+        *origin = Some(u.clone());
+    }
+    Some(u)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +271,77 @@ mod tests {
             let slow = format!("{}/", parsed.origin().ascii_serialization());
             assert_eq!(origin_site(&parsed), slow, "{u}");
         }
+    }
+
+    /// A URI parsed through its site's origin is the url crate's whole parse of it, whatever
+    /// the URI: on the origin's authority or not, normalized or not, with paths the relative
+    /// parse would read as an authority.
+    #[test]
+    fn parse_on_site_is_the_whole_parse() {
+        let firsts = [
+            "http://127.77.0.3:8080/s2/p41.html",
+            "http://h.example/",
+            "https://user:pw@h.example:8443/a",
+            "http://xn--nxasmq6b.example/x?y",
+            "http://[::1]:8080/p",
+        ];
+        let paths = [
+            "/",
+            "/s5/p1.html",
+            "/a?b=c&d",
+            "/a#frag",
+            "//other.example/x",
+            "/\\other.example/x",
+            "/./a/../b",
+            "/%7Euser/%41",
+            "/A B",
+            "/caf\u{e9}",
+            "/?",
+            "",
+            ":81/x",
+            "/a/..",
+        ];
+        for first in firsts {
+            let mut origin = None;
+            let u = parse_on_site(&mut origin, first).unwrap();
+            assert_eq!(u, Url::parse(first).unwrap());
+            let prefix = origin
+                .as_ref()
+                .map(|o| o[..Position::BeforePath].to_string())
+                .unwrap();
+            let mut uris: Vec<String> = paths.iter().map(|p| format!("{prefix}{p}")).collect();
+            uris.extend(
+                [
+                    "http://other.example/a",
+                    "HTTP://H.EXAMPLE/x",
+                    "mailto:a@b",
+                    "not a url",
+                ]
+                .map(String::from),
+            );
+            for uri in &uris {
+                let want = Url::parse(uri).ok();
+                let got = parse_on_site(&mut origin, uri);
+                assert_eq!(
+                    got.as_ref().map(Url::as_str),
+                    want.as_ref().map(Url::as_str),
+                    "{uri}"
+                );
+                assert_eq!(got, want, "{uri}");
+                if let Some(g) = got {
+                    assert_eq!(g.host_str(), want.as_ref().unwrap().host_str(), "{uri}");
+                    assert_eq!(g.port(), want.as_ref().unwrap().port(), "{uri}");
+                    assert_eq!(g.username(), want.as_ref().unwrap().username(), "{uri}");
+                    assert_eq!(g.query(), want.as_ref().unwrap().query(), "{uri}");
+                }
+            }
+            // The origin is the first URL's, kept.
+            assert_eq!(origin.as_ref().map(Url::as_str), Some(u.as_str()));
+        }
+        // A URI with no host sets no origin.
+        let mut origin = None;
+        assert!(parse_on_site(&mut origin, "mailto:a@b").is_some());
+        assert!(origin.is_none());
     }
 
     fn slow(base: &Url, href: &str) -> Option<String> {
