@@ -1,5 +1,7 @@
 //! One client connection: a non-blocking socket, rustls on top for HTTPS, a fixed read buffer
-//! reused for every response, and the request in flight (at most one: no pipelining).
+//! while a request is in flight (the driver lends it and takes it back when the connection goes
+//! idle, so an idle keep-alive connection holds no buffer), and the request in flight (at most
+//! one: no pipelining).
 //!
 //! The driver calls [`Conn::drive`] on every readiness event; it finishes a pending connect,
 //! writes what is queued and reads until `WouldBlock` or a complete response (edge-triggered
@@ -118,7 +120,8 @@ pub(super) struct Conn {
     pub(super) job: Option<Job>,
     /// The deadline of this connection's live timer entry, if one is queued.
     pub(super) armed_at: Option<Instant>,
-    /// The read buffer: unread response bytes are `buf[start..end]`.
+    /// The read buffer ([`MAX_HEAD`] bytes while a request is in flight, empty when idle):
+    /// unread response bytes are `buf[start..end]`.
     buf: Box<[u8]>,
     start: usize,
     end: usize,
@@ -165,7 +168,7 @@ impl Conn {
             served: 0,
             job: None,
             armed_at: None,
-            buf: vec![0; MAX_HEAD].into_boxed_slice(),
+            buf: Box::default(),
             start: 0,
             end: 0,
             out: Vec::with_capacity(512),
@@ -174,6 +177,36 @@ impl Conn {
             drained: false,
             net: (0, 0),
         })
+    }
+
+    /// A new read buffer for [`Conn::give_buf`].
+    pub(super) fn new_buf() -> Box<[u8]> {
+        vec![0; MAX_HEAD].into_boxed_slice()
+    }
+
+    /// True when the connection holds a read buffer.
+    pub(super) fn has_buf(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// Lends the connection a read buffer (of [`Conn::new_buf`]'s size) for the request it is
+    /// about to take on.
+    pub(super) fn give_buf(&mut self, buf: Box<[u8]>) {
+        debug_assert_eq!(buf.len(), MAX_HEAD);
+        self.buf = buf;
+        self.start = 0;
+        self.end = 0;
+    }
+
+    /// Takes back the read buffer of a connection going idle or closing. `None` when it holds
+    /// none, or still holds unread bytes (a connection that is then closed).
+    pub(super) fn take_buf(&mut self) -> Option<Box<[u8]>> {
+        if self.buf.is_empty() || self.start != self.end {
+            return None;
+        }
+        self.start = 0;
+        self.end = 0;
+        Some(std::mem::take(&mut self.buf))
     }
 
     /// Bytes (read, written) on the socket since the last call.
@@ -258,10 +291,13 @@ impl Conn {
         if drained {
             return true;
         }
+        // Any byte read here means the connection is not good, so a small buffer does: the
+        // read buffer goes back to the driver while the connection is idle.
+        let mut scratch = [0u8; 256];
         let r = fill(
             &mut self.stream,
             self.tls.as_deref_mut(),
-            &mut self.buf,
+            &mut scratch,
             &mut self.net,
         );
         match r {

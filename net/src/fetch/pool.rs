@@ -32,6 +32,32 @@ use crate::reactor::{Turn, WAKER};
 /// Readiness events taken per poll.
 pub(super) const EVENT_CAPACITY: usize = 1024;
 
+/// The idle pool's key: scheme, address and a hash of the host name. Many hosts behind one
+/// address (name-based virtual hosts, a CDN) each get a list of their own, so taking or
+/// closing an idle connection does not walk every idle connection to that address; a list's
+/// connections are still checked for their host (two names may share a hash).
+type IdleKey = (bool, SocketAddr, u64);
+
+fn idle_key(https: bool, addr: SocketAddr, host: &str) -> IdleKey {
+    use std::hash::BuildHasher;
+    (
+        https,
+        addr,
+        foldhash::fast::FixedState::default().hash_one(host),
+    )
+}
+
+/// EMFILE or ENFILE: the process or the system is out of file descriptors.
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    Errno::from_io_error(e).is_some_and(|n| n == Errno::MFILE || n == Errno::NFILE)
+}
+
+/// Read buffers kept for the next requests (each [`super::http::MAX_HEAD`] bytes): a
+/// connection holds one only while a request is in flight, so thousands of idle keep-alive
+/// connections cost no buffer memory, and a buffer taken again needs no zeroing.
+const SPARE_BUFS: usize = 64;
+
 /// A request not on a connection yet.
 #[derive(Debug)]
 struct Pending {
@@ -65,11 +91,13 @@ pub(super) struct Driver {
     /// Idle connections per (https, address), most recently used last; the host is checked on
     /// the connection (no allocation per lookup). Looked up for every request: foldhash, not
     /// SipHash (the addresses are the scheduler's, resolved and allowed, not a peer's choice).
-    idle: HashMap<(bool, SocketAddr), Vec<usize>, foldhash::fast::RandomState>,
+    idle: HashMap<IdleKey, Vec<usize>, foldhash::fast::RandomState>,
     /// Idle connections oldest first, for the idle timeout and for eviction. Marks of
     /// connections that were reused or closed are skipped when met, and purged when they pile up.
     idle_order: VecDeque<IdleMark>,
     waiting: VecDeque<Pending>,
+    /// Read buffers not lent to a connection (at most [`SPARE_BUFS`]).
+    spare_bufs: Vec<Box<[u8]>>,
     /// `(deadline, slab key, uid)`.
     timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
     next_uid: u64,
@@ -148,6 +176,7 @@ impl Driver {
             idle: HashMap::default(),
             idle_order: VecDeque::new(),
             waiting: VecDeque::new(),
+            spare_bufs: Vec::new(),
             timers: BinaryHeap::new(),
             next_uid: 0,
         }
@@ -208,6 +237,11 @@ impl Driver {
                 let (r, w) = conn.take_net();
                 job.net = (job.net.0 + r, job.net.1 + w);
                 if keep {
+                    if let Some(b) = conn.take_buf() {
+                        if self.spare_bufs.len() < SPARE_BUFS {
+                            self.spare_bufs.push(b);
+                        }
+                    }
                     conn.phase = Phase::Idle;
                     conn.idle_gen += 1;
                     let mark = IdleMark {
@@ -217,7 +251,7 @@ impl Driver {
                         since: Instant::now(),
                     };
                     self.idle
-                        .entry((conn.https, conn.addr))
+                        .entry(idle_key(conn.https, conn.addr, &conn.host))
                         .or_default()
                         .push(id);
                     self.idle_order.push_back(mark);
@@ -273,6 +307,21 @@ impl Driver {
         self.next_uid += 1;
         let conn = match Conn::connect(&p.req, self.next_uid, &self.tls) {
             Ok(c) => c,
+            Err(FetchError::Io(e)) if out_of_descriptors(&e) && !self.conns.is_empty() => {
+                // The process has no descriptor left: the sockets open now are as many as it
+                // can hold, so they become the limit, and the request waits for one of them
+                // (an idle one is closed for it at once) rather than failing.
+                log::warn!(
+                    "fetch: out of file descriptors at {} sockets ({e}); keeping at most that many",
+                    self.conns.len()
+                );
+                self.opts.max_connections = self.conns.len();
+                if self.evict_idle() {
+                    return self.dispatch(p, now);
+                }
+                self.waiting.push_front(p);
+                return;
+            }
             Err(e) => return self.answer(p.req, p.submitted, now, Err(e), p.net),
         };
         let entry = self.conns.vacant_entry();
@@ -306,6 +355,9 @@ impl Driver {
         };
         // Relaxed: see `Fetcher::keep_wire`.
         let keep_wire = self.shared.keep_wire.load(Ordering::Relaxed);
+        if !conn.has_buf() {
+            conn.give_buf(self.spare_bufs.pop().unwrap_or_else(Conn::new_buf));
+        }
         let step = conn.start(job, &self.opts.user_agent, keep_wire);
         self.after(id, step);
     }
@@ -329,7 +381,7 @@ impl Driver {
 
     fn has_idle_for(&self, req: &FetchRequest) -> bool {
         let host = req.url.host_str().unwrap_or_default();
-        let key = (req.url.scheme() == "https", req.addr);
+        let key = idle_key(req.url.scheme() == "https", req.addr, host);
         self.idle.get(&key).is_some_and(|ids| {
             ids.iter()
                 .any(|&id| self.conns.get(id).is_some_and(|c| &*c.host == host))
@@ -341,7 +393,7 @@ impl Driver {
         let host = req.url.host_str().unwrap_or_default();
         let ids = self
             .idle
-            .get_mut(&(req.url.scheme() == "https", req.addr))?;
+            .get_mut(&idle_key(req.url.scheme() == "https", req.addr, host))?;
         let i = ids
             .iter()
             .rposition(|&id| self.conns.get(id).is_some_and(|c| &*c.host == host))?;
@@ -397,15 +449,21 @@ impl Driver {
         let Some(mut conn) = self.conns.try_remove(id) else {
             return;
         };
+        if let Some(b) = conn.take_buf() {
+            if self.spare_bufs.len() < SPARE_BUFS {
+                self.spare_bufs.push(b);
+            }
+        }
         self.count_open();
         if let Err(e) = self.registry.deregister(&mut conn.stream) {
             log::debug!("fetch: deregistering a socket to {}: {e}", conn.addr);
         }
         if conn.phase == Phase::Idle {
-            if let Some(ids) = self.idle.get_mut(&(conn.https, conn.addr)) {
+            let key = idle_key(conn.https, conn.addr, &conn.host);
+            if let Some(ids) = self.idle.get_mut(&key) {
                 ids.retain(|&i| i != id);
                 if ids.is_empty() {
-                    self.idle.remove(&(conn.https, conn.addr));
+                    self.idle.remove(&key);
                 }
             }
         }

@@ -196,3 +196,52 @@ fn thousand_requests_over_twenty_hosts() {
         "every host had a connection"
     );
 }
+
+/// Many host names behind one address (name-based virtual hosts, a CDN) each keep their own
+/// idle connection: a second round over them reuses each name's connection and never another
+/// name's (the pool is keyed by the host as well as the address; the server reads the name
+/// from the Host header, RFC 9112 3.2).
+#[test]
+fn many_names_on_one_address_each_reuse_their_own_connection() {
+    let s = Server::local(|_, stream| {
+        let mut r = BufReader::new(stream.try_clone().unwrap());
+        let mut w = stream;
+        while let Some(head) = read_head(&mut r) {
+            let host = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Host: "))
+                .unwrap_or("")
+                .to_string();
+            if w.write_all(&ok_response(host.as_bytes())).is_err() {
+                return;
+            }
+        }
+    });
+    let f = fetcher();
+    let names: Vec<String> = (0..200).map(|i| format!("site{i}.test")).collect();
+    let port = s.addr.port();
+    for round in 0..2u64 {
+        let reqs = names.iter().enumerate().map(|(i, n)| {
+            request(
+                round * 1000 + i as u64,
+                &format!("http://{n}:{port}/r{round}"),
+                s.addr,
+            )
+        });
+        f.submit_many(reqs).unwrap();
+        for _ in 0..names.len() {
+            let res = f.results.recv_timeout(WAIT).unwrap();
+            let resp = res.result.unwrap_or_else(|e| panic!("{}: {e}", res.url));
+            let name = &names[(res.id % 1000) as usize];
+            assert_eq!(
+                resp.body,
+                format!("{name}:{port}").into_bytes(),
+                "{}",
+                res.url
+            );
+            assert_eq!(resp.reused_connection, round == 1, "{}", res.url);
+        }
+        settled(&f);
+    }
+    assert_eq!(s.accepted(), names.len(), "one connection a name");
+}
