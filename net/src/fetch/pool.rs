@@ -53,11 +53,6 @@ fn out_of_descriptors(e: &std::io::Error) -> bool {
     Errno::from_io_error(e).is_some_and(|n| n == Errno::MFILE || n == Errno::NFILE)
 }
 
-/// Read buffers kept for the next requests (each [`super::http::MAX_HEAD`] bytes): a
-/// connection holds one only while a request is in flight, so thousands of idle keep-alive
-/// connections cost no buffer memory, and a buffer taken again needs no zeroing.
-const SPARE_BUFS: usize = 64;
-
 /// A request not on a connection yet.
 #[derive(Debug)]
 struct Pending {
@@ -96,7 +91,11 @@ pub(super) struct Driver {
     /// connections that were reused or closed are skipped when met, and purged when they pile up.
     idle_order: VecDeque<IdleMark>,
     waiting: VecDeque<Pending>,
-    /// Read buffers not lent to a connection (at most [`SPARE_BUFS`]).
+    /// Read buffers ([`super::http::MAX_HEAD`] bytes each) not lent to a connection. A
+    /// connection holds one only while a request is in flight and gives it back here when it
+    /// goes idle or closes, so thousands of idle keep-alive connections hold no buffer, and a
+    /// request never waits on zeroing a new one once the pool has grown: the buffers ever made
+    /// are as many as requests were ever in flight at once (at most `max_connections`).
     spare_bufs: Vec<Box<[u8]>>,
     /// `(deadline, slab key, uid)`.
     timers: BinaryHeap<Reverse<(Instant, usize, u64)>>,
@@ -237,11 +236,7 @@ impl Driver {
                 let (r, w) = conn.take_net();
                 job.net = (job.net.0 + r, job.net.1 + w);
                 if keep {
-                    if let Some(b) = conn.take_buf() {
-                        if self.spare_bufs.len() < SPARE_BUFS {
-                            self.spare_bufs.push(b);
-                        }
-                    }
+                    self.spare_bufs.extend(conn.take_buf());
                     conn.phase = Phase::Idle;
                     conn.idle_gen += 1;
                     let mark = IdleMark {
@@ -449,11 +444,7 @@ impl Driver {
         let Some(mut conn) = self.conns.try_remove(id) else {
             return;
         };
-        if let Some(b) = conn.take_buf() {
-            if self.spare_bufs.len() < SPARE_BUFS {
-                self.spare_bufs.push(b);
-            }
-        }
+        self.spare_bufs.extend(conn.take_buf());
         self.count_open();
         if let Err(e) = self.registry.deregister(&mut conn.stream) {
             log::debug!("fetch: deregistering a socket to {}: {e}", conn.addr);
