@@ -83,9 +83,10 @@ pub(super) struct Driver {
     done: Sender<FetchResult>,
     shared: Arc<Shared>,
     conns: Slab<Conn>,
-    /// Idle connections per (https, address), most recently used last; the host is checked on
-    /// the connection (no allocation per lookup). Looked up for every request: foldhash, not
-    /// SipHash (the addresses are the scheduler's, resolved and allowed, not a peer's choice).
+    /// Idle connections per [`IdleKey`] (https, address, a hash of the host name), most
+    /// recently used last; the host itself is checked on the connection (no allocation per
+    /// lookup). Looked up for every request: foldhash, not SipHash (the addresses are the
+    /// scheduler's, resolved and allowed, not a peer's choice).
     idle: HashMap<IdleKey, Vec<usize>, foldhash::fast::RandomState>,
     /// Idle connections oldest first, for the idle timeout and for eviction. Marks of
     /// connections that were reused or closed are skipped when met, and purged when they pile up.
