@@ -287,6 +287,43 @@ fn bad_requests_are_refused_and_head_has_no_body() {
     server.stop();
 }
 
+/// The soft and hard limits on open descriptors of a running process (`/proc/<pid>/limits`).
+fn open_files_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut f = line["Max open files".len()..].split_whitespace();
+    (f.next().unwrap().into(), f.next().unwrap().into())
+}
+
+#[test]
+fn a_role_lifts_its_soft_descriptor_limit_to_the_hard_one() {
+    // A login shell's soft limit is often 1,024 where the hard one is far higher; a synthetic
+    // web of more hosts than the soft limit (a listener each) failed to bind with "Too many
+    // open files". 600 hosts under a soft limit of 256.
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("ulimit -Sn 256 && exec \"$0\" synthweb --web 600:600 --base 127.97.0.1")
+        .arg(env!("CARGO_BIN_EXE_crawlfleet"))
+        .env("RUST_LOG", "warn");
+    let role = Role::spawn(cmd);
+    let (soft, hard) = open_files_limits(role.child.id());
+    assert_eq!(soft, hard, "the soft limit is lifted to the hard one");
+    // The last host's listener is up and answers.
+    let web = SyntheticWeb::generate(
+        &"600:600".parse().unwrap(),
+        Ipv4Addr::new(127, 97, 0, 1),
+        role.addr().port(),
+    );
+    let last = *web.hosts().last().unwrap();
+    let page = Client::connect(last).get("/robots.txt");
+    assert_eq!(page.status, web.respond(last, "/robots.txt").status);
+    assert_eq!(page.body, web.respond(last, "/robots.txt").body);
+    role.kill();
+}
+
 #[test]
 fn the_role_serves_until_killed() {
     let dir = temp_dir("synthweb-role");

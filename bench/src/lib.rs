@@ -94,12 +94,16 @@ pub fn resident_bytes() -> Option<u64> {
 /// processes, one crawlfleet role).
 pub fn main() -> ExitCode {
     use clap::Parser;
+    // Each role, and the load side's sockets, as `crawlfleet` raises it (a synthetic web of
+    // 10,000 hosts needs a listener each).
+    let open_files = crawlfleet_shells::raise_open_files_limit();
     match cli::Cli::parse().command {
         cli::BenchCommand::Role(role) => run_role(role),
         command => {
             // The load side moves large buffers between threads as the roles do.
             crawlfleet_shells::tune_allocator();
             crawlfleet_shells::init_logging();
+            crawlfleet_shells::log_open_files_limit(open_files);
             run(command)
         }
     }

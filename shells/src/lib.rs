@@ -68,6 +68,7 @@ where
     use clap::{CommandFactory, FromArgMatches};
     tune_allocator();
     exit_quietly_on_closed_output();
+    let open_files = raise_open_files_limit();
     let matches = cli::Cli::command().get_matches_from(args);
     let cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // The subcommand's name is the role of JSON log records.
@@ -79,7 +80,55 @@ where
         _ => "info",
     };
     init_logging_as(level, cli.log_format, role);
+    log_open_files_limit(open_files);
     run(cli)
+}
+
+/// What [`raise_open_files_limit`] found and did: the soft limit before, the one now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenFiles {
+    /// The soft limit the process started with (`None`: unlimited).
+    pub was: Option<u64>,
+    /// The soft limit now.
+    pub now: Option<u64>,
+}
+
+/// Most descriptors asked for when the hard limit is unlimited (Linux refuses a soft limit over
+/// `fs.nr_open`, 1,048,576 by default).
+const OPEN_FILES_CEILING: u64 = 1 << 20;
+
+/// Lifts the soft limit on open descriptors to the hard limit, as servers do at start (nginx's
+/// `worker_rlimit_nofile`, Go's runtime since 1.19): a login shell's soft limit is often 1,024
+/// while its hard limit is hundreds of thousands, and a node's fetcher (512 sockets), a link
+/// store's clients or a synthetic web of 10,000 hosts (a listener each) need more than 1,024.
+/// The hard limit stays; an administrator lowers it to bound a role. Call before threads start.
+pub fn raise_open_files_limit() -> OpenFiles {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    let was = limit.current;
+    let want = limit.maximum.map_or(OPEN_FILES_CEILING, |m| m);
+    if was.is_some_and(|c| c < want) {
+        limit.current = Some(want);
+        if setrlimit(Resource::Nofile, limit).is_err() {
+            return OpenFiles { was, now: was };
+        }
+    }
+    OpenFiles {
+        was,
+        now: getrlimit(Resource::Nofile).current,
+    }
+}
+
+/// One line once logging is up, when [`raise_open_files_limit`] changed the limit.
+pub fn log_open_files_limit(open: OpenFiles) {
+    let show = |l: Option<u64>| l.map_or("unlimited".to_string(), |n| n.to_string());
+    if open.was != open.now {
+        log::debug!(
+            "open descriptors: soft limit raised from {} to {}",
+            show(open.was),
+            show(open.now)
+        );
+    }
 }
 
 /// Keeps glibc's allocator from handing memory back to the kernel after every batch. The roles
