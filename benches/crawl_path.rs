@@ -4,6 +4,9 @@
 //! - `links/extract`: link extraction from a page of the plain synthetic web (about 30 links:
 //!   tokenizing, resolution against the page's URL, normalization), in bytes per second;
 //! - `links/resolve`: resolving hrefs of every form against a page URL, per href;
+//! - `url/parse_whole`: a site's queued URIs parsed whole by the url crate (the host's IDNA
+//!   mapping and IPv4 reading each time), per URI, and `url/parse_on_site` the same through
+//!   the site's first parsed URL (`crawl::parse_on_site`, as the engine parses what it requests);
 //! - `site/crawl_site`: the crawl site of a link (the routing key and the same-site test), and
 //!   `site/same_site` the engine's same-site test of the page's links (`routing::SameSite`:
 //!   links written with the page's authority answered by comparing bytes);
@@ -69,6 +72,37 @@ fn bench_links(c: &mut Criterion) {
         b.iter(|| {
             for h in &hrefs {
                 black_box(links::resolve(&url, black_box(h)));
+            }
+        })
+    });
+    g.finish();
+    let queued = [
+        "http://127.77.0.3:8080/s2/p41.html",
+        "http://127.77.0.3:8080/s7/p140.html",
+        "http://127.77.0.3:8080/",
+        "http://127.77.0.3:8080/robots.txt",
+        "http://127.77.0.3:8080/s1/p30.html?page=2",
+        "http://127.77.0.3:8080/s0/p3.html",
+    ];
+    let mut g = c.benchmark_group("url");
+    g.throughput(Throughput::Elements(queued.len() as u64));
+    g.bench_function("parse_whole", |b| {
+        b.iter(|| {
+            for u in &queued {
+                black_box(Url::parse(black_box(u)).ok());
+            }
+        })
+    });
+    let mut origin = None;
+    crawlfleet_core::crawl::parse_on_site(&mut origin, queued[0]);
+    assert!(origin.is_some(), "the site's first URL is kept");
+    g.bench_function("parse_on_site", |b| {
+        b.iter(|| {
+            for u in &queued {
+                black_box(crawlfleet_core::crawl::parse_on_site(
+                    &mut origin,
+                    black_box(u),
+                ));
             }
         })
     });

@@ -354,6 +354,36 @@ fn politeness_one_connection_per_site_and_the_delay_between_requests() {
 }
 
 #[test]
+fn a_node_crawls_at_most_max_sites_sites_at_once() {
+    // docs/collection-config.md: max_sites is the sites one node scheduler crawls at once; the
+    // others wait parked, their entries held, and start as sites finish. Two nodes, one site
+    // each at a time, one request a site: never more than two hosts with a request open (the
+    // web's slow pages keep some open for 200-500 ms), and every page of the web in the end.
+    let (web, _, log, _, _) = crawl(
+        "max-sites",
+        "8:40",
+        Ipv4Addr::new(127, 79, 8, 1),
+        &["--web-max-sites", "1", "--web-connections", "1"],
+    );
+    let exp = web.expected();
+    let fetched: BTreeSet<String> = log.iter().map(|a| a.url.clone()).collect();
+    let missing: Vec<_> = exp.fetched.difference(&fetched).collect();
+    assert!(
+        missing.is_empty(),
+        "parked sites never crawled: {missing:?}"
+    );
+    let host = |a: &Access| a.url.split('/').nth(2).unwrap().to_string();
+    for a in &log {
+        let open: BTreeSet<String> = log
+            .iter()
+            .filter(|b| b.start <= a.start && a.start < b.end)
+            .map(host)
+            .collect();
+        assert!(open.len() <= 2, "at {}: requests open to {open:?}", a.start);
+    }
+}
+
+#[test]
 fn refused_and_timed_out_fetches_are_counted_with_their_codes() {
     let dead = TcpListener::bind("127.0.0.1:0")
         .unwrap()

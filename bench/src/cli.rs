@@ -497,6 +497,13 @@ pub struct BenchScaleArgs {
     /// Concurrent requests per site (max_pending).
     #[arg(long, default_value_t = 2)]
     pub connections: u32,
+    /// Sites a node crawls at once (the collection's max_sites; the default is what 512
+    /// connections hold at max_pending 2).
+    #[arg(long, default_value_t = 256)]
+    pub max_sites: u32,
+    /// Each node's `--connections` (requests open at once and fetcher sockets).
+    #[arg(long, default_value_t = 512)]
+    pub node_connections: u32,
     /// Seconds between requests to a site (the collection's delay).
     #[arg(long, default_value_t = 0.0)]
     pub delay: f64,

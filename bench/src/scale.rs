@@ -393,6 +393,7 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
         &[
             ("delay", Value::Float(args.delay)),
             ("max_pending", Value::int(i64::from(args.connections))),
+            ("max_sites", Value::int(i64::from(args.max_sites))),
         ],
     )
     .map_err(BenchError)?;
@@ -471,6 +472,8 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
                 dir_of(&name),
                 "--stats-interval".into(),
                 "1".into(),
+                "--connections".into(),
+                args.node_connections.to_string(),
             ],
         );
         node.metrics = Some(admin);
@@ -713,7 +716,7 @@ pub fn run(args: &BenchScaleArgs) -> Result<(), BenchError> {
     if !(0.0..1.0).contains(&args.kill_at) {
         return Err(BenchError("--kill-at must be in [0, 1)".into()));
     }
-    descriptors_suffice(args.hosts, args.nodes)?;
+    descriptors_suffice(args.hosts, args.nodes, args.node_connections)?;
     let main = crawl(args, args.hosts, args.kill_at)?;
     let versus = match args.versus_hosts {
         Some(h) if h > 0 && h != args.hosts => Some((h, crawl(args, h, 0.0)?)),
@@ -723,6 +726,8 @@ pub fn run(args: &BenchScaleArgs) -> Result<(), BenchError> {
     v["hosts"] = json!(args.hosts);
     v["nodes"] = json!(args.nodes);
     v["connections_per_site"] = json!(args.connections);
+    v["max_sites"] = json!(args.max_sites);
+    v["node_connections"] = json!(args.node_connections);
     v["delay"] = json!(args.delay);
     if let Some((h, o)) = &versus {
         let ours = main.seconds - main.gap;
@@ -764,8 +769,8 @@ const WEB_SPARE_DESCRIPTORS: u64 = 64;
 /// node's fetcher. Short of descriptors, its accepts fail and the crawl waits on them (a run with
 /// 5,000 fetcher sockets a node on a 20,000 limit took 2.8 times as long): say so before
 /// starting rather than measure that.
-fn descriptors_suffice(hosts: usize, nodes: usize) -> Result<(), BenchError> {
-    let sockets = crawlfleet_net::fetch::FetcherOptions::default().max_connections as u64;
+fn descriptors_suffice(hosts: usize, nodes: usize, sockets: u32) -> Result<(), BenchError> {
+    let sockets = u64::from(sockets);
     let need = hosts as u64 + nodes as u64 * sockets + WEB_SPARE_DESCRIPTORS;
     match open_files_limit() {
         Some(limit) if limit < need => Err(BenchError(format!(
@@ -784,10 +789,10 @@ mod tests {
     #[test]
     fn a_web_beyond_the_descriptor_limit_is_refused_before_the_crawl() {
         // Linux caps any process at fs.nr_open (at most 2^30 descriptors).
-        let e = descriptors_suffice(1 << 31, 2).unwrap_err();
+        let e = descriptors_suffice(1 << 31, 2, 512).unwrap_err();
         assert!(e.0.contains("open descriptors"), "{}", e.0);
         // One host and one node fit under any limit a role can start with.
-        descriptors_suffice(1, 1).unwrap();
+        descriptors_suffice(1, 1, 512).unwrap();
     }
 
     #[test]

@@ -177,6 +177,9 @@ pub struct UpArgs {
     /// The generated web's collection: concurrent requests per site (max_pending, default 2).
     #[arg(long)]
     pub web_connections: Option<u32>,
+    /// The generated web's collection: sites a node crawls at once (max_sites, default 128).
+    #[arg(long)]
+    pub web_max_sites: Option<u32>,
     /// The generated web's pages change over time: PERCENT%/SECONDS (e.g. 1%/10), a seeded
     /// schedule; their Last-Modified, ETag and sitemap lastmod follow (docs/sitemaps.md).
     #[arg(long, value_name = "PERCENT%/SECONDS")]
@@ -514,6 +517,13 @@ pub struct NodeArgs {
     /// robot"); `crawlfleet rup-deliver` takes them on standard input instead.
     #[arg(long)]
     pub rup_smtp: Option<SocketAddr>,
+    /// Requests open at once and sockets the fetcher keeps (connecting, busy or idle
+    /// keep-alive). A site started holds its collection's `max_pending` of them, so a node
+    /// crawls at most connections / max_pending sites at once, and each collection at most its
+    /// `max_sites` (docs/collection-config.md). Polite crawls of many sites (a `delay` of
+    /// seconds) need room for many sites: raise both.
+    #[arg(long, default_value_t = DEFAULT_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub connections: u32,
     /// Multinode keep-alive and sync.
     #[command(flatten)]
     pub timers: SchedTimers,
@@ -521,6 +531,9 @@ pub struct NodeArgs {
     #[command(flatten)]
     pub admin_opts: AdminOpts,
 }
+
+/// A node's default `--connections`.
+pub const DEFAULT_CONNECTIONS: u32 = 512;
 
 /// Arguments shared by the duplicate server and its replica.
 #[derive(Debug, Args)]

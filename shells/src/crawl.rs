@@ -108,14 +108,24 @@ fn failure(e: FetchError) -> Failure {
 }
 
 impl Crawler {
-    /// Starts the fetcher; `links` ships link data to a link store (MS-FSWASDR).
-    pub fn start(user_agent: &str, links: Option<LinkBatcher>) -> std::io::Result<Crawler> {
+    /// Starts the fetcher with `connections` sockets, the engine's room for requests open at
+    /// once (the node's `--connections`); `links` ships link data to a link store (MS-FSWASDR).
+    pub fn start(
+        user_agent: &str,
+        connections: usize,
+        links: Option<LinkBatcher>,
+    ) -> std::io::Result<Crawler> {
+        let connections = connections.max(1);
         let fetcher = Fetcher::spawn(FetcherOptions {
             user_agent: user_agent.to_string(),
+            max_connections: connections,
             ..FetcherOptions::default()
         })?;
         Ok(Crawler {
-            engine: CrawlEngine::new(EngineOptions::default()),
+            engine: CrawlEngine::new(EngineOptions {
+                max_in_flight: connections,
+                ..EngineOptions::default()
+            }),
             fetcher,
             links,
             epoch: Instant::now(),
@@ -167,6 +177,19 @@ impl Crawler {
                 continue;
             }
             // The scheduler's parse of the configuration, shared (not parsed again here).
+            let room = self.engine.options().max_in_flight;
+            let pending = settings.max_site_connections.max(1) as usize;
+            if settings.max_sites as usize * pending > room {
+                warn!(
+                    "collection {}: max_sites {} at max_pending {pending} would hold {} \
+                     connections; this node has {room} (--connections): at most {} of its \
+                     sites at once",
+                    String::from_utf8_lossy(name),
+                    settings.max_sites,
+                    settings.max_sites as usize * pending,
+                    room / pending
+                );
+            }
             self.engine.set_config(name, settings.clone());
             if let Some(b) = &self.links {
                 b.set_applications(name, link_applications(dict));
@@ -697,7 +720,7 @@ mod tests {
         let mut opts = NodeOptions::new(b"n1");
         opts.standalone = true;
         let mut sm = NodeScheduler::open(dir.path(), opts).unwrap();
-        let mut crawler = Crawler::start("crawlfleet-test", None).unwrap();
+        let mut crawler = Crawler::start("crawlfleet-test", 512, None).unwrap();
         sm.conf_add(b"web", config(2.5)).unwrap();
         crawler.sync_configs(&mut sm);
         let first = crawler.engine.config(b"web").unwrap().clone();

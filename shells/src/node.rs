@@ -192,8 +192,12 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
         }
         None => None,
     };
-    let mut crawler = Crawler::start(&format!("crawlfleet/{}", env!("CARGO_PKG_VERSION")), links)
-        .map_err(|e| format!("cannot start the fetcher: {e}"))?;
+    let mut crawler = Crawler::start(
+        &format!("crawlfleet/{}", env!("CARGO_PKG_VERSION")),
+        args.connections as usize,
+        links,
+    )
+    .map_err(|e| format!("cannot start the fetcher: {e}"))?;
     // The RUP robot (node/rup.rs) and its SMTP receiver.
     let mut robot = rup::start(
         &args.data_dir,

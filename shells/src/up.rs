@@ -453,6 +453,7 @@ impl Cluster {
                 linkstore: Some(links),
                 nameserver,
                 rup_smtp: Some(smtp),
+                connections: crate::cli::DEFAULT_CONNECTIONS,
                 timers: timers(),
                 admin_opts: admin_opts(false),
             };

@@ -114,6 +114,9 @@ pub struct CrawlEngine {
     queued: usize,
     /// Room held by the started sites, and sites parked until there is room for them.
     slots: (usize, VecDeque<SiteKey>),
+    /// Sites holding room, by collection: at most the collection's `max_sites`
+    /// (`engine_stop.rs`).
+    started: hashbrown::HashMap<Vec<u8>, u32, foldhash::fast::RandomState>,
     /// Entries finished since the last [`CrawlEngine::take_done`].
     done: Vec<(Vec<u8>, u64)>,
 }
@@ -160,6 +163,7 @@ impl CrawlEngine {
             next_id: 1,
             queued: 0,
             slots: (0, VecDeque::new()),
+            started: hashbrown::HashMap::default(),
             done: Vec::new(),
         }
     }
@@ -168,6 +172,11 @@ impl CrawlEngine {
     pub fn set_config(&mut self, name: &[u8], cfg: Arc<CollectionConfig>) {
         self.configs.insert(name.to_vec(), cfg);
         self.counters.entry_ref(name).or_default();
+    }
+
+    /// The engine's options.
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
     }
 
     /// The configuration of a collection.

@@ -3,8 +3,10 @@
 //! hold while they are crawled.
 //!
 //! A site started holds its `max_site_connections` of the engine's room (`max_in_flight`, the
-//! fetcher's socket limit) until it is released; a site that finds no room is parked, its
-//! entries held, until a released site frees some. Without this, a node with more sites ready
+//! fetcher's socket limit) until it is released, and counts against its collection's
+//! `max_sites` (the sites a node scheduler crawls at once); a site that finds no room, or whose
+//! collection has `max_sites` started, is parked, its entries held, until a released site frees
+//! some. Without this, a node with more sites ready
 //! than sockets spread its requests over all of them, and each request closed another site's
 //! idle keep-alive connection to open its own: a new connection for nearly every page once a
 //! node had more than a few hundred sites going (98,887 connections for 100,000 pages on 2,000
@@ -54,15 +56,29 @@ impl CrawlEngine {
         out
     }
 
+    /// The sites of collection `name` holding room now.
+    pub fn sites_started(&self, name: &[u8]) -> u32 {
+        self.started.get(name).copied().unwrap_or(0)
+    }
+
+    /// The most sites of collection `name` started at once (`max_sites`, at least 1).
+    fn max_sites(&self, name: &[u8]) -> u32 {
+        self.configs
+            .get(name)
+            .map_or(u32::MAX, |c| c.max_sites.max(1))
+    }
+
     /// Gives `key` `need` of the engine's room; false (the site parked until a release) when
-    /// other sites hold it all.
+    /// other sites hold it all, or its collection has `max_sites` sites started.
     pub(super) fn take_slot(&mut self, key: &SiteKey, need: u32) -> bool {
+        let full = self.sites_started(&key.0) >= self.max_sites(&key.0);
         let (used, parked) = &mut self.slots;
-        if *used > 0 && *used + need as usize > self.opts.max_in_flight {
+        if full || (*used > 0 && *used + need as usize > self.opts.max_in_flight) {
             parked.push_back(key.clone());
             return false;
         }
         *used += need as usize;
+        *self.started.entry_ref(key.0.as_slice()).or_default() += 1;
         if let Some(site) = self.sites.get_mut(key) {
             site.slot = need;
         }
@@ -72,7 +88,7 @@ impl CrawlEngine {
     /// Removes a site, and wakes parked sites for the room it held.
     pub(super) fn drop_site(&mut self, key: &SiteKey) -> Option<Site> {
         let site = self.sites.remove(key)?;
-        self.free_room(site.slot);
+        self.free_room(&key.0, site.slot);
         Some(site)
     }
 
@@ -90,17 +106,26 @@ impl CrawlEngine {
             return;
         };
         let slot = std::mem::take(&mut site.slot);
-        self.free_room(slot);
+        self.free_room(&key.0, slot);
     }
 
-    /// Returns `slot` of the engine's room and wakes parked sites for it.
-    fn free_room(&mut self, slot: u32) {
+    /// Returns `slot` of the engine's room, held by a site of collection `name`, and wakes
+    /// parked sites for it: as many as the room takes, each only while its collection is
+    /// under its `max_sites` (counting the sites woken here); the others stay parked.
+    fn free_room(&mut self, name: &[u8], slot: u32) {
         if slot == 0 {
             return;
         }
         self.slots.0 -= slot as usize;
+        if let Some(n) = self.started.get_mut(name) {
+            *n = n.saturating_sub(1);
+        }
         let mut room = self.opts.max_in_flight.saturating_sub(self.slots.0);
-        while room > 0 {
+        // Sites woken here by collection, and parked keys looked at (each at most once).
+        let mut woken: Vec<(SiteKey, u32)> = Vec::new();
+        let mut left = self.slots.1.len();
+        while room > 0 && left > 0 {
+            left -= 1;
             let Some(k) = self.slots.1.pop_front() else {
                 break;
             };
@@ -112,6 +137,18 @@ impl CrawlEngine {
             if site.slot != 0 || site.queue.is_empty() {
                 continue;
             }
+            let w = match woken.iter().position(|(c, _)| c.0 == k.0) {
+                Some(i) => i,
+                None => {
+                    woken.push((k.clone(), 0));
+                    woken.len() - 1
+                }
+            };
+            if self.sites_started(&k.0) + woken[w].1 >= self.max_sites(&k.0) {
+                self.slots.1.push_back(k);
+                continue;
+            }
+            woken[w].1 += 1;
             let need = self
                 .configs
                 .get(&k.0)

@@ -222,7 +222,7 @@ pub fn origin_site(u: &Url) -> String {
 /// full parse's: it is kept only when its serialization is `uri` itself (a serialization parses
 /// back to the same URL), else `uri` is parsed whole. `origin` is set from the first whole
 /// parse. The crawl engine parses every queued URI it requests, all of a site's alike.
-pub(crate) fn parse_on_site(origin: &mut Option<Url>, uri: &str) -> Option<Url> {
+pub fn parse_on_site(origin: &mut Option<Url>, uri: &str) -> Option<Url> {
     if let Some(o) = origin.as_ref() {
         let prefix = &o[..Position::BeforePath];
         if let Some(rest) = uri.strip_prefix(prefix) {

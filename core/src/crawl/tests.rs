@@ -593,6 +593,71 @@ fn sites_beyond_the_engines_room_wait_parked_until_one_is_released() {
     assert_eq!(done.len(), 2);
 }
 
+/// `max_sites` (docs/collection-config.md: the sites one node scheduler crawls at once) caps
+/// the sites of a collection started together, whatever the engine's room; another
+/// collection's sites are not held back by it.
+#[test]
+fn a_collection_crawls_at_most_max_sites_sites_at_once() {
+    let mut capped = CollectionConfig::defaults("c");
+    (capped.delay, capped.robots, capped.max_site_connections) = (0.0, false, 1);
+    capped.max_sites = 2;
+    let mut other = capped.clone();
+    other.max_sites = 128;
+    let mut e = CrawlEngine::new(EngineOptions {
+        site_linger: 1.0,
+        max_in_flight: 512,
+        ..EngineOptions::default()
+    });
+    e.set_config(C, Arc::new(capped));
+    e.set_config(b"d", Arc::new(other));
+    let push = |e: &mut CrawlEngine, collection: &[u8], host: &str, n: u8| {
+        let mut r = ready(&format!("http://{host}/"));
+        r.collection = collection.to_vec();
+        r.ip = format!("127.0.1.{n}");
+        e.push(r);
+    };
+    for (n, host) in ["a.example", "b.example", "c.example", "d.example"]
+        .iter()
+        .enumerate()
+    {
+        push(&mut e, C, host, n as u8);
+    }
+    for (n, host) in ["x.example", "y.example", "z.example"].iter().enumerate() {
+        push(&mut e, b"d", host, 10 + n as u8);
+    }
+    let hosts = |reqs: &[Request]| -> Vec<String> {
+        let mut h: Vec<_> = reqs.iter().map(|r| r.url[7..16].to_string()).collect();
+        h.sort();
+        h
+    };
+    let first = e.poll(0.0).0;
+    assert_eq!(
+        hosts(&first),
+        [
+            "a.example",
+            "b.example",
+            "x.example",
+            "y.example",
+            "z.example"
+        ],
+        "two sites of the capped collection, every site of the other"
+    );
+    assert_eq!(e.sites_started(C), 2);
+    // A capped site done and idle frees its place: one parked site of the collection starts.
+    let a = first.iter().find(|r| r.url.contains("a.example")).unwrap();
+    e.complete(ok(a.id, 404, "text/html", "gone"), 0.1);
+    let mut next = e.poll(0.2).0;
+    next.extend(e.poll(0.2).0);
+    assert_eq!(hosts(&next), ["c.example"]);
+    assert_eq!(e.sites_started(C), 2);
+    // The rest, one place at a time; every site of the collection is crawled in the end.
+    let b = first.iter().find(|r| r.url.contains("b.example")).unwrap();
+    e.complete(ok(b.id, 404, "text/html", "gone"), 0.3);
+    let mut last = e.poll(0.4).0;
+    last.extend(e.poll(0.4).0);
+    assert_eq!(hosts(&last), ["d.example"]);
+}
+
 /// A link to the page's own site is queued with its crawl site (the node scheduler routes it
 /// without finding the site again); a link elsewhere and a redirect target without.
 #[test]

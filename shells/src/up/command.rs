@@ -94,6 +94,9 @@ pub fn run(args: &UpArgs) -> Result<ExitCode, String> {
         if let Some(n) = args.web_connections {
             overrides.push(("max_pending", Value::int(i64::from(n))));
         }
+        if let Some(n) = args.web_max_sites {
+            overrides.push(("max_sites", Value::int(i64::from(n))));
+        }
         // The link store gets both applications' data (MS-FSWASDR 2.2.1.3): the WebAnalyzer
         // link graph and the SPRel document lines.
         let app = |a: &str| Value::owned_bytes(a.as_bytes().to_vec());
