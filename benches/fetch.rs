@@ -71,6 +71,7 @@ fn bench_fetch(c: &mut Criterion) {
         connect_timeout: Duration::from_secs(10),
         timeout: Duration::from_secs(30),
         head: false,
+        http10: false,
     };
     let mut g = c.benchmark_group("fetch");
     g.throughput(Throughput::Elements(BATCH));

@@ -80,6 +80,7 @@ fn requests_wait_for_a_descriptor_instead_of_failing() {
         connect_timeout: Duration::from_secs(30),
         timeout: Duration::from_secs(30),
         head: false,
+        http10: false,
     });
     f.submit_many(reqs).unwrap();
     let mut answered = vec![false; n as usize];

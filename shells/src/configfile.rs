@@ -102,8 +102,28 @@ pub fn load_all(files: &[PathBuf]) -> Result<Vec<(String, Value<'static>)>, Stri
 }
 
 /// Adds the URIs of the dict's `start_uri_files` (one per line; blank lines and lines
-/// starting with `#` skipped) to its `start_uris`, each once.
+/// starting with `#` skipped) to its `start_uris`, each once; and each SubDomain's to its own.
 fn add_seed_files(dict: &mut Value<'static>) -> Result<(), String> {
+    if let Value::Dict(pairs) = dict {
+        for (k, subs) in pairs.iter_mut() {
+            if k.as_bytes() != Some(b"subdomains") {
+                continue;
+            }
+            if let Value::Dict(subs) = subs {
+                for (name, sub) in subs.iter_mut() {
+                    add_own_seed_files(sub).map_err(|e| {
+                        let name = name.as_bytes().map(String::from_utf8_lossy);
+                        format!("SubDomain {:?}: {e}", name.unwrap_or_default())
+                    })?;
+                }
+            }
+        }
+    }
+    add_own_seed_files(dict)
+}
+
+/// [`add_seed_files`] of one dict, without its SubDomains.
+fn add_own_seed_files(dict: &mut Value<'static>) -> Result<(), String> {
     let files: Vec<String> = match dict.get(b"start_uri_files").and_then(Value::as_list) {
         Some(l) => l
             .iter()
@@ -148,4 +168,56 @@ fn add_seed_files(dict: &mut Value<'static>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A SubDomain's start URIs and seed files (docs/collection-config.md, "SubDomain") are
+    /// start URIs of the collection: the node and multinode schedulers queue them with the
+    /// collection's own.
+    #[test]
+    fn subdomain_start_uris_and_seed_files_are_start_uris() {
+        let dir = tempfile::tempdir().unwrap();
+        let seeds = dir.path().join("docs-seeds.txt");
+        std::fs::write(
+            &seeds,
+            "# docs\nhttp://127.0.0.1:8082/docs/a.html\n\nhttp://127.0.0.1:8081/\n",
+        )
+        .unwrap();
+        let xml = format!(
+            r#"<CrawlerConfig><DomainSpecification name="c">
+  <attrib name="start_uris" type="list-string"><member>http://127.0.0.1:8081/</member></attrib>
+  <SubDomain name="docs">
+    <attrib name="include_uris" type="list-string"><member>http://127.0.0.1:8082/docs/</member></attrib>
+    <attrib name="start_uris" type="list-string"><member>http://127.0.0.1:8082/docs/</member></attrib>
+    <attrib name="start_uri_files" type="list-string"><member>{}</member></attrib>
+  </SubDomain>
+</DomainSpecification></CrawlerConfig>"#,
+            seeds.display()
+        );
+        let path = dir.path().join("c.xml");
+        std::fs::write(&path, xml).unwrap();
+        let specs = load(&path).unwrap();
+        let uris: Vec<String> = crawlfleet_core::sched::start_uris(&specs[0].1)
+            .into_iter()
+            .map(|u| String::from_utf8(u).unwrap())
+            .collect();
+        assert_eq!(
+            uris,
+            [
+                "http://127.0.0.1:8081/",
+                "http://127.0.0.1:8082/docs/",
+                "http://127.0.0.1:8082/docs/a.html",
+            ]
+        );
+        // A SubDomain's missing seed file is an error naming it.
+        std::fs::remove_file(&seeds).unwrap();
+        let e = load(&path).unwrap_err();
+        assert!(
+            e.contains("SubDomain \"docs\"") && e.contains("seed file"),
+            "{e}"
+        );
+    }
 }

@@ -699,6 +699,7 @@ fn to_fetch(r: Request, ip: IpAddr) -> FetchRequest {
         connect_timeout: Duration::from_secs_f64(r.connect_timeout),
         timeout: Duration::from_secs_f64(r.timeout),
         head: false,
+        http10: r.http10,
     }
 }
 

@@ -521,6 +521,9 @@ impl CollectionConfig {
                 }
             }
         }
+        if self.max_uri_recursion > 0 && path_loops(uri, self.max_uri_recursion) {
+            return Some(Refusal::Recursion);
+        }
         if domain_refused() {
             return Some(Refusal::Domain);
         }
@@ -552,6 +555,31 @@ impl CollectionConfig {
         self.subdomains.iter().find(|s| s.contains(uri))
     }
 
+    /// [`Self::delay_at`] at `unix_secs` (seconds since 1970, UTC: the periods are the node's
+    /// UTC days and hours). `None`: crawling is suspended now.
+    pub fn delay_now(&self, unix_secs: i64) -> Option<f64> {
+        if self.variable_delay.is_empty() {
+            return Some(self.delay);
+        }
+        let days = unix_secs.div_euclid(86_400);
+        // 1970-01-01 was a Thursday (3, counting from Monday = 0).
+        let weekday = (days + 3).rem_euclid(7) as u8;
+        let hour = (unix_secs.rem_euclid(86_400) / 3_600) as u8;
+        self.delay_at(weekday, hour)
+    }
+
+    /// [`Self::delay_now`] on the node's clock. `None`: a variable_delay period suspends
+    /// crawling now.
+    pub fn current_delay(&self) -> Option<f64> {
+        if self.variable_delay.is_empty() {
+            return Some(self.delay);
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        self.delay_now(now)
+    }
+
     /// The delay between requests at `hour` of `weekday` (0 = Monday): the first
     /// `variable_delay` period covering it, else `delay`. `None` means crawling is suspended.
     pub fn delay_at(&self, weekday: u8, hour: u8) -> Option<f64> {
@@ -573,6 +601,33 @@ pub enum Refusal {
     Domain,
     /// The URI fails `include_uris` / `exclude_uris`.
     Uri,
+    /// A segment of the URI's path repeats more than `max_uri_recursion` times (a loop such as
+    /// `/a/b/a/b/a/b/...` of relative links).
+    Recursion,
+}
+
+/// True when one segment of `uri`'s path (between its authority and its query or fragment)
+/// occurs more than `max` times. Paths of at most `max` segments are passed without a look
+/// at their segments: every link comes here.
+fn path_loops(uri: &str, max: u32) -> bool {
+    let b = uri.as_bytes();
+    let start = match memchr::memmem::find(b, b"://") {
+        Some(i) => match memchr::memchr(b'/', &b[i + 3..]) {
+            Some(j) => i + 3 + j,
+            None => return false,
+        },
+        None => return false,
+    };
+    let end = memchr::memchr2(b'?', b'#', &b[start..]).map_or(b.len(), |i| start + i);
+    let path = &uri[start..end];
+    if memchr::memchr_iter(b'/', path.as_bytes()).count() <= max as usize {
+        return false;
+    }
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    segments
+        .iter()
+        .enumerate()
+        .any(|(i, s)| segments[i..].iter().filter(|t| *t == s).count() > max as usize)
 }
 
 /// The dict of every default, in the form [`super::parse_xml`] gives (booleans as 1/0): what

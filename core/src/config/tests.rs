@@ -815,11 +815,75 @@ fn a_known_host_verdict_refuses_as_the_host_rules_do() {
                     Some(Refusal::Scheme) => 1,
                     Some(Refusal::Extension) => 2,
                     Some(Refusal::Domain) => 3,
-                    Some(Refusal::Uri) => 4,
+                    Some(Refusal::Uri | Refusal::Recursion) => 4,
                 }] += 1;
             }
         }
     }
     // Every verdict was reached.
     assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+}
+
+/// `max_uri_recursion` (docs/collection-config.md): a path whose one segment repeats more than
+/// the setting's times is taken for a loop and refused (URI skip code `ur`, MS-FSCADM 2.2.3.1);
+/// the query and fragment do not count, and 0 turns the check off.
+#[test]
+fn a_path_segment_repeated_past_max_uri_recursion_is_refused() {
+    let mut cfg = CollectionConfig::defaults("c");
+    assert_eq!(cfg.max_uri_recursion, 5);
+    let refused = |cfg: &CollectionConfig, u: &str| cfg.refusal(u) == Some(Refusal::Recursion);
+    for ok in [
+        "http://h.example/a/a/a/a/a/x.html",
+        "http://h.example/a/b/a/b/a/b/a/b/a/b/",
+        "http://h.example/1/2/3/4/5/6/7/8/9/10/11/12",
+        "http://h.example/x?/a/a/a/a/a/a/a",
+        "http://h.example/x#/a/a/a/a/a/a/a",
+        "http://h.example",
+    ] {
+        assert!(!refused(&cfg, ok), "{ok}");
+    }
+    for looping in [
+        "http://h.example/a/a/a/a/a/a/x.html",
+        "http://h.example/a/b/a/b/a/b/a/b/a/b/a/b/",
+        "https://h.example:8443/cal/2026/cal/2027/cal/2028/cal/2029/cal/2030/cal/2031?q",
+    ] {
+        assert!(refused(&cfg, looping), "{looping}");
+    }
+    cfg.max_uri_recursion = 0;
+    assert!(cfg.allows("http://h.example/a/a/a/a/a/a/a/a/a/a/a/a"));
+    cfg.max_uri_recursion = 1;
+    assert!(refused(&cfg, "http://h.example/a/b/a"));
+    assert!(!refused(&cfg, "http://h.example/a/b/c"));
+}
+
+/// variable_delay periods are read on the node's UTC clock: weekday from 1970-01-01, a
+/// Thursday, and the hour of the day.
+#[test]
+fn variable_delay_periods_are_read_on_the_utc_clock() {
+    use crate::config::VariableDelay;
+    let mut cfg = CollectionConfig::defaults("c");
+    cfg.delay = 10.0;
+    assert_eq!(cfg.delay_now(0), Some(10.0), "no periods: the delay");
+    let period = |first_day, last_day, from_hour, to_hour, delay| VariableDelay {
+        first_day,
+        last_day,
+        from_hour,
+        to_hour,
+        delay,
+    };
+    cfg.variable_delay = vec![
+        // Monday 09-17: 2 s; Sunday 23-24: suspended; Thursday 0-1: 0.5 s.
+        period(0, 0, 9, 17, Some(2.0)),
+        period(6, 6, 23, 24, None),
+        period(3, 3, 0, 1, Some(0.5)),
+    ];
+    // 1970-01-01 00:00 UTC, a Thursday.
+    assert_eq!(cfg.delay_now(0), Some(0.5));
+    assert_eq!(cfg.delay_now(3_600), Some(10.0));
+    // 2026-12-07 10:30 UTC, a Monday.
+    assert_eq!(cfg.delay_now(1_796_639_400), Some(2.0));
+    assert_eq!(cfg.delay_now(1_796_639_400 + 7 * 3_600), Some(10.0));
+    // 2026-12-06 23:59 UTC, a Sunday.
+    assert_eq!(cfg.delay_now(1_796_601_540), None);
+    assert_eq!(cfg.delay_now(1_796_601_540 + 60), Some(10.0));
 }

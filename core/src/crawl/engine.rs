@@ -56,6 +56,8 @@ struct Site {
     runnable: bool,
     /// Requests' worth of the engine's room the site holds once started (`engine_stop.rs`).
     slot: u32,
+    /// Documents requested since the site took its room (the collection's max_inter_docs).
+    turn: u32,
     /// A URL of the site parsed before, whose host its later URIs' parses reuse
     /// ([`resolve::parse_on_site`]).
     origin: Option<Url>,
@@ -86,6 +88,9 @@ type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState
 
 /// A crawl site of a collection, shared between the site table, the run queue and the timers.
 pub type SiteKey = Arc<(Vec<u8>, String)>;
+
+/// Seconds a site of a collection suspended by its variable_delay waits before looking again.
+const SUSPENDED_RECHECK: f64 = 60.0;
 
 /// An engine-clock instant in microseconds, for the timer heap.
 fn micros(t: f64) -> u64 {
@@ -143,7 +148,7 @@ fn refusal_code(r: Option<Refusal>) -> Option<&'static str> {
     r.map(|r| match r {
         Refusal::Scheme => uri_skip::SCHEME,
         Refusal::Domain => uri_skip::DOMAIN,
-        Refusal::Extension | Refusal::Uri => uri_skip::URI,
+        Refusal::Extension | Refusal::Uri | Refusal::Recursion => uri_skip::URI,
     })
 }
 
@@ -250,6 +255,7 @@ impl CrawlEngine {
             idle_since: None,
             runnable: false,
             slot: 0,
+            turn: 0,
             origin: None,
         });
         if *site.ip != *r.ip {
@@ -303,6 +309,7 @@ impl CrawlEngine {
             max_body: usize::try_from(cfg.max_doc_size).unwrap_or(usize::MAX),
             timeout: cfg.fetch_timeout.max(0.001),
             connect_timeout: self.opts.connect_timeout.min(cfg.fetch_timeout.max(0.001)),
+            http10: !cfg.use_http_1_1,
         })
     }
 
@@ -379,6 +386,13 @@ impl CrawlEngine {
             if site.robots_pending || site.in_flight >= cfg.max_site_connections.max(1) {
                 return;
             }
+            // A variable_delay period that suspends the collection (MS-FSCADM 2.2.3.3 status
+            // 8): no request starts; the site looks again in a minute.
+            if cfg.current_delay().is_none() {
+                self.timers
+                    .push(Reverse((micros(now + SUSPENDED_RECHECK), key.clone())));
+                return;
+            }
             if now < site.next_at {
                 self.timers
                     .push(Reverse((micros(site.next_at), key.clone())));
@@ -387,6 +401,17 @@ impl CrawlEngine {
             if self.flights.len() >= self.opts.max_in_flight {
                 site.runnable = true;
                 self.run.push_front(key.clone());
+                return;
+            }
+            // max_inter_docs: a site that had its documents' worth gives its room to a site
+            // waiting for one, once its requests are done, and waits its turn again.
+            if site.slot != 0
+                && cfg.max_inter_docs.is_some_and(|n| site.turn >= n)
+                && !self.slots.1.is_empty()
+            {
+                if site.in_flight == 0 {
+                    self.yield_turn(key);
+                }
                 return;
             }
             if site.slot == 0 && !self.take_slot(key, cfg.max_site_connections.max(1)) {
@@ -479,6 +504,9 @@ impl CrawlEngine {
                 req.max_body = sitemaps::MAX_BODY;
             }
             self.counters_mut(&key.0).add(Count::Processed, 1);
+            if let Some(site) = self.sites.get_mut(key) {
+                site.turn += 1;
+            }
             self.start(key, ip, Some(took), uri, req, reqs);
         }
     }
@@ -520,7 +548,7 @@ impl CrawlEngine {
         let cfg = self.configs.get(&key.0).cloned();
         let delay = cfg
             .as_ref()
-            .map_or(0.0, |c| self.site_delay(c, &key.1, now));
+            .map_or(0.0, |c| self.site_delay(c, &key.1, &f.url, now));
         if let Some(site) = self.sites.get_mut(&key) {
             site.in_flight = site.in_flight.saturating_sub(1);
             site.next_at = now + delay;
@@ -727,6 +755,12 @@ impl CrawlEngine {
             // The host rules' verdict on the page's own host, for its links written with the
             // page's scheme and authority (asked once, for the first of them).
             let mut page_domain_refused = None;
+            // Entries carry their depth when the collection or a SubDomain limits it.
+            let track_depth = cfg.max_depth.is_some()
+                || cfg
+                    .subdomains
+                    .iter()
+                    .any(|s| matches!(s.max_depth, Some(Some(_))));
             for l in ex.links {
                 if ex.nofollow || took.uri_flags & uri_flags::URIF_NOFOLLOW != 0 {
                     counters.skip_uri(uri_skip::NOFOLLOW);
@@ -756,12 +790,27 @@ impl CrawlEngine {
                     counters.skip_uri(code);
                     continue;
                 }
+                // crawlmode.fwdlinks off: links to other sites are not followed (they stay
+                // in the link graph above).
+                if !same_site && !cfg.forward_links {
+                    counters.skip_uri(uri_skip::DOMAIN);
+                    continue;
+                }
                 let child_depth = if cfg.reset_level && !same_site {
                     0
                 } else {
                     depth + 1
                 };
-                if cfg.max_depth.is_some_and(|m| child_depth > m) {
+                // The depth limit of the SubDomain the link belongs to (its crawlmode.mode),
+                // else the collection's.
+                let max_depth = match cfg.subdomains.is_empty() {
+                    true => cfg.max_depth,
+                    false => cfg
+                        .subdomain_for(&l.url)
+                        .and_then(|s| s.max_depth)
+                        .unwrap_or(cfg.max_depth),
+                };
+                if max_depth.is_some_and(|m| child_depth > m) {
                     counters.skip_uri(uri_skip::DEPTH);
                     continue;
                 }
@@ -772,7 +821,7 @@ impl CrawlEngine {
                 }
                 queue.push(LinkToQueue {
                     link: page_links.len() - 1,
-                    depth: cfg.max_depth.is_some().then_some(child_depth),
+                    depth: track_depth.then_some(child_depth),
                 });
             }
             if !ex.nofollow {
@@ -815,10 +864,19 @@ impl CrawlEngine {
         out
     }
 
-    /// Seconds between two requests to `site`: the collection's delay (its variable delay
-    /// ignored outside periods), or robots.txt's Crawl-delay when longer and obeyed.
-    fn site_delay(&self, cfg: &CollectionConfig, site: &str, now: f64) -> f64 {
-        let mut d = cfg.delay.max(0.0);
+    /// Seconds between a request to `url` of `site` and the site's next: the delay of the
+    /// SubDomain `url` belongs to, if it sets one, else the collection's (the variable_delay
+    /// period of this UTC day and hour, if one covers it); robots.txt's Crawl-delay when
+    /// longer and obeyed.
+    fn site_delay(&self, cfg: &CollectionConfig, site: &str, url: &str, now: f64) -> f64 {
+        let sub = match cfg.subdomains.is_empty() {
+            true => None,
+            false => cfg.subdomain_for(url).and_then(|s| s.delay),
+        };
+        let mut d = sub
+            .or_else(|| cfg.current_delay())
+            .unwrap_or(cfg.delay)
+            .max(0.0);
         if cfg.obey_robots_delay {
             if let Some(cd) = self.robots.get(site, now).and_then(Rules::crawl_delay) {
                 d = d.max(cd);

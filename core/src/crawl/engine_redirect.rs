@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use super::super::counted::{Count, Counted};
-use super::super::counters::doc_skip;
+use super::super::counters::{doc_skip, uri_skip};
 use super::{rule_skip, Fetched};
 use crate::config::CollectionConfig;
 use crate::msg::types::uri_flags;
@@ -34,6 +34,14 @@ pub(super) fn redirect_entry(
     if from.uri_flags & uri_flags::URIF_IGNORE_RULES == 0 {
         if let Some(code) = rule_skip(cfg, target, from.uri_flags) {
             counters.skip_uri(code);
+            return None;
+        }
+        // A redirect to another site is followed when crawlmode.fwdlinks or fwdredirects is on.
+        if !(cfg.forward_links || cfg.forward_redirects)
+            && crate::routing::crawl_site(target.as_bytes())
+                != crate::routing::crawl_site(from_url.as_bytes())
+        {
+            counters.skip_uri(uri_skip::DOMAIN);
             return None;
         }
     }

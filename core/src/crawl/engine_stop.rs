@@ -85,6 +85,18 @@ impl CrawlEngine {
         true
     }
 
+    /// Ends the turn of `key` (max_inter_docs): its room goes to the sites parked for room and
+    /// it is parked behind them, its entries held.
+    pub(super) fn yield_turn(&mut self, key: &SiteKey) {
+        let Some(site) = self.sites.get_mut(key) else {
+            return;
+        };
+        let slot = std::mem::take(&mut site.slot);
+        site.turn = 0;
+        self.free_room(&key.0, slot);
+        self.slots.1.push_back(key.clone());
+    }
+
     /// Removes a site, and wakes parked sites for the room it held.
     pub(super) fn drop_site(&mut self, key: &SiteKey) -> Option<Site> {
         let site = self.sites.remove(key)?;
@@ -106,6 +118,7 @@ impl CrawlEngine {
             return;
         };
         let slot = std::mem::take(&mut site.slot);
+        site.turn = 0;
         self.free_room(&key.0, slot);
     }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::counters::{doc_skip, uri_skip};
 use super::*;
-use crate::config::CollectionConfig;
+use crate::config::{CollectionConfig, SubDomain};
 use crate::msg::types::uri_flags;
 use crate::msg::{CrawlQueueEntry, UriStructure};
 use crate::sched::node::Ready;
@@ -214,6 +214,244 @@ fn links_are_queued_with_referrer_and_rules_applied() {
     let doc = doc.expect("the page is a document");
     use md5::Digest;
     assert_eq!(doc.checksum.0, <[u8; 16]>::from(md5::Md5::digest(html)));
+}
+
+/// crawlmode.fwdlinks off (docs/collection-config.md): links to other sites are not followed
+/// (URI skip code `do`, MS-FSCADM 2.2.3.1), links within the page's site are; the link graph
+/// keeps both. A loop of path segments past max_uri_recursion is skipped as `ur`.
+#[test]
+fn without_fwdlinks_only_the_pages_own_site_is_followed() {
+    let page = r#"<a href="/a">a</a><a href="http://other.example/">o</a>
+        <a href="http://h.example:8080/b">b</a><a href="http://h.example:9090/c">c</a>
+        <a href="/l/l/l/l/l/l/x">loop</a>"#;
+    for follow in [true, false] {
+        let mut e = engine(|c| {
+            c.robots = false;
+            c.forward_links = follow;
+        });
+        e.push(ready(&format!("http://{SITE}/")));
+        let r = e.poll(0.0).0;
+        let acts = e.complete(ok(r[0].id, 200, "text/html", page), 0.1);
+        let mut want = vec!["http://h.example:8080/a", "http://h.example:8080/b"];
+        if follow {
+            want.insert(1, "http://other.example/");
+            want.push("http://h.example:9090/c");
+        }
+        assert_eq!(queued(&acts), want, "fwdlinks {follow}");
+        let links = acts.iter().find_map(|a| match a {
+            Action::Links { links, .. } => Some(links.len()),
+            _ => None,
+        });
+        assert_eq!(links, Some(5), "the link graph has every link");
+        let c = e.counters(C).unwrap();
+        let skipped = if follow { None } else { Some(&2) };
+        assert_eq!(c.uri_skip.get(uri_skip::DOMAIN), skipped);
+        assert_eq!(c.uri_skip.get(uri_skip::URI), Some(&1));
+    }
+}
+
+/// A redirect to another site is followed with fwdlinks on, or with it off and fwdredirects
+/// on; with both off it is skipped (`do`). A redirect within the site always is.
+#[test]
+fn redirects_to_other_sites_follow_fwdlinks_or_fwdredirects() {
+    for (links, redirects, followed) in [
+        (true, false, true),
+        (false, true, true),
+        (false, false, false),
+    ] {
+        let mut e = engine(|c| {
+            c.robots = false;
+            c.forward_links = links;
+            c.forward_redirects = redirects;
+        });
+        for (path, to) in [("/away", "http://other.example/x"), ("/here", "/y")] {
+            e.push(ready(&format!("http://{SITE}{path}")));
+            let r = e.poll(0.0).0;
+            let mut o = ok(r[0].id, 302, "text/html", "");
+            if let Ok(f) = &mut o.result {
+                f.headers.push(("location".into(), to.as_bytes().to_vec()));
+            }
+            let acts = e.complete(o, 0.0);
+            let within = path == "/here";
+            assert_eq!(
+                queued(&acts).len(),
+                usize::from(within || followed),
+                "fwdlinks {links} fwdredirects {redirects}: {path}"
+            );
+        }
+        let c = e.counters(C).unwrap();
+        let skipped = (!followed).then_some(&1);
+        assert_eq!(c.uri_skip.get(uri_skip::DOMAIN), skipped);
+    }
+}
+
+/// variable_delay (docs/collection-config.md): the period covering the node's day and hour
+/// gives the delay between requests; a period of `suspend` starts no request at all
+/// (MS-FSCADM 2.2.3.3 status 8). Periods covering every hour of the week make the test
+/// independent of the clock.
+#[test]
+fn variable_delay_periods_set_the_delay_or_suspend_the_crawl() {
+    use crate::config::VariableDelay;
+    let always = |delay| VariableDelay {
+        first_day: 0,
+        last_day: 6,
+        from_hour: 0,
+        to_hour: 24,
+        delay,
+    };
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.variable_delay = vec![always(Some(0.5))];
+    });
+    e.push(ready(&format!("http://{SITE}/a")));
+    e.push(ready(&format!("http://{SITE}/b")));
+    let r = e.poll(0.0).0;
+    assert_eq!(r.len(), 1);
+    e.complete(ok(r[0].id, 404, "text/html", ""), 0.1);
+    assert!(
+        e.poll(0.3).0.is_empty(),
+        "the period's delay, not the collection's 0"
+    );
+    assert_eq!(e.poll(0.7).0.len(), 1);
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.variable_delay = vec![always(None)];
+    });
+    e.push(ready(&format!("http://{SITE}/a")));
+    for t in [0.0, 1.0, 61.0, 200.0] {
+        assert!(e.poll(t).0.is_empty(), "suspended at {t}");
+    }
+}
+
+/// A SubDomain of the collection (docs/collection-config.md, "SubDomain"), for the URIs under
+/// `prefix`, with its own delay and depth limit.
+fn subdomain(prefix: &str, delay: Option<f64>, depth: Option<Option<u32>>) -> SubDomain {
+    use crate::config::{RuleSet, RuleTarget};
+    SubDomain {
+        name: "part".into(),
+        include_domains: RuleSet::empty(RuleTarget::Domain),
+        exclude_domains: RuleSet::empty(RuleTarget::Domain),
+        include_uris: RuleSet::parse(RuleTarget::Uri, &[&format!("prefix:{prefix}")]).unwrap(),
+        exclude_uris: RuleSet::empty(RuleTarget::Uri),
+        start_uris: Vec::new(),
+        start_uri_files: Vec::new(),
+        delay,
+        refresh: None,
+        max_depth: depth,
+    }
+}
+
+/// A SubDomain's delay applies after a request to one of its URIs; the collection's after
+/// the others.
+#[test]
+fn a_subdomains_delay_follows_a_request_to_its_uris() {
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.subdomains = vec![subdomain(&format!("http://{SITE}/slow/"), Some(0.5), None)];
+    });
+    for p in ["/slow/a", "/fast", "/next"] {
+        e.push(ready(&format!("http://{SITE}{p}")));
+    }
+    let r = e.poll(0.0).0;
+    assert!(r[0].url.ends_with("/slow/a"));
+    e.complete(ok(r[0].id, 404, "text/html", ""), 0.1);
+    assert!(e.poll(0.3).0.is_empty(), "the SubDomain's 0.5 s");
+    let r = e.poll(0.7).0;
+    assert!(r[0].url.ends_with("/fast"));
+    e.complete(ok(r[0].id, 404, "text/html", ""), 0.8);
+    assert_eq!(e.poll(0.8).0.len(), 1, "the collection's delay, 0");
+}
+
+/// A SubDomain's crawlmode.mode (DEPTH:n) limits the depth of the links into it, the
+/// collection's mode the others.
+#[test]
+fn a_subdomains_depth_limits_the_links_into_it() {
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.subdomains = vec![subdomain(
+            &format!("http://{SITE}/shallow/"),
+            None,
+            Some(Some(0)),
+        )];
+    });
+    e.push(ready(&format!("http://{SITE}/")));
+    let r = e.poll(0.0).0;
+    let page = r#"<a href="/shallow/x">x</a><a href="/deep/y">y</a>"#;
+    let acts = e.complete(ok(r[0].id, 200, "text/html", page), 0.1);
+    assert_eq!(queued(&acts), ["http://h.example:8080/deep/y"]);
+    assert_eq!(
+        e.counters(C).unwrap().uri_skip.get(uri_skip::DEPTH),
+        Some(&1)
+    );
+    // The depth is carried so the SubDomain's limit holds further down.
+    let depth = entries(&acts)[0]
+        .extra
+        .iter()
+        .find(|(k, _)| k.as_bytes() == Some(super::types::DEPTH_KEY))
+        .and_then(|(_, v)| v.as_bytes().map(<[u8]>::to_vec));
+    assert_eq!(depth.as_deref(), Some(&b"1"[..]));
+}
+
+/// max_inter_docs (docs/collection-config.md): a site that had that many documents gives its
+/// place to a site waiting for one, and waits its turn again; with no site waiting it goes on.
+#[test]
+fn max_inter_docs_takes_turns_between_sites_waiting_for_room() {
+    let mut cfg = CollectionConfig::defaults("c");
+    (cfg.delay, cfg.robots, cfg.max_site_connections) = (0.0, false, 1);
+    cfg.max_inter_docs = Some(2);
+    let mut e = CrawlEngine::new(EngineOptions {
+        site_linger: 1.0,
+        max_in_flight: 1,
+        ..EngineOptions::default()
+    });
+    e.set_config(C, Arc::new(cfg));
+    for host in ["a.example", "b.example"] {
+        for p in 0..4 {
+            let mut r = ready(&format!("http://{host}/{p}"));
+            r.ip = format!("127.0.2.{}", host.as_bytes()[0]);
+            e.push(r);
+        }
+    }
+    let mut order = String::new();
+    let mut t = 0.0;
+    while order.len() < 8 {
+        let r = e.poll(t).0;
+        assert!(r.len() <= 1, "one request at a time");
+        for req in r {
+            order.push(char::from(req.url.as_bytes()[7]));
+            e.complete(ok(req.id, 404, "text/html", ""), t);
+        }
+        t += 0.01;
+        assert!(t < 5.0, "stalled after {order}");
+    }
+    assert_eq!(order, "aabbaabb");
+    // One site alone keeps its place past max_inter_docs.
+    let mut e = engine(|c| {
+        c.robots = false;
+        c.max_inter_docs = Some(1);
+    });
+    for p in 0..3 {
+        e.push(ready(&format!("http://{SITE}/{p}")));
+    }
+    for p in 0..3 {
+        let r = e.poll(0.0).0;
+        assert_eq!(r.len(), 1, "request {p}");
+        e.complete(ok(r[0].id, 404, "text/html", ""), 0.0);
+    }
+}
+
+/// use_http_1_1 off asks the fetcher for HTTP/1.0 requests (one a connection).
+#[test]
+fn use_http_1_1_off_makes_http10_requests() {
+    for on in [true, false] {
+        let mut e = engine(|c| {
+            c.robots = false;
+            c.use_http_1_1 = on;
+        });
+        e.push(ready(&format!("http://{SITE}/")));
+        let r = e.poll(0.0).0;
+        assert_eq!(r[0].http10, !on);
+    }
 }
 
 #[test]

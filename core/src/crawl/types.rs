@@ -59,6 +59,8 @@ pub struct Request {
     pub timeout: f64,
     /// Seconds to connect.
     pub connect_timeout: f64,
+    /// Ask in HTTP/1.0, one request a connection (the collection's `use_http_1_1` off).
+    pub http10: bool,
 }
 
 /// Why a fetch failed.

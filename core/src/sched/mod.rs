@@ -120,16 +120,30 @@ pub fn start_uri_entry(uri: &[u8]) -> CrawlQueueEntry<'static> {
     e
 }
 
-/// The start URIs of a collection's configuration dict (`start_uris`, a list of strings).
+/// The start URIs of a collection's configuration dict: its `start_uris` (a list of strings),
+/// then those of each SubDomain (`subdomains`, docs/collection-config.md), each URI once.
 pub fn start_uris(dict: &Value<'_>) -> Vec<Vec<u8>> {
-    let Some(v) = dict.get(b"start_uris") else {
-        return Vec::new();
+    let own = |d: &Value<'_>| -> Vec<Vec<u8>> {
+        let Some(v) = d.get(b"start_uris") else {
+            return Vec::new();
+        };
+        let items = v.as_list().or_else(|| v.as_tuple()).unwrap_or(&[]);
+        items
+            .iter()
+            .filter_map(|i| i.as_bytes().map(<[u8]>::to_vec))
+            .collect()
     };
-    let items = v.as_list().or_else(|| v.as_tuple()).unwrap_or(&[]);
-    items
-        .iter()
-        .filter_map(|i| i.as_bytes().map(<[u8]>::to_vec))
-        .collect()
+    let mut out = own(dict);
+    if let Some(Value::Dict(subs)) = dict.get(b"subdomains") {
+        for (_, sub) in subs {
+            for u in own(sub) {
+                if !out.contains(&u) {
+                    out.push(u);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A name safe to use as a file name: itself when made of `[A-Za-z0-9._-]` (and not starting

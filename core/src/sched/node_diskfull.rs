@@ -426,11 +426,14 @@ impl NodeScheduler {
 
     /// The state the administrative status reports for `name`: its state, or 5 (suspended,
     /// disk full: MS-FSCADM 2.2.3.3, "Disk full" in 2.2.5) while an active collection is paused
-    /// for a full disk.
+    /// for a full disk, or 8 (suspended by a variable delay configuration) while a
+    /// `variable_delay` period suspends it.
     pub fn reported_state(&self, name: &[u8]) -> Option<i64> {
         self.collections.get(name).map(|c| {
             if c.state == conf_state::ACTIVE && c.is_disk_full() {
                 conf_state::SUSPENDED_DISK
+            } else if c.state == conf_state::ACTIVE && c.settings.current_delay().is_none() {
+                conf_state::SUSPENDED_VARIABLE_DELAY
             } else {
                 c.state
             }

@@ -782,3 +782,27 @@ fn unanswered_adds_go_again_when_a_duplicate_server_connects() {
     n.dup_connected(server);
     assert_eq!(sent(&mut n), [format!("{server} SET_CONFIG")]);
 }
+
+/// A collection whose variable_delay suspends it now reads as state 8 (MS-FSCADM 2.2.3.3,
+/// "Variable delay suspended" in 2.2.5); without the period, as its own state.
+#[test]
+fn a_collection_suspended_by_its_variable_delay_reports_state_8() {
+    let (mut n, _dir) = node("vdelay");
+    n.conf_add(b"plain", config(&[], None)).unwrap();
+    let mut suspended = config(&[], None);
+    if let Value::Dict(pairs) = &mut suspended {
+        pairs.push((
+            Value::owned_bytes(b"variable_delay".to_vec()),
+            dict(vec![(
+                "Mon-Sun:0-24",
+                Value::owned_bytes(b"suspend".to_vec()),
+            )]),
+        ));
+    }
+    n.conf_add(b"night", suspended).unwrap();
+    assert_eq!(n.reported_state(b"plain"), Some(conf_state::ACTIVE));
+    assert_eq!(
+        n.reported_state(b"night"),
+        Some(conf_state::SUSPENDED_VARIABLE_DELAY)
+    );
+}

@@ -404,7 +404,7 @@ impl Conn {
                 let (mut resp, keep) = job.reader.take(job.reused)?;
                 resp.wire = job.wire.take().map(Box::new);
                 self.drained = drained;
-                return Ok(Some((resp, keep && !self.eof)));
+                return Ok(Some((resp, keep && !self.eof && !job.req.http10)));
             }
             if self.eof {
                 return Err(FetchError::Protocol(
@@ -491,7 +491,11 @@ pub(super) fn encode_request(req: &FetchRequest, user_agent: &str, out: &mut Vec
     } else {
         target.as_bytes()
     });
-    out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+    out.extend_from_slice(if req.http10 {
+        b" HTTP/1.0\r\nHost: "
+    } else {
+        b" HTTP/1.1\r\nHost: "
+    });
     // RFC 9110 7.2: the port only when it is not the scheme's default (url leaves it out then).
     out.extend_from_slice(req.url.host_str().unwrap_or_default().as_bytes());
     if let Some(port) = req.url.port() {
@@ -508,7 +512,11 @@ pub(super) fn encode_request(req: &FetchRequest, user_agent: &str, out: &mut Vec
         out.extend_from_slice(b"Accept-Encoding: gzip, deflate\r\n");
     }
     if !caller_sets(req, "connection") {
-        out.extend_from_slice(b"Connection: keep-alive\r\n");
+        out.extend_from_slice(if req.http10 {
+            b"Connection: close\r\n"
+        } else {
+            b"Connection: keep-alive\r\n"
+        });
     }
     for (name, value) in &req.headers {
         if name.eq_ignore_ascii_case("host") {

@@ -26,6 +26,7 @@
 //!         connect_timeout: Duration::from_secs(5),
 //!         timeout: Duration::from_secs(30),
 //!         head: false,
+//!         http10: false,
 //!     })
 //!     .unwrap();
 //! let done = fetcher.results.recv().unwrap();
@@ -107,6 +108,9 @@ pub struct FetchRequest {
     pub timeout: Duration,
     /// Send HEAD instead of GET.
     pub head: bool,
+    /// Ask in HTTP/1.0 (a collection's `use_http_1_1` off): the request line says HTTP/1.0,
+    /// `Connection: close` is sent, and the connection is closed after the response.
+    pub http10: bool,
 }
 
 /// A complete response.

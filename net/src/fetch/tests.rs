@@ -109,6 +109,7 @@ fn request(id: u64, url: &str, addr: SocketAddr) -> FetchRequest {
         connect_timeout: WAIT,
         timeout: WAIT,
         head: false,
+        http10: false,
     }
 }
 
@@ -156,6 +157,40 @@ fn one_shot(bytes: Vec<u8>) -> Server {
             let _ = w.write_all(&bytes);
         }
     })
+}
+
+/// A request in HTTP/1.0 (a collection's use_http_1_1 off) says so on its request line, asks
+/// the server to close, and its connection is not kept: the next request opens another, even
+/// when the server answered in HTTP/1.1 and kept the connection open.
+#[test]
+fn an_http10_request_closes_its_connection() {
+    let s = Server::keep_alive(|_| ok_response(b"hi"));
+    let f = fetcher();
+    for id in 0..2 {
+        let mut req = request(id, &format!("http://h.test:{}/x", s.addr.port()), s.addr);
+        req.http10 = true;
+        let resp = fetch_ok(&f, req);
+        assert_eq!(resp.body, b"hi");
+        assert!(!resp.reused_connection);
+        settled(&f);
+    }
+    assert_eq!(s.accepted(), 2, "one connection a request");
+    let heads = s.heads.lock().unwrap();
+    for head in heads.iter() {
+        assert!(head.starts_with("GET /x HTTP/1.0\r\n"), "{head}");
+        assert!(head.contains("\r\nConnection: close\r\n"), "{head}");
+    }
+    drop(heads);
+    // The same server in HTTP/1.1 keeps one connection for both.
+    let s = Server::keep_alive(|_| ok_response(b"hi"));
+    for id in 2..4 {
+        fetch_ok(
+            &f,
+            request(id, &format!("http://h.test:{}/x", s.addr.port()), s.addr),
+        );
+        settled(&f);
+    }
+    assert_eq!(s.accepted(), 1);
 }
 
 #[test]

@@ -235,6 +235,7 @@ fn fetch_key(fetcher: &Fetcher, id: u64, url: &str) -> Option<Vec<u8>> {
         connect_timeout: KEY_FETCH_TIMEOUT,
         timeout: KEY_FETCH_TIMEOUT,
         head: false,
+        http10: false,
     };
     fetcher.submit(req).ok()?;
     let until = Instant::now() + KEY_FETCH_TIMEOUT * 2;
