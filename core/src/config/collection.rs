@@ -611,12 +611,15 @@ pub enum Refusal {
 /// at their segments: every link comes here.
 fn path_loops(uri: &str, max: u32) -> bool {
     let b = uri.as_bytes();
-    let start = match memchr::memmem::find(b, b"://") {
-        Some(i) => match memchr::memchr(b'/', &b[i + 3..]) {
-            Some(j) => i + 3 + j,
-            None => return false,
-        },
-        None => return false,
+    // The path starts at the first `/` after `scheme://`.
+    let Some(colon) = memchr::memchr(b':', b) else {
+        return false;
+    };
+    if b.get(colon + 1..colon + 3) != Some(b"//") {
+        return false;
+    }
+    let Some(start) = memchr::memchr(b'/', &b[colon + 3..]).map(|j| colon + 3 + j) else {
+        return false;
     };
     let end = memchr::memchr2(b'?', b'#', &b[start..]).map_or(b.len(), |i| start + i);
     let path = &uri[start..end];
