@@ -122,6 +122,9 @@ pub struct CrawlEngine {
     /// Sites holding room, by collection: at most the collection's `max_sites`
     /// (`engine_stop.rs`).
     started: hashbrown::HashMap<Vec<u8>, u32, foldhash::fast::RandomState>,
+    /// Sites parked because their collection has `max_sites` started, by collection: woken
+    /// one for each place a site of the collection gives up.
+    capped: hashbrown::HashMap<Vec<u8>, VecDeque<SiteKey>, foldhash::fast::RandomState>,
     /// Entries finished since the last [`CrawlEngine::take_done`].
     done: Vec<(Vec<u8>, u64)>,
 }
@@ -169,6 +172,7 @@ impl CrawlEngine {
             queued: 0,
             slots: (0, VecDeque::new()),
             started: hashbrown::HashMap::default(),
+            capped: hashbrown::HashMap::default(),
             done: Vec::new(),
         }
     }
@@ -407,7 +411,8 @@ impl CrawlEngine {
             // waiting for one, once its requests are done, and waits its turn again.
             if site.slot != 0
                 && cfg.max_inter_docs.is_some_and(|n| site.turn >= n)
-                && !self.slots.1.is_empty()
+                && (!self.slots.1.is_empty()
+                    || self.capped.get(&key.0).is_some_and(|q| !q.is_empty()))
             {
                 if site.in_flight == 0 {
                     self.yield_turn(key);

@@ -12,12 +12,15 @@
 //! node had more than a few hundred sites going (98,887 connections for 100,000 pages on 2,000
 //! hosts, against 325 on 100 hosts). Politeness is the same: a parked site makes no request.
 
+use std::collections::VecDeque;
+
 use super::{Action, CrawlEngine, Site, SiteKey};
 
 impl CrawlEngine {
     /// Forgets a collection: its entries held here are dropped and its sites released.
     pub fn remove_collection(&mut self, name: &[u8]) -> Vec<Action> {
         self.configs.remove(name);
+        self.capped.remove(name);
         let mut out = Vec::new();
         let keys: Vec<SiteKey> = self.sites.keys().filter(|k| k.0 == name).cloned().collect();
         for k in keys {
@@ -68,12 +71,21 @@ impl CrawlEngine {
             .map_or(u32::MAX, |c| c.max_sites.max(1))
     }
 
+    /// True when a site waits for room, or for a place among collection `name`'s
+    /// `max_sites` (`run_site` asks the same of the two fields, borrowing a site).
+    fn others_waiting(&self, name: &[u8]) -> bool {
+        !self.slots.1.is_empty() || self.capped.get(name).is_some_and(|q| !q.is_empty())
+    }
+
     /// Gives `key` `need` of the engine's room; false (the site parked until a release) when
-    /// other sites hold it all, or its collection has `max_sites` sites started.
+    /// its collection has `max_sites` sites started, or other sites hold all the room.
     pub(super) fn take_slot(&mut self, key: &SiteKey, need: u32) -> bool {
-        let full = self.sites_started(&key.0) >= self.max_sites(&key.0);
+        if self.sites_started(&key.0) >= self.max_sites(&key.0) {
+            self.park_capped(key.clone());
+            return false;
+        }
         let (used, parked) = &mut self.slots;
-        if full || (*used > 0 && *used + need as usize > self.opts.max_in_flight) {
+        if *used > 0 && *used + need as usize > self.opts.max_in_flight {
             parked.push_back(key.clone());
             return false;
         }
@@ -85,16 +97,28 @@ impl CrawlEngine {
         true
     }
 
-    /// Ends the turn of `key` (max_inter_docs): its room goes to the sites parked for room and
-    /// it is parked behind them, its entries held.
+    /// Parks `key` until a site of its collection gives up its place.
+    fn park_capped(&mut self, key: SiteKey) {
+        self.capped
+            .entry_ref(key.0.as_slice())
+            .or_default()
+            .push_back(key);
+    }
+
+    /// Ends the turn of `key` (max_inter_docs): its room and its place go to the sites waiting
+    /// for them and it is parked behind them, its entries held.
     pub(super) fn yield_turn(&mut self, key: &SiteKey) {
         let Some(site) = self.sites.get_mut(key) else {
             return;
         };
         let slot = std::mem::take(&mut site.slot);
         site.turn = 0;
+        let same_collection_waits = self.capped.get(&key.0).is_some_and(|q| !q.is_empty());
         self.free_room(&key.0, slot);
-        self.slots.1.push_back(key.clone());
+        match same_collection_waits {
+            true => self.park_capped(key.clone()),
+            false => self.slots.1.push_back(key.clone()),
+        }
     }
 
     /// Removes a site, and wakes parked sites for the room it held.
@@ -104,14 +128,14 @@ impl CrawlEngine {
         Some(site)
     }
 
-    /// Gives the room of `key`, idle and lingering, to the sites parked for room: a site idle
-    /// while others wait holds none (it takes room again when entries come, [`Self::take_slot`]).
-    /// Held through the linger, the room of a wave of sites that finished together kept the
-    /// next wave parked for the whole linger: half a second to a second with nothing fetched,
-    /// every few seconds of a crawl of thousands of hosts (docs/performance.md, "Waves of
-    /// sites").
+    /// Gives the room of `key`, idle and lingering, to the sites parked for room or for its
+    /// collection's places: a site idle while others wait holds none (it takes room again when
+    /// entries come, [`Self::take_slot`]). Held through the linger, the room of a wave of sites
+    /// that finished together kept the next wave parked for the whole linger: half a second to
+    /// a second with nothing fetched, every few seconds of a crawl of thousands of hosts
+    /// (docs/performance.md, "Waves of sites").
     pub(super) fn lend_room(&mut self, key: &SiteKey) {
-        if self.slots.1.is_empty() {
+        if !self.others_waiting(&key.0) {
             return;
         }
         let Some(site) = self.sites.get_mut(key) else {
@@ -122,9 +146,19 @@ impl CrawlEngine {
         self.free_room(&key.0, slot);
     }
 
-    /// Returns `slot` of the engine's room, held by a site of collection `name`, and wakes
-    /// parked sites for it: as many as the room takes, each only while its collection is
-    /// under its `max_sites` (counting the sites woken here); the others stay parked.
+    /// True when `k` is parked with entries to fetch and no room (keys of sites since removed,
+    /// woken twice, or idle now are skipped: the idle take room again when entries come).
+    fn still_parked(&self, k: &SiteKey) -> bool {
+        self.sites
+            .get(k)
+            .is_some_and(|site| site.slot == 0 && !site.queue.is_empty())
+    }
+
+    /// Returns `slot` of the engine's room and a place among its `max_sites`, held by a site of
+    /// collection `name`, and wakes parked sites: first one parked for a place of `name`, then
+    /// as many parked for room as the room takes. A site parked for room whose collection has
+    /// its `max_sites` started (counting the sites woken here) moves to its collection's queue,
+    /// so each parked site is looked at once, however many wait.
     fn free_room(&mut self, name: &[u8], slot: u32) {
         if slot == 0 {
             return;
@@ -133,21 +167,29 @@ impl CrawlEngine {
         if let Some(n) = self.started.get_mut(name) {
             *n = n.saturating_sub(1);
         }
+        let need_of = |e: &CrawlEngine, k: &SiteKey| {
+            e.configs
+                .get(&k.0)
+                .map_or(1, |c| c.max_site_connections.max(1) as usize)
+        };
         let mut room = self.opts.max_in_flight.saturating_sub(self.slots.0);
-        // Sites woken here by collection, and parked keys looked at (each at most once).
+        // Sites woken here, by collection.
         let mut woken: Vec<(SiteKey, u32)> = Vec::new();
+        while let Some(k) = self.capped.get_mut(name).and_then(VecDeque::pop_front) {
+            if self.still_parked(&k) {
+                room = room.saturating_sub(need_of(self, &k));
+                woken.push((k.clone(), 1));
+                self.wake(&k);
+                break;
+            }
+        }
         let mut left = self.slots.1.len();
         while room > 0 && left > 0 {
             left -= 1;
             let Some(k) = self.slots.1.pop_front() else {
                 break;
             };
-            // Parked keys of sites since removed, woken twice, or idle now (they take room
-            // again when entries come) are skipped; a site woken counts for the room it needs.
-            let Some(site) = self.sites.get(&k) else {
-                continue;
-            };
-            if site.slot != 0 || site.queue.is_empty() {
+            if !self.still_parked(&k) {
                 continue;
             }
             let w = match woken.iter().position(|(c, _)| c.0 == k.0) {
@@ -158,15 +200,11 @@ impl CrawlEngine {
                 }
             };
             if self.sites_started(&k.0) + woken[w].1 >= self.max_sites(&k.0) {
-                self.slots.1.push_back(k);
+                self.park_capped(k);
                 continue;
             }
             woken[w].1 += 1;
-            let need = self
-                .configs
-                .get(&k.0)
-                .map_or(1, |c| c.max_site_connections.max(1) as usize);
-            room = room.saturating_sub(need);
+            room = room.saturating_sub(need_of(self, &k));
             self.wake(&k);
         }
     }
