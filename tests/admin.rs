@@ -239,6 +239,47 @@ fn admin_cli(server: &str, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// A collection whose variable_delay suspends it now (a period covering the whole week) reads
+/// as suspended (MS-FSCADM 2.2.3.4) and "Variable delay suspended" (2.2.5) on a standalone node
+/// and on a multinode scheduler.
+#[test]
+fn a_collection_suspended_by_its_variable_delay_reads_so_on_both_roles() {
+    let dir = temp_dir("admin-vdelay");
+    let conf = dir.path().join("night.xml");
+    std::fs::write(
+        &conf,
+        r#"<CrawlerConfig><DomainSpecification name="night">
+  <section name="variable_delay"><attrib name="Mon-Sun:0-24" type="string">suspend</attrib></section>
+</DomainSpecification></CrawlerConfig>"#,
+    )
+    .unwrap();
+    let node_admin = format!("127.0.0.1:{}", free_port());
+    let _node = standalone(&dir.path().join("node"), &node_admin);
+    let mn_admin = format!("127.0.0.1:{}", free_port());
+    let _mn = Role::start(&[
+        "multinode",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin",
+        &mn_admin,
+        "--data-dir",
+        dir.path().join("mn").to_str().unwrap(),
+    ]);
+    for admin in [&node_admin, &mn_admin] {
+        let (ok, out, err) = admin_cli(
+            admin,
+            &["collection-add", &format!("@{}", conf.display()), "0"],
+        );
+        assert!(ok, "{out}{err}");
+        let (ok, out, err) = admin_cli(admin, &["collection-get-status", "night"]);
+        assert!(ok, "{err}");
+        assert!(out.contains("suspended"), "{admin}: {out}");
+        let (ok, out, _) = admin_cli(admin, &["collection-get-statistics2", "night"]);
+        assert!(ok);
+        assert!(out.contains("Variable delay suspended"), "{admin}: {out}");
+    }
+}
+
 #[test]
 fn crawlfleet_admin_cli() {
     let dir = temp_dir("admin-cli");

@@ -222,12 +222,20 @@ impl Role for Multinode {
     }
 
     fn collections(&self) -> Vec<(Vec<u8>, i64)> {
-        // While a full disk pauses routing, an active collection reads as state 5, "Disk full".
+        // While a full disk pauses routing, an active collection reads as state 5, "Disk full";
+        // while a variable_delay period suspends its crawl, as state 8 (the nodes do the same).
         let paused = self.disk_paused();
+        let suspended = |n: &[u8]| {
+            self.collection_config(n).is_some_and(|d| {
+                crawlfleet_core::config::CollectionConfig::from_dict(&String::from_utf8_lossy(n), d)
+                    .is_ok_and(|c| c.current_delay().is_none())
+            })
+        };
         Multinode::collections(self)
             .into_iter()
             .map(|(n, s)| match s {
                 conf_state::ACTIVE if paused => (n, conf_state::SUSPENDED_DISK),
+                conf_state::ACTIVE if suspended(&n) => (n, conf_state::SUSPENDED_VARIABLE_DELAY),
                 _ => (n, s),
             })
             .collect()
