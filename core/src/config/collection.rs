@@ -608,29 +608,34 @@ pub enum Refusal {
 
 /// True when one segment of `uri`'s path (between its authority and its query or fragment)
 /// occurs more than `max` times. Paths of at most `max` segments are passed without a look
-/// at their segments: every link comes here.
+/// at their segments (every link comes here); longer ones are counted in one pass.
 fn path_loops(uri: &str, max: u32) -> bool {
     let b = uri.as_bytes();
-    // The path starts at the first `/` after `scheme://`.
+    // The path starts at the first `/` after `scheme://` and before any query or fragment.
     let Some(colon) = memchr::memchr(b':', b) else {
         return false;
     };
     if b.get(colon + 1..colon + 3) != Some(b"//") {
         return false;
     }
-    let Some(start) = memchr::memchr(b'/', &b[colon + 3..]).map(|j| colon + 3 + j) else {
+    let rest = &b[colon + 3..];
+    let Some(start) = memchr::memchr3(b'/', b'?', b'#', rest).map(|j| colon + 3 + j) else {
         return false;
     };
+    if b[start] != b'/' {
+        return false;
+    }
     let end = memchr::memchr2(b'?', b'#', &b[start..]).map_or(b.len(), |i| start + i);
     let path = &uri[start..end];
     if memchr::memchr_iter(b'/', path.as_bytes()).count() <= max as usize {
         return false;
     }
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    segments
-        .iter()
-        .enumerate()
-        .any(|(i, s)| segments[i..].iter().filter(|t| *t == s).count() > max as usize)
+    let mut counts: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    path.split('/').filter(|s| !s.is_empty()).any(|s| {
+        let n = counts.entry(s).or_insert(0);
+        *n += 1;
+        *n > max
+    })
 }
 
 /// The dict of every default, in the form [`super::parse_xml`] gives (booleans as 1/0): what

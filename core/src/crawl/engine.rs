@@ -58,6 +58,9 @@ struct Site {
     slot: u32,
     /// Documents requested since the site took its room (the collection's max_inter_docs).
     turn: u32,
+    /// A copy of the site's key waits in a parking queue (`slots.1` or `capped`): the site is
+    /// not queued twice (`engine_stop.rs`).
+    parked: bool,
     /// A URL of the site parsed before, whose host its later URIs' parses reuse
     /// ([`resolve::parse_on_site`]).
     origin: Option<Url>,
@@ -260,6 +263,7 @@ impl CrawlEngine {
             runnable: false,
             slot: 0,
             turn: 0,
+            parked: false,
             origin: None,
         });
         if *site.ip != *r.ip {
@@ -332,6 +336,8 @@ impl CrawlEngine {
             };
             self.wake(&key);
         }
+        // Room and places given up since the last poll go to parked sites.
+        self.unpark();
         for _ in 0..self.run.len() {
             if self.flights.len() >= self.opts.max_in_flight {
                 break;
@@ -393,6 +399,8 @@ impl CrawlEngine {
             // A variable_delay period that suspends the collection (MS-FSCADM 2.2.3.3 status
             // 8): no request starts; the site looks again in a minute.
             if cfg.current_delay().is_none() {
+                // Its room and place go to other sites meanwhile.
+                self.release_slot(key);
                 self.timers
                     .push(Reverse((micros(now + SUSPENDED_RECHECK), key.clone())));
                 return;

@@ -77,19 +77,20 @@ impl CrawlEngine {
         !self.slots.1.is_empty() || self.capped.get(name).is_some_and(|q| !q.is_empty())
     }
 
-    /// Gives `key` `need` of the engine's room; false (the site parked until a release) when
-    /// its collection has `max_sites` sites started, or other sites hold all the room.
+    /// Gives `key` `need` of the engine's room; false (the site parked until room or a place
+    /// is free) when its collection has `max_sites` sites started, or other sites hold all
+    /// the room.
     pub(super) fn take_slot(&mut self, key: &SiteKey, need: u32) -> bool {
         if self.sites_started(&key.0) >= self.max_sites(&key.0) {
-            self.park_capped(key.clone());
+            self.park(key, true);
             return false;
         }
-        let (used, parked) = &mut self.slots;
-        if *used > 0 && *used + need as usize > self.opts.max_in_flight {
-            parked.push_back(key.clone());
+        let used = self.slots.0;
+        if used > 0 && used + need as usize > self.opts.max_in_flight {
+            self.park(key, false);
             return false;
         }
-        *used += need as usize;
+        self.slots.0 += need as usize;
         *self.started.entry_ref(key.0.as_slice()).or_default() += 1;
         if let Some(site) = self.sites.get_mut(key) {
             site.slot = need;
@@ -97,31 +98,34 @@ impl CrawlEngine {
         true
     }
 
-    /// Parks `key` until a site of its collection gives up its place.
-    fn park_capped(&mut self, key: SiteKey) {
-        self.capped
-            .entry_ref(key.0.as_slice())
-            .or_default()
-            .push_back(key);
-    }
-
-    /// Ends the turn of `key` (max_inter_docs): its room and its place go to the sites waiting
-    /// for them and it is parked behind them, its entries held.
-    pub(super) fn yield_turn(&mut self, key: &SiteKey) {
+    /// Queues `key` to wait for a place of its collection (`capped`) or for room (`slots.1`),
+    /// unless a copy of it waits already (it is looked at again when that copy comes up).
+    fn park(&mut self, key: &SiteKey, for_place: bool) {
         let Some(site) = self.sites.get_mut(key) else {
             return;
         };
-        let slot = std::mem::take(&mut site.slot);
-        site.turn = 0;
-        let same_collection_waits = self.capped.get(&key.0).is_some_and(|q| !q.is_empty());
-        self.free_room(&key.0, slot);
-        match same_collection_waits {
-            true => self.park_capped(key.clone()),
+        if std::mem::replace(&mut site.parked, true) {
+            return;
+        }
+        match for_place {
+            true => self
+                .capped
+                .entry_ref(key.0.as_slice())
+                .or_default()
+                .push_back(key.clone()),
             false => self.slots.1.push_back(key.clone()),
         }
     }
 
-    /// Removes a site, and wakes parked sites for the room it held.
+    /// Ends the turn of `key` (max_inter_docs): its room and its place go to the sites waiting
+    /// for them (at the next poll) and it is parked behind them, its entries held.
+    pub(super) fn yield_turn(&mut self, key: &SiteKey) {
+        let same_collection_waits = self.capped.get(&key.0).is_some_and(|q| !q.is_empty());
+        self.release_slot(key);
+        self.park(key, same_collection_waits);
+    }
+
+    /// Removes a site; its room and place go to parked sites at the next poll.
     pub(super) fn drop_site(&mut self, key: &SiteKey) -> Option<Site> {
         let site = self.sites.remove(key)?;
         self.free_room(&key.0, site.slot);
@@ -135,9 +139,14 @@ impl CrawlEngine {
     /// a second with nothing fetched, every few seconds of a crawl of thousands of hosts
     /// (docs/performance.md, "Waves of sites").
     pub(super) fn lend_room(&mut self, key: &SiteKey) {
-        if !self.others_waiting(&key.0) {
-            return;
+        if self.others_waiting(&key.0) {
+            self.release_slot(key);
         }
+    }
+
+    /// Takes the room and place `key` holds from it (it takes them again before its next
+    /// request).
+    pub(super) fn release_slot(&mut self, key: &SiteKey) {
         let Some(site) = self.sites.get_mut(key) else {
             return;
         };
@@ -146,19 +155,8 @@ impl CrawlEngine {
         self.free_room(&key.0, slot);
     }
 
-    /// True when `k` is parked with entries to fetch and no room (keys of sites since removed,
-    /// woken twice, or idle now are skipped: the idle take room again when entries come).
-    fn still_parked(&self, k: &SiteKey) -> bool {
-        self.sites
-            .get(k)
-            .is_some_and(|site| site.slot == 0 && !site.queue.is_empty())
-    }
-
-    /// Returns `slot` of the engine's room and a place among its `max_sites`, held by a site of
-    /// collection `name`, and wakes parked sites: first one parked for a place of `name`, then
-    /// as many parked for room as the room takes. A site parked for room whose collection has
-    /// its `max_sites` started (counting the sites woken here) moves to its collection's queue,
-    /// so each parked site is looked at once, however many wait.
+    /// Returns `slot` of the engine's room and a place among its `max_sites`, held by a site
+    /// of collection `name`. Parked sites get them at the next [`Self::unpark`].
     fn free_room(&mut self, name: &[u8], slot: u32) {
         if slot == 0 {
             return;
@@ -167,20 +165,60 @@ impl CrawlEngine {
         if let Some(n) = self.started.get_mut(name) {
             *n = n.saturating_sub(1);
         }
+    }
+
+    /// The parked site `k` taken off its queue: true when it still waits (it exists, holds no
+    /// room and has entries); keys of sites since removed, started or idle are dropped.
+    fn unqueued(&mut self, k: &SiteKey) -> bool {
+        let Some(site) = self.sites.get_mut(k) else {
+            return false;
+        };
+        site.parked = false;
+        site.slot == 0 && !site.queue.is_empty()
+    }
+
+    /// Wakes parked sites for the places and room free now, once a poll: for each collection
+    /// under its `max_sites`, as many sites parked for a place as it has places free; then as
+    /// many sites parked for room as the room takes, a site whose collection has its places
+    /// taken (counting the sites woken here) moving to its collection's queue. Each key taken
+    /// off a queue is either woken, moved once, or dropped, so the work is bounded by what is
+    /// free; a woken site that cannot start after all parks again and is looked at the next
+    /// poll, so no site waits on a wake that went to a site since removed.
+    pub(super) fn unpark(&mut self) {
         let need_of = |e: &CrawlEngine, k: &SiteKey| {
             e.configs
                 .get(&k.0)
                 .map_or(1, |c| c.max_site_connections.max(1) as usize)
         };
-        let mut room = self.opts.max_in_flight.saturating_sub(self.slots.0);
         // Sites woken here, by collection.
         let mut woken: Vec<(SiteKey, u32)> = Vec::new();
-        while let Some(k) = self.capped.get_mut(name).and_then(VecDeque::pop_front) {
-            if self.still_parked(&k) {
-                room = room.saturating_sub(need_of(self, &k));
-                woken.push((k.clone(), 1));
-                self.wake(&k);
-                break;
+        let mut room = self.opts.max_in_flight.saturating_sub(self.slots.0);
+        if self.capped.values().any(|q| !q.is_empty()) {
+            let names: Vec<Vec<u8>> = self
+                .capped
+                .iter()
+                .filter(|(_, q)| !q.is_empty())
+                .map(|(n, _)| n.clone())
+                .collect();
+            for name in names {
+                let mut free = self
+                    .max_sites(&name)
+                    .saturating_sub(self.sites_started(&name));
+                while free > 0 && room > 0 {
+                    let Some(k) = self.capped.get_mut(&name).and_then(VecDeque::pop_front) else {
+                        break;
+                    };
+                    if !self.unqueued(&k) {
+                        continue;
+                    }
+                    free -= 1;
+                    room = room.saturating_sub(need_of(self, &k));
+                    match woken.iter_mut().find(|(c, _)| c.0 == k.0) {
+                        Some(w) => w.1 += 1,
+                        None => woken.push((k.clone(), 1)),
+                    }
+                    self.wake(&k);
+                }
             }
         }
         let mut left = self.slots.1.len();
@@ -189,7 +227,7 @@ impl CrawlEngine {
             let Some(k) = self.slots.1.pop_front() else {
                 break;
             };
-            if !self.still_parked(&k) {
+            if !self.unqueued(&k) {
                 continue;
             }
             let w = match woken.iter().position(|(c, _)| c.0 == k.0) {
@@ -200,7 +238,7 @@ impl CrawlEngine {
                 }
             };
             if self.sites_started(&k.0) + woken[w].1 >= self.max_sites(&k.0) {
-                self.park_capped(k);
+                self.park(&k, true);
                 continue;
             }
             woken[w].1 += 1;
