@@ -1033,12 +1033,19 @@ fn the_mime_type_is_read_in_place_or_lower_cased() {
 mod parking {
     use super::*;
 
-    fn eng(max_in_flight: usize, tune: impl Fn(&mut CollectionConfig)) -> CrawlEngine {
+    /// Collections `c` (tuned) and `d` (max_sites 128, no max_inter_docs), one request a site,
+    /// `delay` between requests, sites released after `linger`.
+    pub(super) fn eng_with(
+        max_in_flight: usize,
+        delay: f64,
+        linger: f64,
+        tune: impl Fn(&mut CollectionConfig),
+    ) -> CrawlEngine {
         let mut cfg = CollectionConfig::defaults("c");
-        (cfg.delay, cfg.robots, cfg.max_site_connections) = (0.0, false, 1);
+        (cfg.delay, cfg.robots, cfg.max_site_connections) = (delay, false, 1);
         tune(&mut cfg);
         let mut e = CrawlEngine::new(EngineOptions {
-            site_linger: 1.0,
+            site_linger: linger,
             max_in_flight,
             ..EngineOptions::default()
         });
@@ -1049,22 +1056,32 @@ mod parking {
         e.set_config(b"d", Arc::new(d));
         e
     }
-    fn p(e: &mut CrawlEngine, coll: &[u8], host: &str, path: &str, n: u8) {
+    fn eng(max_in_flight: usize, tune: impl Fn(&mut CollectionConfig)) -> CrawlEngine {
+        eng_with(max_in_flight, 0.0, 1.0, tune)
+    }
+    /// Pushes `http://host/path` of collection `coll`, the host at 127.0.3.n.
+    pub(super) fn p(e: &mut CrawlEngine, coll: &[u8], host: &str, path: &str, n: u8) {
         let mut r = ready(&format!("http://{host}/{path}"));
         r.collection = coll.to_vec();
         r.ip = format!("127.0.3.{n}");
         e.push(r);
     }
-    /// Runs the engine answering 404 to every request; returns hosts requested.
-    fn drive(e: &mut CrawlEngine, from: f64, to: f64) -> Vec<String> {
+    /// One poll at `t`, every request answered 404; the hosts requested.
+    pub(super) fn step(e: &mut CrawlEngine, t: f64) -> Vec<String> {
+        let r = e.poll(t).0;
+        let mut got = Vec::new();
+        for req in r {
+            got.push(req.url[7..16].to_string());
+            e.complete(ok(req.id, 404, "text/html", ""), t);
+        }
+        got
+    }
+    /// Polls every 50 ms from `from` to `to`; the hosts requested.
+    pub(super) fn drive(e: &mut CrawlEngine, from: f64, to: f64) -> Vec<String> {
         let mut got = Vec::new();
         let mut t = from;
         while t < to {
-            let r = e.poll(t).0;
-            for req in r {
-                got.push(req.url[7..16].to_string());
-                e.complete(ok(req.id, 404, "text/html", ""), t);
-            }
+            got.extend(step(e, t));
             t += 0.05;
         }
         got
@@ -1233,46 +1250,10 @@ mod parking {
 
 /// The same with delays between requests and a longer linger.
 mod parking_with_delays {
+    use super::parking::{drive, eng_with, p, step};
     use super::*;
     fn eng(max_in_flight: usize, tune: impl Fn(&mut CollectionConfig)) -> CrawlEngine {
-        let mut cfg = CollectionConfig::defaults("c");
-        (cfg.delay, cfg.robots, cfg.max_site_connections) = (1.0, false, 1);
-        tune(&mut cfg);
-        let mut e = CrawlEngine::new(EngineOptions {
-            site_linger: 3.0,
-            max_in_flight,
-            ..EngineOptions::default()
-        });
-        e.set_config(C, Arc::new(cfg.clone()));
-        let mut d = cfg;
-        d.max_sites = 128;
-        d.max_inter_docs = None;
-        e.set_config(b"d", Arc::new(d));
-        e
-    }
-    fn p(e: &mut CrawlEngine, coll: &[u8], host: &str, path: &str, n: u8) {
-        let mut r = ready(&format!("http://{host}/{path}"));
-        r.collection = coll.to_vec();
-        r.ip = format!("127.0.3.{n}");
-        e.push(r);
-    }
-    fn step(e: &mut CrawlEngine, t: f64) -> Vec<String> {
-        let r = e.poll(t).0;
-        let mut got = Vec::new();
-        for req in r {
-            got.push(req.url[7..16].to_string());
-            e.complete(ok(req.id, 404, "text/html", ""), t);
-        }
-        got
-    }
-    fn drive(e: &mut CrawlEngine, from: f64, to: f64) -> Vec<String> {
-        let mut got = Vec::new();
-        let mut t = from;
-        while t < to {
-            got.extend(step(e, t));
-            t += 0.05;
-        }
-        got
+        eng_with(max_in_flight, 1.0, 3.0, tune)
     }
 
     #[test]
