@@ -142,6 +142,8 @@ fn add_own_seed_files(dict: &mut Value<'static>) -> Result<(), String> {
                 .collect()
         })
         .unwrap_or_default();
+    // A seed file may hold very many URIs: each is looked up in a set, not in the list.
+    let mut seen: std::collections::HashSet<Vec<u8>> = uris.iter().cloned().collect();
     for f in files {
         let text = std::fs::read_to_string(&f).map_err(|e| {
             format!("setting \"start_uri_files\": cannot read the seed file {f:?}: {e}")
@@ -152,7 +154,7 @@ fn add_own_seed_files(dict: &mut Value<'static>) -> Result<(), String> {
                 continue;
             }
             schema::start_uri(uri).map_err(|e| format!("seed file {f:?}, line {}: {e}", n + 1))?;
-            if !uris.iter().any(|u| u == uri.as_bytes()) {
+            if seen.insert(uri.as_bytes().to_vec()) {
                 uris.push(uri.as_bytes().to_vec());
             }
         }

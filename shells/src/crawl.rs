@@ -179,14 +179,14 @@ impl Crawler {
             // The scheduler's parse of the configuration, shared (not parsed again here).
             let room = self.engine.options().max_in_flight;
             let pending = settings.max_site_connections.max(1) as usize;
-            if settings.max_sites as usize * pending > room {
+            let wanted = settings.max_sites as usize * pending;
+            if wanted > room {
                 warn!(
-                    "collection {}: max_sites {} at max_pending {pending} would hold {} \
+                    "collection {}: max_sites {} at max_pending {pending} would hold {wanted} \
                      connections; this node has {room} (--connections): at most {} of its \
                      sites at once",
                     String::from_utf8_lossy(name),
                     settings.max_sites,
-                    settings.max_sites as usize * pending,
                     room / pending
                 );
             }

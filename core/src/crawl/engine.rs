@@ -125,8 +125,8 @@ pub struct CrawlEngine {
     /// Sites holding room, by collection: at most the collection's `max_sites`
     /// (`engine_stop.rs`).
     started: hashbrown::HashMap<Vec<u8>, u32, foldhash::fast::RandomState>,
-    /// Sites parked because their collection has `max_sites` started, by collection: woken
-    /// one for each place a site of the collection gives up.
+    /// Sites parked because their collection has `max_sites` started, by collection: woken at
+    /// each poll for the places free (`engine_stop.rs`, `unpark`).
     capped: hashbrown::HashMap<Vec<u8>, VecDeque<SiteKey>, foldhash::fast::RandomState>,
     /// Entries finished since the last [`CrawlEngine::take_done`].
     done: Vec<(Vec<u8>, u64)>,
@@ -415,19 +415,19 @@ impl CrawlEngine {
                 self.run.push_front(key.clone());
                 return;
             }
+            let (slot, in_flight) = (site.slot, site.in_flight);
             // max_inter_docs: a site that had its documents' worth gives its room to a site
             // waiting for one, once its requests are done, and waits its turn again.
-            if site.slot != 0
+            if slot != 0
                 && cfg.max_inter_docs.is_some_and(|n| site.turn >= n)
-                && (!self.slots.1.is_empty()
-                    || self.capped.get(&key.0).is_some_and(|q| !q.is_empty()))
+                && self.others_waiting(&key.0)
             {
-                if site.in_flight == 0 {
+                if in_flight == 0 {
                     self.yield_turn(key);
                 }
                 return;
             }
-            if site.slot == 0 && !self.take_slot(key, cfg.max_site_connections.max(1)) {
+            if slot == 0 && !self.take_slot(key, cfg.max_site_connections.max(1)) {
                 return;
             }
             let Some(site) = self.sites.get_mut(key) else {

@@ -72,8 +72,8 @@ impl CrawlEngine {
     }
 
     /// True when a site waits for room, or for a place among collection `name`'s
-    /// `max_sites` (`run_site` asks the same of the two fields, borrowing a site).
-    fn others_waiting(&self, name: &[u8]) -> bool {
+    /// `max_sites`.
+    pub(super) fn others_waiting(&self, name: &[u8]) -> bool {
         !self.slots.1.is_empty() || self.capped.get(name).is_some_and(|q| !q.is_empty())
     }
 
@@ -191,7 +191,7 @@ impl CrawlEngine {
                 .map_or(1, |c| c.max_site_connections.max(1) as usize)
         };
         // Sites woken here, by collection.
-        let mut woken: Vec<(SiteKey, u32)> = Vec::new();
+        let mut woken: Vec<(Vec<u8>, u32)> = Vec::new();
         let mut room = self.opts.max_in_flight.saturating_sub(self.slots.0);
         if self.capped.values().any(|q| !q.is_empty()) {
             let names: Vec<Vec<u8>> = self
@@ -201,24 +201,22 @@ impl CrawlEngine {
                 .map(|(n, _)| n.clone())
                 .collect();
             for name in names {
-                let mut free = self
+                let free = self
                     .max_sites(&name)
                     .saturating_sub(self.sites_started(&name));
-                while free > 0 && room > 0 {
+                let mut n = 0;
+                while n < free && room > 0 {
                     let Some(k) = self.capped.get_mut(&name).and_then(VecDeque::pop_front) else {
                         break;
                     };
                     if !self.unqueued(&k) {
                         continue;
                     }
-                    free -= 1;
+                    n += 1;
                     room = room.saturating_sub(need_of(self, &k));
-                    match woken.iter_mut().find(|(c, _)| c.0 == k.0) {
-                        Some(w) => w.1 += 1,
-                        None => woken.push((k.clone(), 1)),
-                    }
                     self.wake(&k);
                 }
+                woken.push((name, n));
             }
         }
         let mut left = self.slots.1.len();
@@ -230,10 +228,10 @@ impl CrawlEngine {
             if !self.unqueued(&k) {
                 continue;
             }
-            let w = match woken.iter().position(|(c, _)| c.0 == k.0) {
+            let w = match woken.iter().position(|(c, _)| *c == k.0) {
                 Some(i) => i,
                 None => {
-                    woken.push((k.clone(), 0));
+                    woken.push((k.0.clone(), 0));
                     woken.len() - 1
                 }
             };

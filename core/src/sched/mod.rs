@@ -135,9 +135,11 @@ pub fn start_uris(dict: &Value<'_>) -> Vec<Vec<u8>> {
     };
     let mut out = own(dict);
     if let Some(Value::Dict(subs)) = dict.get(b"subdomains") {
+        // Seed files may give many URIs: each is looked up in a set, not in the list.
+        let mut seen: std::collections::HashSet<Vec<u8>> = out.iter().cloned().collect();
         for (_, sub) in subs {
             for u in own(sub) {
-                if !out.contains(&u) {
+                if seen.insert(u.clone()) {
                     out.push(u);
                 }
             }

@@ -226,10 +226,8 @@ impl Role for Multinode {
         // while a variable_delay period suspends its crawl, as state 8 (the nodes do the same).
         let paused = self.disk_paused();
         let suspended = |n: &[u8]| {
-            self.collection_config(n).is_some_and(|d| {
-                crawlfleet_core::config::CollectionConfig::from_dict(&String::from_utf8_lossy(n), d)
-                    .is_ok_and(|c| c.current_delay().is_none())
-            })
+            self.collection_settings(n)
+                .is_some_and(|c| c.current_delay().is_none())
         };
         Multinode::collections(self)
             .into_iter()
