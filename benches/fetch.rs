@@ -72,6 +72,7 @@ fn bench_fetch(c: &mut Criterion) {
         timeout: Duration::from_secs(30),
         head: false,
         http10: false,
+        post: None,
     };
     let mut g = c.benchmark_group("fetch");
     g.throughput(Throughput::Elements(BATCH));

@@ -27,6 +27,7 @@ mod fuzz_corpus;
 mod inspect_cli;
 mod linkstore;
 mod log_format;
+mod login;
 mod metrics;
 mod nameserver;
 mod netns_fault;

@@ -81,6 +81,7 @@ fn requests_wait_for_a_descriptor_instead_of_failing() {
         timeout: Duration::from_secs(30),
         head: false,
         http10: false,
+        post: None,
     });
     f.submit_many(reqs).unwrap();
     let mut answered = vec![false; n as usize];

@@ -25,6 +25,7 @@ use crawlfleet_net::fetch::{FetchError, FetchRequest, FetchResult, Fetcher, Fetc
 use crossbeam_channel::Receiver;
 
 use crate::linkclient::{Applications, LinkBatcher, OutLink};
+use crate::login::{Logins, Seen};
 use log::{debug, warn};
 use parking_lot::Mutex;
 
@@ -91,6 +92,11 @@ pub struct Crawler {
     /// Fetch results read and not yet given to the engine, each with its body's MD5 when it
     /// has a body (computed for the batch together, [`crawlfleet_core::md5many`]).
     held: VecDeque<(FetchResult, Option<[u8; 16]>)>,
+    /// The collections' form logins (docs/collection-config.md "Login").
+    logins: Logins,
+    /// Requests a login let go (it finished, or its collection changed), to send at the next
+    /// step.
+    released: Vec<FetchRequest>,
 }
 
 fn failure(e: FetchError) -> Failure {
@@ -136,6 +142,8 @@ impl Crawler {
             sites: SiteTally::new(),
             sitemap_queued: false,
             held: VecDeque::new(),
+            logins: Logins::new(user_agent),
+            released: Vec::new(),
         })
     }
 
@@ -191,6 +199,8 @@ impl Crawler {
                 );
             }
             self.engine.set_config(name, settings.clone());
+            let released = self.logins.configure(name, &settings);
+            self.released.extend(released);
             if let Some(b) = &self.links {
                 b.set_applications(name, link_applications(dict));
             }
@@ -207,6 +217,8 @@ impl Crawler {
             .collect();
         for name in gone {
             self.dicts.remove(&name);
+            let released = self.logins.remove(&name);
+            self.released.extend(released);
             if let Some(a) = &mut self.archiver {
                 a.configure(&name, None);
             }
@@ -268,14 +280,34 @@ impl Crawler {
                 self.apply(sm, actions)?;
                 continue;
             };
-            batch.push(to_fetch(r, ip));
+            let req = to_fetch(r, ip);
+            if !self.logins.active() {
+                batch.push(req);
+                continue;
+            }
+            let now = self.now();
+            let collection = self.engine.collection_of(req.id).unwrap_or_default();
+            batch.extend(self.logins.admit(collection, req, now));
         }
+        batch.append(&mut self.released);
         if !batch.is_empty() {
             if let Err(e) = self.fetcher.submit_many(batch) {
                 warn!("the fetcher refused requests: {e}");
             }
         }
         self.finish_entries(sm)
+    }
+
+    /// Logins finished by their worker, for the node's `select!`.
+    pub fn logins_done(&self) -> &Receiver<crate::login::Done> {
+        self.logins.done()
+    }
+
+    /// Takes a finished login: the requests that waited for it go at the next step.
+    pub fn login_done(&mut self, d: crate::login::Done) {
+        let now = self.now();
+        let released = self.logins.finish(d, now);
+        self.released.extend(released);
     }
 
     /// True once when a sitemap read since the last call queued URIs: the node's loop then
@@ -340,6 +372,16 @@ impl Crawler {
         checksum: Option<[u8; 16]>,
     ) -> Result<(), SchedError> {
         let mut r = r;
+        if self.logins.active() {
+            match self.logins.observe(&r, self.now()) {
+                Seen::Crawl => {}
+                Seen::Held => return Ok(()),
+                Seen::Again(req) => {
+                    self.released.push(*req);
+                    return Ok(());
+                }
+            }
+        }
         if let (Ok(resp), Some(a)) = (&mut r.result, &self.archiver) {
             if let (Some(wire), Some(c)) = (resp.wire.take(), self.engine.collection_of(r.id)) {
                 if a.archives(c) {
@@ -700,6 +742,7 @@ fn to_fetch(r: Request, ip: IpAddr) -> FetchRequest {
         timeout: Duration::from_secs_f64(r.timeout),
         head: false,
         http10: r.http10,
+        post: None,
     }
 }
 

@@ -18,6 +18,7 @@ pub mod dupserver;
 pub mod inspect;
 pub mod linkclient;
 pub mod linkstore;
+pub mod login;
 pub mod metrics;
 pub mod multinode;
 pub mod nameserver;

@@ -305,6 +305,11 @@ pub fn run_with(args: &NodeArgs, status: Option<StatusSlot>, stop: &Stop) -> Res
                         read_results(&mut crawler, &mut sm, &handle, Some(r))?;
                     }
                 }
+                recv(crawler.logins_done()) -> d => {
+                    if let Ok(d) = d {
+                        crawler.login_done(d);
+                    }
+                }
                 recv(indexnow_urls) -> u => {
                     if let Ok(urls) = u {
                         let dropped = sm.indexnow_submitted(&urls);

@@ -5,6 +5,7 @@
 pub mod counted;
 pub mod counters;
 pub mod engine;
+pub mod form;
 pub mod links;
 mod resolve;
 pub mod robots;

@@ -484,7 +484,11 @@ fn caller_sets(req: &FetchRequest, name: &str) -> bool {
 /// Writes the request head (RFC 9112 section 3) into `out`.
 pub(super) fn encode_request(req: &FetchRequest, user_agent: &str, out: &mut Vec<u8>) {
     out.clear();
-    out.extend_from_slice(if req.head { b"HEAD " } else { b"GET " });
+    out.extend_from_slice(match (&req.post, req.head) {
+        (Some(_), _) => b"POST ",
+        (None, true) => b"HEAD ",
+        (None, false) => b"GET ",
+    });
     let target = &req.url[url::Position::BeforePath..url::Position::AfterQuery];
     out.extend_from_slice(if target.is_empty() {
         b"/"
@@ -526,6 +530,13 @@ pub(super) fn encode_request(req: &FetchRequest, user_agent: &str, out: &mut Vec
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
+    }
+    if let Some(body) = &req.post {
+        out.extend_from_slice(b"Content-Length: ");
+        out.extend_from_slice(body.len().to_string().as_bytes());
+        out.extend_from_slice(b"\r\n\r\n");
+        out.extend_from_slice(body);
+        return;
     }
     out.extend_from_slice(b"\r\n");
 }

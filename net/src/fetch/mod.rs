@@ -27,6 +27,7 @@
 //!         timeout: Duration::from_secs(30),
 //!         head: false,
 //!         http10: false,
+//!         post: None,
 //!     })
 //!     .unwrap();
 //! let done = fetcher.results.recv().unwrap();
@@ -111,6 +112,11 @@ pub struct FetchRequest {
     /// Ask in HTTP/1.0 (a collection's `use_http_1_1` off): the request line says HTTP/1.0,
     /// `Connection: close` is sent, and the connection is closed after the response.
     pub http10: bool,
+    /// Send POST with this body instead of GET (a form login's submission): `Content-Length`
+    /// is sent, a `Content-Type` belongs in `headers`. A POST always goes on a fresh
+    /// connection, so it is never sent twice (RFC 9112 section 9.3.1.1: a non-idempotent
+    /// request is not retried).
+    pub post: Option<Vec<u8>>,
 }
 
 /// A complete response.

@@ -290,7 +290,9 @@ impl Driver {
 
     /// Puts a request on a pooled connection, a new one, or the waiting queue.
     fn dispatch(&mut self, p: Pending, now: Instant) {
-        if !p.retried {
+        // A POST never takes a kept-alive connection: one the server dropped would leave the
+        // submission's fate unknown, and it is not sent twice (RFC 9112 section 9.3.1.1).
+        if !p.retried && p.req.post.is_none() {
             if let Some(id) = self.take_idle(&p.req) {
                 self.start(id, p, now);
                 return;

@@ -110,6 +110,7 @@ fn request(id: u64, url: &str, addr: SocketAddr) -> FetchRequest {
         timeout: WAIT,
         head: false,
         http10: false,
+        post: None,
     }
 }
 
@@ -191,6 +192,60 @@ fn an_http10_request_closes_its_connection() {
         settled(&f);
     }
     assert_eq!(s.accepted(), 1);
+}
+
+/// A form submission (a Login's `action` POST): the request line says POST, the body follows
+/// the head with its Content-Length (RFC 9112 section 6.2), and it goes on a connection of its
+/// own, not on the kept-alive one a GET before it left idle (RFC 9112 section 9.3.1.1: a
+/// POST is never sent twice, so never where a dropped idle connection could swallow it).
+#[test]
+fn a_post_sends_its_body_on_a_fresh_connection() {
+    type Requests = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+    let bodies: Requests = Arc::default();
+    let seen = bodies.clone();
+    let s = Server::local(move |_, stream| {
+        let mut r = BufReader::new(stream.try_clone().unwrap());
+        let mut w = stream;
+        while let Some(head) = read_head(&mut r) {
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .map_or(0, |n| n.trim().parse::<usize>().unwrap());
+            let mut body = vec![0; len];
+            r.read_exact(&mut body).unwrap();
+            seen.lock().unwrap().push((head, body));
+            if w.write_all(&ok_response(b"ok")).is_err() {
+                return;
+            }
+        }
+    });
+    let f = fetcher();
+    let url = format!("http://h.test:{}/login", s.addr.port());
+    fetch_ok(&f, request(1, &url, s.addr));
+    settled(&f);
+    let mut post = request(2, &url, s.addr);
+    post.post = Some(b"user=a%20b&pass=x".to_vec());
+    post.headers.push((
+        "Content-Type".into(),
+        "application/x-www-form-urlencoded".into(),
+    ));
+    let resp = fetch_ok(&f, post);
+    assert_eq!(resp.body, b"ok");
+    assert!(!resp.reused_connection, "a POST on the idle connection");
+    settled(&f);
+    // The connection the POST opened serves the next GET.
+    assert!(fetch_ok(&f, request(3, &url, s.addr)).reused_connection);
+    assert_eq!(s.accepted(), 2);
+    let got = bodies.lock().unwrap();
+    let (head, body) = &got[1];
+    assert!(head.starts_with("POST /login HTTP/1.1\r\n"), "{head}");
+    assert!(head.contains("\r\nContent-Length: 17\r\n"), "{head}");
+    assert!(
+        head.contains("\r\nContent-Type: application/x-www-form-urlencoded\r\n"),
+        "{head}"
+    );
+    assert_eq!(body, b"user=a%20b&pass=x");
+    assert!(got[0].0.starts_with("GET ") && got[2].0.starts_with("GET "));
 }
 
 #[test]

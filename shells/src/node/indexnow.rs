@@ -236,6 +236,7 @@ fn fetch_key(fetcher: &Fetcher, id: u64, url: &str) -> Option<Vec<u8>> {
         timeout: KEY_FETCH_TIMEOUT,
         head: false,
         http10: false,
+        post: None,
     };
     fetcher.submit(req).ok()?;
     let until = Instant::now() + KEY_FETCH_TIMEOUT * 2;
