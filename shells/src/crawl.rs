@@ -199,7 +199,8 @@ impl Crawler {
                 );
             }
             self.engine.set_config(name, settings.clone());
-            let released = self.logins.configure(name, &settings);
+            let now = self.now();
+            let released = self.logins.configure(name, &settings, now);
             self.released.extend(released);
             if let Some(b) = &self.links {
                 b.set_applications(name, link_applications(dict));

@@ -3,19 +3,21 @@
 //! request to those sites then carries the session's cookies.
 //!
 //! A login is three steps, made by a worker thread with a fetcher of its own (so a slow login
-//! server or a name lookup never stalls the node's loop): the `preload` URI fetched for its
-//! cookies, the `html_form` page fetched for its cookies and its form's fields (`autofill`),
-//! then the form submitted to `scheme://site/form` with `action` (POST, urlencoded, or GET
-//! with the fields as the query). A submission answered below 400 is a session: its cookies
-//! (RFC 6265, kept by `cookie_store`) go with every request to the Login's `sites` until `ttl`
-//! seconds have passed, when the next request logs in again. Requests to those sites made while
-//! a login runs wait for it. A login that fails is logged and tried again a minute later; the
-//! sites are crawled meanwhile with what cookies there are.
+//! server or a name lookup never stalls the node's loop; logins are made one at a time): the
+//! `preload` URI fetched for its cookies, the `html_form` page fetched for its cookies and its
+//! form's fields (`autofill`), both following redirects, then the form submitted to
+//! `scheme://site/form` with `action` (POST, urlencoded, or GET with the fields as the query).
+//! A submission answered below 400 is a session: its cookies (RFC 6265, kept by
+//! `cookie_store`) go with every request to the Login's `sites` until `ttl` seconds have
+//! passed, when the next request logs in again. Requests to those sites made while a login
+//! runs wait for it. A login that fails is logged and tried again a minute later; the sites
+//! are crawled meanwhile with what cookies there are.
 //!
 //! With `relogin_if_failed`, an answer showing the session gone (401, 403, or a redirect to the
 //! form or the `html_form` page) of a request that went with the current session logs in again
 //! and sends that request once more. A session that shows gone before any page came through it
-//! (wrong credentials) is not renewed before a minute has passed.
+//! (wrong credentials), or whose relogins did not help three times in a row (pages forbidden
+//! to the account), is not renewed by answers before a minute has passed.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -36,6 +38,8 @@ const MAX_PAGE: usize = 1 << 20;
 /// Limits on each of a login's requests.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// Most redirects followed to the preload and form pages.
+const MAX_REDIRECTS: usize = 5;
 
 /// Where a Login stands.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,10 +67,16 @@ struct State {
     /// Requests to the Login's sites waiting for its login, each with whether it is being
     /// sent again after the session showed gone.
     held: Vec<(FetchRequest, bool)>,
-    /// Bumped at every login: a request sent with an older session does not start another.
+    /// The login's number (one count for every Login of the node): a request sent with an
+    /// older session does not start another, an old login's end is not taken for this one's.
     session: u64,
-    /// An answer came through the current session without showing it gone.
+    /// A page (an answer of 2xx) came through the current session.
     good: bool,
+    /// Requests sent again after a relogin that showed the session gone again, in a row: the
+    /// relogins did not help (a page forbidden to the account, say).
+    wasted: u32,
+    /// No answer starts a login before this time (after three wasted relogins).
+    quiet_until: f64,
 }
 
 impl State {
@@ -93,6 +103,8 @@ impl State {
             held: Vec::new(),
             session: 0,
             good: false,
+            wasted: 0,
+            quiet_until: 0.0,
         }
     }
 
@@ -113,13 +125,16 @@ impl State {
         }
     }
 
-    /// `req` with a `Cookie` header of the session's cookies for its URL (RFC 6265 5.4).
+    /// `req` with the session's cookies for its URL (RFC 6265 5.4), added to the `Cookie`
+    /// header the collection's `headers` give, if any.
     fn with_cookies(&self, mut req: FetchRequest) -> FetchRequest {
-        let cookie = cookie_header(&self.jar, &req.url);
-        if !cookie.is_empty() {
-            req.headers.push(("Cookie".into(), cookie));
-        }
+        add_cookies(&mut req.headers, cookie_header(&self.jar, &req.url));
         req
+    }
+
+    /// True when a login made at `at` is past the Login's `ttl` at `now` (a ttl of 0: never).
+    fn expired(&self, at: f64, now: f64) -> bool {
+        self.cfg.ttl > 0.0 && now - at >= self.cfg.ttl
     }
 
     /// True when `resp` to `url` shows the session gone: 401, 403, or a redirect to the
@@ -180,6 +195,24 @@ fn cookie_header(jar: &CookieStore, url: &Url) -> String {
     out
 }
 
+/// Adds `cookie` (a `Cookie` header's value) to `headers`: to the `Cookie` header there is
+/// (one a request: RFC 6265 5.4), else as one.
+fn add_cookies(headers: &mut Vec<(String, String)>, cookie: String) {
+    if cookie.is_empty() {
+        return;
+    }
+    match headers
+        .iter_mut()
+        .find(|(n, _)| n.eq_ignore_ascii_case("cookie"))
+    {
+        Some((_, v)) => {
+            v.push_str("; ");
+            v.push_str(&cookie);
+        }
+        None => headers.push(("Cookie".into(), cookie)),
+    }
+}
+
 /// Keeps the `Set-Cookie` fields of `resp` to `url` in `jar` (one a field: RFC 6265 3).
 fn keep_cookies(jar: &mut CookieStore, url: &Url, resp: &Response) {
     for (name, value) in &resp.headers {
@@ -200,6 +233,7 @@ struct Sent {
     session: u64,
     /// Already sent again after a relogin.
     again: bool,
+    /// The request as the crawl made it (without the session's cookies).
     req: FetchRequest,
 }
 
@@ -212,9 +246,11 @@ struct Job {
     target: Url,
     preload: Option<Url>,
     html_form: Option<Url>,
-    /// A host name of the Login's sites and the address the node crawls it at, for a form on
-    /// that host (which a name lookup might answer otherwise, or not at all).
-    known: Option<(String, IpAddr)>,
+    /// The host of the request that needed the login and the address the node crawls it at,
+    /// for a form on that host (which a name lookup might answer otherwise, or not at all).
+    known: Option<Known>,
+    /// The headers the collection sends (its User-Agent, its `headers`).
+    headers: Vec<(String, String)>,
 }
 
 /// What a login came to.
@@ -233,6 +269,8 @@ pub struct Logins {
     jobs: Option<Sender<Job>>,
     done_tx: Sender<Done>,
     done: Receiver<Done>,
+    /// Logins started, all Logins.
+    sessions: u64,
 }
 
 impl Logins {
@@ -246,6 +284,7 @@ impl Logins {
             jobs: None,
             done_tx,
             done,
+            sessions: 0,
         }
     }
 
@@ -260,15 +299,21 @@ impl Logins {
     }
 
     /// Takes `collection`'s configuration: its Logins, kept as they stand when they did not
-    /// change. Returns the requests held for Logins that are gone, to send as they are.
-    pub fn configure(&mut self, collection: &[u8], cfg: &CollectionConfig) -> Vec<FetchRequest> {
+    /// change. The requests that waited for a replaced Login are admitted again under the new
+    /// ones; those that go now are returned.
+    pub fn configure(
+        &mut self,
+        collection: &[u8],
+        cfg: &CollectionConfig,
+        now: f64,
+    ) -> Vec<FetchRequest> {
         let same = self.states.get(collection).is_some_and(|s| {
             s.len() == cfg.logins.len() && s.iter().zip(&cfg.logins).all(|(s, l)| &s.cfg == l)
         });
         if same || (cfg.logins.is_empty() && !self.states.contains_key(collection)) {
             return Vec::new();
         }
-        let released = self.remove(collection);
+        let waiting = self.remove(collection);
         if !cfg.logins.is_empty() {
             let states = cfg
                 .logins
@@ -277,10 +322,14 @@ impl Logins {
                 .collect();
             self.states.insert(collection.to_vec(), states);
         }
-        released
+        waiting
+            .into_iter()
+            .filter_map(|r| self.admit(collection, r, now))
+            .collect()
     }
 
-    /// Forgets `collection`'s Logins; returns the requests they held.
+    /// Forgets `collection`'s Logins; returns the requests that waited for them, as the crawl
+    /// made them.
     pub fn remove(&mut self, collection: &[u8]) -> Vec<FetchRequest> {
         self.sent.retain(|_, s| s.collection != collection);
         self.states
@@ -312,7 +361,7 @@ impl Logins {
         let start = match s.phase {
             _ if s.target.is_none() => false,
             Phase::Out => true,
-            Phase::In(at) => now - at >= s.cfg.ttl,
+            Phase::In(at) => s.expired(at, now),
             Phase::Failed(until) => now >= until,
             Phase::Busy => {
                 s.held.push((req, false));
@@ -320,12 +369,9 @@ impl Logins {
             }
         };
         if start {
-            let known = req
-                .url
-                .host_str()
-                .map(|h| (h.to_ascii_lowercase(), req.addr.ip()));
+            let (known, headers) = job_context(&req);
             s.held.push((req, false));
-            self.start(collection, i, known);
+            self.start(collection, i, known, headers);
             return None;
         }
         Some(self.send(collection, i, req, false))
@@ -342,7 +388,6 @@ impl Logins {
         let Some(s) = self.states.get(collection).and_then(|s| s.get(i)) else {
             return req;
         };
-        let req = s.with_cookies(req);
         let sent = Sent {
             collection: collection.to_vec(),
             login: i,
@@ -350,20 +395,29 @@ impl Logins {
             again,
             req: req.clone(),
         };
+        let req = s.with_cookies(req);
         self.sent.insert(req.id, sent);
         req
     }
 
-    /// Hands Login `i` of `collection` to the worker.
-    fn start(&mut self, collection: &[u8], i: usize, known: Option<(String, IpAddr)>) {
+    /// Hands Login `i` of `collection` to the worker (started, or started again, here). When
+    /// no worker takes it, the login ends at once as failed, through the same channel.
+    fn start(
+        &mut self,
+        collection: &[u8],
+        i: usize,
+        known: Option<Known>,
+        headers: Vec<(String, String)>,
+    ) {
         let Some(s) = self.states.get_mut(collection).and_then(|s| s.get_mut(i)) else {
             return;
         };
         let Some(target) = s.target.clone() else {
             return;
         };
+        self.sessions += 1;
         s.phase = Phase::Busy;
-        s.session += 1;
+        s.session = self.sessions;
         s.good = false;
         let job = Job {
             collection: collection.to_vec(),
@@ -374,6 +428,7 @@ impl Logins {
             preload: s.preload.clone(),
             html_form: s.html_form.clone(),
             known,
+            headers,
         };
         info!(
             "collection {}: logging in ({}) at {}",
@@ -381,11 +436,23 @@ impl Logins {
             s.cfg.name,
             job.target
         );
-        let jobs = self
-            .jobs
-            .get_or_insert_with(|| spawn_worker(&self.user_agent, self.done_tx.clone()));
-        if jobs.send(job).is_err() {
-            warn!("the login worker is gone");
+        let mut job = Some(job);
+        for _ in 0..2 {
+            let jobs = self
+                .jobs
+                .get_or_insert_with(|| spawn_worker(&self.user_agent, self.done_tx.clone()));
+            match jobs.send(job.take().expect("a job")) {
+                Ok(()) => return,
+                Err(back) => {
+                    warn!("the login worker is gone; starting another");
+                    self.jobs = None;
+                    job = Some(back.0);
+                }
+            }
+        }
+        if let Some(job) = job {
+            let failed = Done::of(&job, Err("no login worker".into()));
+            let _ = self.done_tx.send(failed);
         }
     }
 
@@ -429,8 +496,9 @@ impl Logins {
     }
 
     /// Reads the answer to a request before the crawl does: keeps its cookies when it went to a
-    /// Login's sites, and when it shows the session gone (with `relogin_if_failed`), holds the
-    /// request for a new login, or sends it again at once when a newer session is there.
+    /// Login's sites with the current session, and when it shows the session gone (with
+    /// `relogin_if_failed`), holds the request for a new login, or sends it again at once
+    /// when a newer session is there.
     pub fn observe(&mut self, r: &FetchResult, now: f64) -> Seen {
         let Some(sent) = self.sent.remove(&r.id) else {
             return Seen::Crawl;
@@ -445,20 +513,36 @@ impl Logins {
         else {
             return Seen::Crawl;
         };
-        keep_cookies(&mut s.jar, &r.url, resp);
-        if !s.shows_logged_out(&r.url, resp) {
-            if sent.session == s.session {
+        let current = sent.session == s.session;
+        if current {
+            // An older session's answers (a slow page of a dead session) set nothing now.
+            keep_cookies(&mut s.jar, &r.url, resp);
+        }
+        let gone = s.shows_logged_out(&r.url, resp);
+        if current && sent.again {
+            s.wasted = if gone { s.wasted + 1 } else { 0 };
+            if s.wasted >= 3 {
+                warn!(
+                    "collection {}: login {}: pages still show the session gone after logging \
+                     in again; not logging in for them for {RETRY_AFTER} s",
+                    String::from_utf8_lossy(&sent.collection),
+                    s.cfg.name
+                );
+                s.wasted = 0;
+                s.quiet_until = now + RETRY_AFTER;
+            }
+        }
+        if !gone {
+            if current && (200..300).contains(&resp.status) {
                 s.good = true;
             }
             return Seen::Crawl;
         }
-        if !s.cfg.relogin_if_failed || sent.again || s.target.is_none() {
+        if !s.cfg.relogin_if_failed || sent.again || s.target.is_none() || now < s.quiet_until {
             return Seen::Crawl;
         }
         let name = String::from_utf8_lossy(&sent.collection).into_owned();
-        let mut req = sent.req;
-        req.headers
-            .retain(|(n, _)| !n.eq_ignore_ascii_case("cookie"));
+        let req = sent.req;
         match s.phase {
             // A login is under way: the request waits for it.
             Phase::Busy => {
@@ -466,7 +550,7 @@ impl Logins {
                 return Seen::Held;
             }
             // Logged in again since the request went: once more with the new session.
-            Phase::In(_) if sent.session != s.session => {
+            Phase::In(_) if !current => {
                 let again = self.send(&sent.collection, sent.login, req, true);
                 return Seen::Again(Box::new(again));
             }
@@ -486,14 +570,34 @@ impl Logins {
             "collection {name}: login {}: {} shows the session gone; logging in again",
             s.cfg.name, r.url
         );
-        let known = req
-            .url
-            .host_str()
-            .map(|h| (h.to_ascii_lowercase(), req.addr.ip()));
+        let (known, headers) = job_context(&req);
         s.held.push((req, true));
-        self.start(&sent.collection, sent.login, known);
+        self.start(&sent.collection, sent.login, known, headers);
         Seen::Held
     }
+}
+
+/// A host and the address the node crawls it at.
+type Known = (String, IpAddr);
+
+/// What a login started by `req` takes from it: its host and the address the node crawls it
+/// at, and the collection's headers (User-Agent, `headers`) without the conditional ones.
+fn job_context(req: &FetchRequest) -> (Option<Known>, Vec<(String, String)>) {
+    let known = req
+        .url
+        .host_str()
+        .map(|h| (h.to_ascii_lowercase(), req.addr.ip()));
+    let headers = req
+        .headers
+        .iter()
+        .filter(|(n, _)| {
+            !["if-none-match", "if-modified-since"]
+                .iter()
+                .any(|c| n.eq_ignore_ascii_case(c))
+        })
+        .cloned()
+        .collect();
+    (known, headers)
 }
 
 /// What [`Logins::observe`] made of an answer.
@@ -534,7 +638,10 @@ fn spawn_worker(user_agent: &str, done: Sender<Done>) -> Sender<Job> {
                 next_id: 0,
             };
             for job in jobs {
-                let result = client.log_in(&job);
+                // A panic in a login is that login's failure, not the worker's end.
+                let result =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.log_in(&job)))
+                        .unwrap_or_else(|_| Err("the login panicked".into()));
                 if done.send(Done::of(&job, result)).is_err() {
                     break;
                 }
@@ -573,9 +680,9 @@ impl Client {
         }
         let mut form = None;
         if let Some(page) = &job.html_form {
-            let body = self.get(job, &mut jar, page)?;
+            let (body, page) = self.get(job, &mut jar, page)?;
             let forms = form::forms(&body);
-            form = form::login_form(&forms, page, &job.target).cloned();
+            form = form::login_form(&forms, &page, &job.target).cloned();
             if form.is_none() {
                 warn!("login {}: {page} has no form", job.cfg.name);
             }
@@ -583,7 +690,7 @@ impl Client {
         let fields = form::submission(&job.cfg.parameters, form.as_ref(), job.cfg.autofill);
         let encoded = form::urlencoded(&fields);
         let mut url = job.target.clone();
-        let mut headers = Vec::new();
+        let mut headers = job.headers.clone();
         let post = if job.cfg.action.eq_ignore_ascii_case("GET") {
             let query = match url.query() {
                 Some(q) if !q.is_empty() && !encoded.is_empty() => format!("{q}&{encoded}"),
@@ -610,13 +717,32 @@ impl Client {
         Ok(jar)
     }
 
-    /// GET `url` with the jar's cookies; its body when it answers below 400.
-    fn get(&mut self, job: &Job, jar: &mut CookieStore, url: &Url) -> Result<Vec<u8>, String> {
-        let resp = self.fetch(job, jar, url, Vec::new(), None)?;
-        if resp.status >= 400 {
-            return Err(format!("{url} answered {}", resp.status));
+    /// GET `url` with the jar's cookies, following up to five redirects (each answer's
+    /// cookies kept); the body and URL of the answer below 300.
+    fn get(
+        &mut self,
+        job: &Job,
+        jar: &mut CookieStore,
+        url: &Url,
+    ) -> Result<(Vec<u8>, Url), String> {
+        let mut url = url.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let resp = self.fetch(job, jar, &url, job.headers.clone(), None)?;
+            match resp.status {
+                300..=399 => {
+                    let to = resp
+                        .header("location")
+                        .and_then(|l| std::str::from_utf8(l).ok())
+                        .and_then(|l| url.join(l.trim()).ok())
+                        .filter(|u| matches!(u.scheme(), "http" | "https"))
+                        .ok_or_else(|| format!("{url} answered {} to nowhere", resp.status))?;
+                    url = to;
+                }
+                400.. => return Err(format!("{url} answered {}", resp.status)),
+                _ => return Ok((resp.body, url)),
+            }
         }
-        Ok(resp.body)
+        Err(format!("{url}: more than {MAX_REDIRECTS} redirects"))
     }
 
     /// One request with the jar's cookies; keeps the cookies of its answer.
@@ -629,10 +755,7 @@ impl Client {
         post: Option<Vec<u8>>,
     ) -> Result<Response, String> {
         let addr = address(url, job.known.as_ref())?;
-        let cookie = cookie_header(jar, url);
-        if !cookie.is_empty() {
-            headers.push(("Cookie".into(), cookie));
-        }
+        add_cookies(&mut headers, cookie_header(jar, url));
         self.next_id += 1;
         let id = self.next_id;
         let req = FetchRequest {
@@ -670,7 +793,7 @@ impl Client {
 
 /// Where to connect for `url`: its IP address, the address the node crawls its host at, or
 /// the system resolver's first answer.
-fn address(url: &Url, known: Option<&(String, IpAddr)>) -> Result<SocketAddr, String> {
+fn address(url: &Url, known: Option<&Known>) -> Result<SocketAddr, String> {
     let port = url
         .port_or_known_default()
         .ok_or_else(|| format!("{url}: no port"))?;
@@ -791,6 +914,209 @@ mod tests {
             "{docs}"
         );
         assert_eq!(cookie_header(&jar, &url("http://other.test/")), "");
+    }
+
+    /// A node's Logins with a worker that is this test: the jobs come out of the receiver.
+    fn logins(cfg: &CollectionConfig) -> (Logins, Receiver<Job>) {
+        let mut l = Logins::new("agent");
+        let (tx, rx) = unbounded();
+        l.jobs = Some(tx);
+        assert!(l.configure(b"c", cfg, 0.0).is_empty());
+        (l, rx)
+    }
+
+    fn config(password: &str, ttl: f64) -> CollectionConfig {
+        let mut cfg = CollectionConfig::defaults("c");
+        let mut s = login("h.test", &[]);
+        s.cfg.parameters = vec![("pass".into(), password.into())];
+        s.cfg.ttl = ttl;
+        cfg.logins = vec![s.cfg];
+        cfg
+    }
+
+    fn request(id: u64, u: &str) -> FetchRequest {
+        FetchRequest {
+            id,
+            url: url(u),
+            addr: "127.0.0.7:80".parse().unwrap(),
+            headers: vec![
+                ("User-Agent".into(), "collection-agent".into()),
+                ("If-None-Match".into(), "\"x\"".into()),
+            ],
+            max_body: 1000,
+            connect_timeout: TIMEOUT,
+            timeout: TIMEOUT,
+            head: false,
+            http10: false,
+            post: None,
+        }
+    }
+
+    fn jar(cookie: &str) -> CookieStore {
+        let mut j = CookieStore::new();
+        j.parse(cookie, &url("http://h.test/login")).unwrap();
+        j
+    }
+
+    fn answer(id: u64, u: &str, resp: Response) -> FetchResult {
+        FetchResult {
+            id,
+            url: url(u),
+            result: Ok(resp),
+            started: Instant::now(),
+            elapsed: Duration::ZERO,
+            queued: Duration::ZERO,
+            net_read: 0,
+            net_written: 0,
+        }
+    }
+
+    fn cookie(r: &FetchRequest) -> Option<&str> {
+        r.headers
+            .iter()
+            .find(|(n, _)| n == "Cookie")
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn requests_wait_for_the_login_then_carry_its_cookies() {
+        let (mut l, jobs) = logins(&config("p", 100.0));
+        // Another host: not the Login's.
+        let other = l
+            .admit(b"c", request(9, "http://other.test/"), 0.0)
+            .unwrap();
+        assert_eq!(cookie(&other), None);
+        assert!(l.admit(b"c", request(1, "http://h.test/a"), 0.0).is_none());
+        assert!(l.admit(b"c", request(2, "http://h.test/b"), 0.0).is_none());
+        let job = jobs.try_recv().unwrap();
+        assert!(jobs.try_recv().is_err(), "one login for both");
+        assert_eq!(
+            job.known,
+            Some(("h.test".into(), "127.0.0.7".parse().unwrap()))
+        );
+        assert_eq!(
+            job.headers,
+            [("User-Agent".to_string(), "collection-agent".to_string())]
+        );
+        let go = l.finish(Done::of(&job, Ok(jar("s=1; Path=/"))), 1.0);
+        assert_eq!(go.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2]);
+        assert!(go.iter().all(|r| cookie(r) == Some("s=1")));
+        let r = l.admit(b"c", request(3, "http://h.test/c"), 50.0).unwrap();
+        assert_eq!(cookie(&r), Some("s=1"));
+        // Past the ttl: the next request logs in again.
+        assert!(l
+            .admit(b"c", request(4, "http://h.test/d"), 101.0)
+            .is_none());
+        assert!(jobs.try_recv().is_ok());
+    }
+
+    #[test]
+    fn a_ttl_of_zero_never_expires() {
+        let (mut l, jobs) = logins(&config("p", 0.0));
+        assert!(l.admit(b"c", request(1, "http://h.test/a"), 0.0).is_none());
+        let job = jobs.try_recv().unwrap();
+        l.finish(Done::of(&job, Ok(jar("s=1"))), 0.0);
+        for id in 2..10 {
+            assert!(l
+                .admit(b"c", request(id, "http://h.test/a"), id as f64 * 1e6)
+                .is_some());
+        }
+        assert!(jobs.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_changed_login_takes_the_waiting_requests_and_an_old_end_is_ignored() {
+        let (mut l, jobs) = logins(&config("old", 100.0));
+        assert!(l.admit(b"c", request(1, "http://h.test/a"), 0.0).is_none());
+        let old = jobs.try_recv().unwrap();
+        // The password is mended while the first login runs: the request waits for the new.
+        assert!(l.configure(b"c", &config("new", 100.0), 1.0).is_empty());
+        let new = jobs.try_recv().unwrap();
+        assert_eq!(new.cfg.parameters[0].1, "new");
+        assert_ne!(old.session, new.session);
+        assert!(l.finish(Done::of(&old, Ok(jar("s=old"))), 2.0).is_empty());
+        let go = l.finish(Done::of(&new, Ok(jar("s=new"))), 3.0);
+        assert_eq!(go.len(), 1);
+        assert_eq!(cookie(&go[0]), Some("s=new"));
+    }
+
+    #[test]
+    fn a_gone_session_logs_in_again_once_for_the_request_that_showed_it() {
+        let (mut l, jobs) = logins(&config("p", 1000.0));
+        assert!(l.admit(b"c", request(1, "http://h.test/a"), 0.0).is_none());
+        let job = jobs.try_recv().unwrap();
+        let sent = l.finish(Done::of(&job, Ok(jar("s=1"))), 0.0);
+        assert_eq!(sent.len(), 1);
+        let page = response(200, None);
+        assert!(matches!(
+            l.observe(&answer(1, "http://h.test/a", page), 1.0),
+            Seen::Crawl
+        ));
+        let r = l.admit(b"c", request(2, "http://h.test/b"), 1.0).unwrap();
+        let mut gone = response(302, Some("/login"));
+        gone.headers
+            .push(("set-cookie".into(), b"s=anonymous".to_vec()));
+        assert!(matches!(
+            l.observe(&answer(r.id, "http://h.test/b", gone.clone()), 2.0),
+            Seen::Held
+        ));
+        // Requests meanwhile wait for the new login.
+        assert!(l.admit(b"c", request(3, "http://h.test/c"), 2.0).is_none());
+        let job = jobs.try_recv().unwrap();
+        let again = l.finish(Done::of(&job, Ok(jar("s=2"))), 3.0);
+        assert_eq!(again.iter().map(|r| r.id).collect::<Vec<_>>(), [2, 3]);
+        assert!(again.iter().all(|r| cookie(r) == Some("s=2")));
+        // The request sent again shows the session gone again: the crawl reads that answer.
+        assert!(matches!(
+            l.observe(&answer(2, "http://h.test/b", gone.clone()), 4.0),
+            Seen::Crawl
+        ));
+        assert!(jobs.try_recv().is_err());
+    }
+
+    #[test]
+    fn an_old_sessions_late_answer_sets_no_cookie() {
+        let (mut l, jobs) = logins(&config("p", 1000.0));
+        assert!(l.admit(b"c", request(1, "http://h.test/a"), 0.0).is_none());
+        let job = jobs.try_recv().unwrap();
+        l.finish(Done::of(&job, Ok(jar("s=1"))), 0.0);
+        l.observe(&answer(1, "http://h.test/a", response(200, None)), 0.0);
+        let slow = l
+            .admit(b"c", request(2, "http://h.test/slow"), 0.0)
+            .unwrap();
+        let r = l.admit(b"c", request(3, "http://h.test/b"), 0.0).unwrap();
+        assert!(matches!(
+            l.observe(&answer(r.id, "http://h.test/b", response(403, None)), 1.0),
+            Seen::Held
+        ));
+        let job = jobs.try_recv().unwrap();
+        l.finish(Done::of(&job, Ok(jar("s=2"))), 1.0);
+        let mut late = response(200, None);
+        late.headers
+            .push(("set-cookie".into(), b"s=anonymous".to_vec()));
+        assert!(matches!(
+            l.observe(&answer(slow.id, "http://h.test/slow", late), 2.0),
+            Seen::Crawl
+        ));
+        let next = l.admit(b"c", request(4, "http://h.test/c"), 2.0).unwrap();
+        assert_eq!(cookie(&next), Some("s=2"));
+    }
+
+    #[test]
+    fn a_dead_worker_is_replaced_and_a_failed_login_lets_the_requests_go() {
+        let mut l = Logins::new("agent");
+        let (tx, rx) = unbounded::<Job>();
+        drop(rx);
+        l.jobs = Some(tx);
+        l.configure(b"c", &config("p", 100.0), 0.0);
+        // A new worker takes the login; nothing listens where it goes (127.0.0.7:80), so it
+        // fails, and the waiting request goes without it.
+        assert!(l.admit(b"c", request(1, "http://h.test/a"), 0.0).is_none());
+        let done = l.done().recv_timeout(Duration::from_secs(60)).unwrap();
+        let go = l.finish(done, 1.0);
+        assert_eq!(go.len(), 1);
+        // Failed: requests go without waiting until the retry.
+        assert!(l.admit(b"c", request(2, "http://h.test/b"), 2.0).is_some());
     }
 
     #[test]

@@ -435,6 +435,16 @@ fn validate(req: &FetchRequest) -> Result<(), FetchError> {
         if name.is_empty() || broken(name) || broken(value) || name.contains(':') {
             return bad(format!("header {name:?} is not a single header line"));
         }
+        // A POST's framing is the fetcher's (RFC 9112 6.3: one Content-Length, no other).
+        let framing = ["content-length", "transfer-encoding"];
+        if req.post.is_some() && framing.iter().any(|f| name.eq_ignore_ascii_case(f)) {
+            return bad(format!(
+                "header {name:?} on a POST: its body's length is the fetcher's"
+            ));
+        }
+    }
+    if req.post.is_some() && req.head {
+        return bad("both HEAD and POST".into());
     }
     Ok(())
 }

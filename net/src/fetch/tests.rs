@@ -659,6 +659,21 @@ fn invalid_requests_are_refused_at_submit() {
     req.headers
         .push(("X-A".into(), "1\r\nX-Injected: 2".into()));
     assert!(matches!(f.submit(req), Err(FetchError::InvalidRequest(_))));
+    // A POST's body length is the fetcher's to frame; HEAD and POST at once is neither.
+    for (id, header, head) in [
+        (3, "Content-Length", false),
+        (4, "transfer-encoding", false),
+        (5, "X-A", true),
+    ] {
+        let mut req = request(id, "http://h.test/x", addr);
+        req.post = Some(b"a=1".to_vec());
+        req.head = head;
+        req.headers.push((header.into(), "3".into()));
+        assert!(
+            matches!(f.submit(req), Err(FetchError::InvalidRequest(_))),
+            "{header}"
+        );
+    }
     settled(&f);
 }
 
