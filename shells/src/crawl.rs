@@ -647,6 +647,17 @@ impl Crawler {
             }
             *old = cur;
             stats.set(name, "ActiveSites", sites as f64);
+            // Beyond FSCADM 2.2.4.10: the collection's form logins (docs/collection-config.md).
+            let logins = self.logins.take_counts(name);
+            for (key, n) in [
+                ("Logins", logins.made),
+                ("LoginFailures", logins.failed),
+                ("Relogins", logins.relogins),
+            ] {
+                if n > 0 {
+                    stats.add(name, key, n as f64);
+                }
+            }
             // Beyond FSCADM 2.2.4.9: the WARC records and compressed bytes written.
             if let Some(w) = self.archiver.as_ref().and_then(|a| a.counts(name)) {
                 stats.set(name, "WarcRecords", w.records as f64);

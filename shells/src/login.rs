@@ -261,9 +261,22 @@ pub struct Done {
     result: Result<CookieStore, String>,
 }
 
+/// What a collection's logins did since the statistics last took it (collection statistics
+/// `Logins`, `LoginFailures`, `Relogins`: continuous, beyond MS-FSCADM 2.2.4.10).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoginCounts {
+    /// Logins that gave a session.
+    pub made: u64,
+    /// Logins that failed.
+    pub failed: u64,
+    /// Logins started because an answer showed the session gone.
+    pub relogins: u64,
+}
+
 /// The form logins of a node's collections.
 pub struct Logins {
     states: HashMap<Vec<u8>, Vec<State>>,
+    counts: HashMap<Vec<u8>, LoginCounts>,
     sent: HashMap<u64, Sent>,
     user_agent: String,
     jobs: Option<Sender<Job>>,
@@ -279,6 +292,7 @@ impl Logins {
         let (done_tx, done) = unbounded();
         Logins {
             states: HashMap::new(),
+            counts: HashMap::new(),
             sent: HashMap::new(),
             user_agent: user_agent.to_string(),
             jobs: None,
@@ -291,6 +305,11 @@ impl Logins {
     /// True when some collection has a Login (else nothing here is looked at a request).
     pub fn active(&self) -> bool {
         !self.states.is_empty()
+    }
+
+    /// What `collection`'s logins did since the last call.
+    pub fn take_counts(&mut self, collection: &[u8]) -> LoginCounts {
+        self.counts.remove(collection).unwrap_or_default()
     }
 
     /// Logins finished by the worker, for the node's `select!` ([`Logins::finish`]).
@@ -479,6 +498,7 @@ impl Logins {
                 );
                 s.jar = jar;
                 s.phase = Phase::In(now);
+                self.counts.entry(d.collection.clone()).or_default().made += 1;
             }
             Err(e) => {
                 warn!(
@@ -487,6 +507,7 @@ impl Logins {
                     s.cfg.name
                 );
                 s.phase = Phase::Failed(now + RETRY_AFTER);
+                self.counts.entry(d.collection.clone()).or_default().failed += 1;
             }
         }
         let held = std::mem::take(&mut s.held);
@@ -572,6 +593,10 @@ impl Logins {
         );
         let (known, headers) = job_context(&req);
         s.held.push((req, true));
+        self.counts
+            .entry(sent.collection.clone())
+            .or_default()
+            .relogins += 1;
         self.start(&sent.collection, sent.login, known, headers);
         Seen::Held
     }
@@ -1007,7 +1032,15 @@ mod tests {
         assert!(l
             .admit(b"c", request(4, "http://h.test/d"), 101.0)
             .is_none());
-        assert!(jobs.try_recv().is_ok());
+        let job = jobs.try_recv().unwrap();
+        l.finish(Done::of(&job, Err("refused".into())), 102.0);
+        let counts = LoginCounts {
+            made: 1,
+            failed: 1,
+            relogins: 0,
+        };
+        assert_eq!(l.take_counts(b"c"), counts);
+        assert_eq!(l.take_counts(b"c"), LoginCounts::default());
     }
 
     #[test]
@@ -1066,6 +1099,7 @@ mod tests {
         let again = l.finish(Done::of(&job, Ok(jar("s=2"))), 3.0);
         assert_eq!(again.iter().map(|r| r.id).collect::<Vec<_>>(), [2, 3]);
         assert!(again.iter().all(|r| cookie(r) == Some("s=2")));
+        assert_eq!(l.take_counts(b"c").relogins, 1);
         // The request sent again shows the session gone again: the crawl reads that answer.
         assert!(matches!(
             l.observe(&answer(2, "http://h.test/b", gone.clone()), 4.0),
