@@ -1153,6 +1153,134 @@ mod tests {
         assert!(l.admit(b"c", request(2, "http://h.test/b"), 2.0).is_some());
     }
 
+    /// A site for the worker: answers each request (one a connection) with what `answer`
+    /// makes of its head, and records the heads.
+    fn serve(
+        answer: impl Fn(&str) -> String + Send + 'static,
+    ) -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = heads.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut r = BufReader::new(stream.try_clone().unwrap());
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    head.push_str(&line);
+                }
+                let reply = answer(&head);
+                seen.lock().unwrap().push(head);
+                let _ = stream.write_all(reply.as_bytes());
+            }
+        });
+        (addr, heads)
+    }
+
+    fn reply(status: &str, headers: &str, body: &str) -> String {
+        format!(
+            "HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: {}\r\n{headers}\r\n{body}",
+            body.len()
+        )
+    }
+
+    /// A GET login (`action` GET): the form page reached through a redirect, its hidden
+    /// field filled in, the fields sent as the query of the form URI, with the collection's
+    /// User-Agent and the cookies of every answer before.
+    #[test]
+    fn a_get_login_follows_the_form_pages_redirect_and_sends_the_fields_as_the_query() {
+        let (addr, heads) = serve(|head| {
+            let path = head.split(' ').nth(1).unwrap_or("");
+            match path {
+                "/form" => reply("301 Moved", "Location: /form/\r\nSet-Cookie: a=1\r\n", ""),
+                "/form/" => reply(
+                    "200 OK",
+                    "Set-Cookie: b=2; Path=/\r\n",
+                    "<form action=\"/login\"><input type=hidden name=t value=x&amp;y>\
+                     <input name=user></form>",
+                ),
+                p if p.starts_with("/login?") => reply("200 OK", "Set-Cookie: s=3\r\n", "in"),
+                _ => reply("404 Not Found", "", ""),
+            }
+        });
+        let base = format!("http://{addr}");
+        let mut cfg = login(&addr.to_string(), &[]).cfg;
+        cfg.action = "GET".into();
+        cfg.form = "/login?lang=en".into();
+        cfg.parameters = vec![("user".into(), "alice".into())];
+        let job = Job {
+            collection: b"c".to_vec(),
+            login: 0,
+            session: 1,
+            target: url(&format!("{base}/login?lang=en")),
+            preload: None,
+            html_form: Some(url(&format!("{base}/form"))),
+            known: None,
+            headers: vec![("User-Agent".into(), "collection-agent".into())],
+            cfg,
+        };
+        let fetcher = Fetcher::spawn(FetcherOptions::default()).unwrap();
+        let mut client = Client {
+            fetcher,
+            next_id: 0,
+        };
+        let jar = client.log_in(&job).unwrap();
+        client.fetcher.shutdown();
+        assert_eq!(
+            cookie_header(&jar, &url(&format!("{base}/p"))),
+            "a=1; b=2; s=3"
+        );
+        let heads = heads.lock().unwrap();
+        assert_eq!(heads.len(), 3, "{heads:?}");
+        assert!(heads[1].starts_with("GET /form/ "), "{heads:?}");
+        assert!(
+            heads[2].starts_with("GET /login?lang=en&t=x%26y&user=alice HTTP/1.1\r\n"),
+            "{heads:?}"
+        );
+        assert!(heads[2].contains("\r\nCookie: a=1; b=2\r\n"), "{heads:?}");
+        assert!(
+            heads[2].contains("\r\nUser-Agent: collection-agent\r\n"),
+            "{heads:?}"
+        );
+        assert!(
+            heads[2].contains(&format!("\r\nReferer: {base}/form\r\n")),
+            "{heads:?}"
+        );
+    }
+
+    /// A submission answered 400 or more is a failed login, with what the site answered.
+    #[test]
+    fn a_refused_submission_is_a_failed_login() {
+        let (addr, _) = serve(|_| reply("403 Forbidden", "", "no"));
+        let mut cfg = login(&addr.to_string(), &[]).cfg;
+        cfg.html_form = None;
+        let job = Job {
+            collection: b"c".to_vec(),
+            login: 0,
+            session: 1,
+            target: url(&format!("http://{addr}/login")),
+            preload: None,
+            html_form: None,
+            known: None,
+            headers: Vec::new(),
+            cfg,
+        };
+        let fetcher = Fetcher::spawn(FetcherOptions::default()).unwrap();
+        let mut client = Client {
+            fetcher,
+            next_id: 0,
+        };
+        let e = client.log_in(&job).unwrap_err();
+        client.fetcher.shutdown();
+        assert!(e.contains("403"), "{e}");
+    }
+
     #[test]
     fn a_login_connects_to_an_ip_or_where_the_node_crawls_its_host() {
         let known = ("h.test".to_string(), IpAddr::from([127, 9, 9, 9]));
