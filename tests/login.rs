@@ -112,6 +112,23 @@ fn crawl(name: &str, addr: &str, port: u16, login: &str) -> serde_json::Value {
     serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).unwrap()
 }
 
+/// Serves the members' site (20 pages, sessions of 5) on `addr` and crawls it with a Login of
+/// preload, form page and autofill, and `extra` attribs; the summary and the site's log.
+fn crawl_members(name: &str, addr: &str, extra: &str) -> (serde_json::Value, Vec<Hit>) {
+    let dir = temp_dir(&format!("{name}-site"));
+    let log = dir.path().join("site.log");
+    let s = site(addr, &log, 20, 5);
+    let port = s.port;
+    let login = format!(
+        r#"<attrib name="preload" type="string">http://{addr}:{port}/welcome</attrib>
+    <attrib name="html_form" type="string">http://{addr}:{port}/login-form</attrib>
+    <attrib name="autofill" type="boolean">yes</attrib>
+    {extra}"#
+    );
+    let summary = crawl(name, addr, port, &login);
+    (summary, hits(&log))
+}
+
 fn count(v: &serde_json::Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or(0)
 }
@@ -124,22 +141,7 @@ fn count(v: &serde_json::Value, key: &str) -> u64 {
 /// to the form.
 #[test]
 fn a_node_logs_in_before_crawling_and_again_when_the_session_dies() {
-    let dir = temp_dir("login-site");
-    let log = dir.path().join("site.log");
-    let addr = "127.83.0.1";
-    let s = site(addr, &log, 20, 5);
-    let summary = crawl(
-        "login",
-        addr,
-        s.port,
-        &format!(
-            r#"<attrib name="preload" type="string">http://{addr}:{port}/welcome</attrib>
-    <attrib name="html_form" type="string">http://{addr}:{port}/login-form</attrib>
-    <attrib name="autofill" type="boolean">yes</attrib>"#,
-            port = s.port
-        ),
-    );
-    let hits = hits(&log);
+    let (summary, hits) = crawl_members("login", "127.83.0.1", "");
     let c = &summary["collections"]["members"];
     assert_eq!(count(c, "documents_stored"), 20, "{summary}\n{hits:#?}");
     // Every members' page came with a live session, and nothing of the site was fetched
@@ -188,23 +190,11 @@ fn a_node_logs_in_before_crawling_and_again_when_the_session_dies() {
 /// redirect to the form page, which is), while those before are, through one login.
 #[test]
 fn without_relogin_a_dead_session_stays_dead_until_its_ttl() {
-    let dir = temp_dir("login-site-once");
-    let log = dir.path().join("site.log");
-    let addr = "127.83.0.2";
-    let s = site(addr, &log, 20, 5);
-    let summary = crawl(
+    let (summary, hits) = crawl_members(
         "login-once",
-        addr,
-        s.port,
-        &format!(
-            r#"<attrib name="preload" type="string">http://{addr}:{port}/welcome</attrib>
-    <attrib name="html_form" type="string">http://{addr}:{port}/login-form</attrib>
-    <attrib name="autofill" type="boolean">yes</attrib>
-    <attrib name="relogin_if_failed" type="boolean">no</attrib>"#,
-            port = s.port
-        ),
+        "127.83.0.2",
+        r#"<attrib name="relogin_if_failed" type="boolean">no</attrib>"#,
     );
-    let hits = hits(&log);
     let logins = hits.iter().filter(|h| h.method == "POST").count();
     assert_eq!(logins, 1, "{hits:#?}");
     let c = &summary["collections"]["members"];

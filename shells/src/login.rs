@@ -1183,6 +1183,18 @@ mod tests {
         (addr, heads)
     }
 
+    /// `job`'s login, made as the worker makes it.
+    fn log_in(job: &Job) -> Result<CookieStore, String> {
+        let fetcher = Fetcher::spawn(FetcherOptions::default()).unwrap();
+        let mut client = Client {
+            fetcher,
+            next_id: 0,
+        };
+        let r = client.log_in(job);
+        client.fetcher.shutdown();
+        r
+    }
+
     fn reply(status: &str, headers: &str, body: &str) -> String {
         format!(
             "HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: {}\r\n{headers}\r\n{body}",
@@ -1225,13 +1237,7 @@ mod tests {
             headers: vec![("User-Agent".into(), "collection-agent".into())],
             cfg,
         };
-        let fetcher = Fetcher::spawn(FetcherOptions::default()).unwrap();
-        let mut client = Client {
-            fetcher,
-            next_id: 0,
-        };
-        let jar = client.log_in(&job).unwrap();
-        client.fetcher.shutdown();
+        let jar = log_in(&job).unwrap();
         assert_eq!(
             cookie_header(&jar, &url(&format!("{base}/p"))),
             "a=1; b=2; s=3"
@@ -1271,13 +1277,7 @@ mod tests {
             headers: Vec::new(),
             cfg,
         };
-        let fetcher = Fetcher::spawn(FetcherOptions::default()).unwrap();
-        let mut client = Client {
-            fetcher,
-            next_id: 0,
-        };
-        let e = client.log_in(&job).unwrap_err();
-        client.fetcher.shutdown();
+        let e = log_in(&job).unwrap_err();
         assert!(e.contains("403"), "{e}");
     }
 
