@@ -340,6 +340,45 @@ mod tests {
         assert!(findings("  <attrib name=\"start_uris\" type=\"list-string\"><member> http://h:8/x </member></attrib>").is_empty());
     }
 
+    /// docs/collection-config.md "Login": where the login goes must be a place a request can go.
+    #[test]
+    fn a_logins_site_form_and_pages_are_checked() {
+        let login = |attribs: &str| findings(&format!("  <Login name=\"l\">{attribs}</Login>"));
+        let good = r#"<attrib name="site" type="string">wiki.example.com:8080</attrib><attrib name="form" type="string">/login?next=/</attrib><attrib name="preload" type="string">https://wiki.example.com/</attrib><attrib name="html_form" type="string">http://[::1]:8/f</attrib>"#;
+        assert!(login(good).is_empty(), "{:?}", login(good));
+        for (attrib, value, says) in [
+            (
+                "site",
+                "http://wiki.example.com",
+                "is not a host or host:port",
+            ),
+            (
+                "site",
+                "wiki.example.com/login",
+                "is not a host or host:port",
+            ),
+            ("site", "", "is not a host or host:port"),
+            ("form", "login", "is not a path"),
+            (
+                "preload",
+                "/welcome",
+                "is not an absolute http or https URI",
+            ),
+            (
+                "html_form",
+                "ftp://h/f",
+                "is not an absolute http or https URI",
+            ),
+        ] {
+            let f = login(&format!(
+                r#"<attrib name="{attrib}" type="string">{value}</attrib>"#
+            ));
+            assert_eq!(f.len(), 1, "{attrib} {value:?}: {f:?}");
+            assert!(f[0].contains(&format!("setting \"logins.l.{attrib}\"")), "{f:?}");
+            assert!(f[0].contains(says), "{f:?}");
+        }
+    }
+
     #[test]
     fn what_the_reader_refuses_is_placed_too() {
         let f = findings("\n  <attrib name=\"exclude_uris\" type=\"list-string\"><member>regexp:(</member></attrib>");

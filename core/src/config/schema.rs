@@ -167,15 +167,15 @@ pub const SETTINGS: &[Setting] = &[
     sub("refresh", Expect::Real(0.0, 1e9)),
     sub("crawlmode", Expect::Section),
     sub("crawlmode.mode", Expect::Check(crawl_mode)),
-    login("preload", Expect::Str),
+    login("preload", Expect::Check(page_uri)),
     login("scheme", Expect::OneOf(&["http", "https"])),
-    login("site", Expect::Str),
-    login("form", Expect::Str),
+    login("site", Expect::Check(login_site)),
+    login("form", Expect::Check(form_path)),
     login("action", Expect::OneOf(&["POST", "GET"])),
     login("parameters", Expect::FreeSection),
     login("sites", Expect::Strings),
     login("ttl", Expect::Real(0.0, 1e9)),
-    login("html_form", Expect::Str),
+    login("html_form", Expect::Check(page_uri)),
     login("autofill", Expect::Bool),
     login("relogin_if_failed", Expect::Bool),
 ];
@@ -313,7 +313,7 @@ fn value(expect: Expect, v: &Value<'_>) -> Result<(), String> {
         }
         Expect::Str => text(v).map(drop).ok_or_else(|| wrong("a string", v)),
         Expect::OneOf(words) => {
-            let t = text(v).ok_or_else(|| wrong("a string", v))?;
+            let t = text_of(v).ok_or_else(|| wrong("a string", v))?;
             one_of(t.trim(), words)
         }
         Expect::Strings => strings(v).map(drop),
@@ -370,6 +370,42 @@ pub fn start_uri(uri: &str) -> Result<(), String> {
         )),
         Err(e) => Err(format!(
             "{uri:?} is not a start URI ({e}): write it whole, as http://host/path"
+        )),
+    }
+}
+
+/// A string setting's text.
+fn text_of(v: &Value<'_>) -> Option<String> {
+    v.as_bytes().map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// A Login's `preload` or `html_form`: an absolute http or https URI with a host.
+fn page_uri(v: &Value<'_>) -> Result<(), String> {
+    let t = text_of(v).ok_or_else(|| wrong("a string", v))?;
+    match url::Url::parse(t.trim()) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
+        _ => Err(format!("{t:?} is not an absolute http or https URI")),
+    }
+}
+
+/// A Login's `site`: the host and port of its form, as a URI writes them.
+fn login_site(v: &Value<'_>) -> Result<(), String> {
+    let t = text_of(v).ok_or_else(|| wrong("a string", v))?;
+    let t = t.trim();
+    let whole = !t.is_empty() && !t.contains(['/', '?', '#', '@']);
+    match url::Url::parse(&format!("http://{t}/")) {
+        Ok(u) if whole && u.host().is_some() => Ok(()),
+        _ => Err(format!("{t:?} is not a host or host:port")),
+    }
+}
+
+/// A Login's `form`: the path (and query) of its form on `site`.
+fn form_path(v: &Value<'_>) -> Result<(), String> {
+    let t = text_of(v).ok_or_else(|| wrong("a string", v))?;
+    match t.trim().starts_with('/') {
+        true => Ok(()),
+        false => Err(format!(
+            "{t:?} is not a path: write it from the site's root, as /login"
         )),
     }
 }
