@@ -290,6 +290,11 @@ impl Crawler {
             let collection = self.engine.collection_of(req.id).unwrap_or_default();
             batch.extend(self.logins.admit(collection, req, now));
         }
+        if self.logins.active() {
+            let now = self.now();
+            let overdue = self.logins.expire(now);
+            self.released.extend(overdue);
+        }
         batch.append(&mut self.released);
         if !batch.is_empty() {
             if let Err(e) = self.fetcher.submit_many(batch) {

@@ -19,8 +19,9 @@
 //! (wrong credentials), or whose relogins did not help three times in a row (pages forbidden
 //! to the account), is not renewed by answers before a minute has passed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cookie_store::CookieStore;
@@ -29,6 +30,7 @@ use crawlfleet_core::crawl::form;
 use crawlfleet_net::fetch::{FetchRequest, FetchResult, Fetcher, FetcherOptions, Response};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use log::{debug, info, warn};
+use parking_lot::Mutex;
 use url::Url;
 
 /// Seconds before a failed login (or one whose session showed gone at once) is tried again.
@@ -38,6 +40,10 @@ const MAX_PAGE: usize = 1 << 20;
 /// Limits on each of a login's requests.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// Relogins in a row that did not help before answers start no login for a while.
+const WASTED_IN_A_ROW: u32 = 3;
+/// Seconds a login may run before its requests go without it (13 requests of 45 s at most).
+const BUSY_LIMIT: f64 = 600.0;
 /// Most redirects followed to the preload and form pages.
 const MAX_REDIRECTS: usize = 5;
 
@@ -46,8 +52,8 @@ const MAX_REDIRECTS: usize = 5;
 enum Phase {
     /// Not logged in: the next request to its sites starts a login.
     Out,
-    /// The worker is logging in.
-    Busy,
+    /// The worker is logging in, since this time.
+    Busy(f64),
     /// Logged in at this time (the node's clock, seconds).
     In(f64),
     /// The last login failed, or its session showed gone at once: requests go with what
@@ -284,6 +290,9 @@ pub struct Logins {
     done: Receiver<Done>,
     /// Logins started, all Logins.
     sessions: u64,
+    /// The sessions of logins started and not yet ended or replaced: the worker skips a job
+    /// whose Login was replaced while it waited.
+    live: Arc<Mutex<HashSet<u64>>>,
 }
 
 impl Logins {
@@ -299,6 +308,7 @@ impl Logins {
             done_tx,
             done,
             sessions: 0,
+            live: Arc::default(),
         }
     }
 
@@ -354,6 +364,11 @@ impl Logins {
         self.states
             .remove(collection)
             .map(|states| {
+                let mut live = self.live.lock();
+                for s in &states {
+                    live.remove(&s.session);
+                }
+                drop(live);
                 states
                     .into_iter()
                     .flat_map(|s| s.held.into_iter().map(|(r, _)| r))
@@ -382,7 +397,7 @@ impl Logins {
             Phase::Out => true,
             Phase::In(at) => s.expired(at, now),
             Phase::Failed(until) => now >= until,
-            Phase::Busy => {
+            Phase::Busy(_) => {
                 s.held.push((req, false));
                 return None;
             }
@@ -390,7 +405,7 @@ impl Logins {
         if start {
             let (known, headers) = job_context(&req);
             s.held.push((req, false));
-            self.start(collection, i, known, headers);
+            self.start(collection, i, known, headers, now);
             return None;
         }
         Some(self.send(collection, i, req, false))
@@ -427,6 +442,7 @@ impl Logins {
         i: usize,
         known: Option<Known>,
         headers: Vec<(String, String)>,
+        now: f64,
     ) {
         let Some(s) = self.states.get_mut(collection).and_then(|s| s.get_mut(i)) else {
             return;
@@ -435,8 +451,9 @@ impl Logins {
             return;
         };
         self.sessions += 1;
-        s.phase = Phase::Busy;
+        s.phase = Phase::Busy(now);
         s.session = self.sessions;
+        self.live.lock().insert(s.session);
         s.good = false;
         let job = Job {
             collection: collection.to_vec(),
@@ -457,9 +474,9 @@ impl Logins {
         );
         let mut job = Some(job);
         for _ in 0..2 {
-            let jobs = self
-                .jobs
-                .get_or_insert_with(|| spawn_worker(&self.user_agent, self.done_tx.clone()));
+            let jobs = self.jobs.get_or_insert_with(|| {
+                spawn_worker(&self.user_agent, self.done_tx.clone(), self.live.clone())
+            });
             match jobs.send(job.take().expect("a job")) {
                 Ok(()) => return,
                 Err(back) => {
@@ -473,6 +490,38 @@ impl Logins {
             let failed = Done::of(&job, Err("no login worker".into()));
             let _ = self.done_tx.send(failed);
         }
+    }
+
+    /// Ends as failed every login running for longer than [`BUSY_LIMIT`] (a worker that can no
+    /// longer answer): the requests that waited for them, to send.
+    pub fn expire(&mut self, now: f64) -> Vec<FetchRequest> {
+        let overdue: Vec<(Vec<u8>, usize, u64)> = self
+            .states
+            .iter()
+            .flat_map(|(c, states)| {
+                states
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(i, s)| match s.phase {
+                        Phase::Busy(since) if now - since > BUSY_LIMIT => {
+                            Some((c.clone(), i, s.session))
+                        }
+                        _ => None,
+                    })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for (collection, login, session) in overdue {
+            let result = Err(format!("no end in {BUSY_LIMIT} s"));
+            let d = Done {
+                collection,
+                login,
+                session,
+                result,
+            };
+            out.extend(self.finish(d, now));
+        }
+        out
     }
 
     /// Takes a finished login: its session's cookies, and the requests that waited for it,
@@ -489,6 +538,7 @@ impl Logins {
         if s.session != d.session {
             return Vec::new();
         }
+        self.live.lock().remove(&d.session);
         match d.result {
             Ok(jar) => {
                 info!(
@@ -540,17 +590,24 @@ impl Logins {
             keep_cookies(&mut s.jar, &r.url, resp);
         }
         let gone = s.shows_logged_out(&r.url, resp);
-        if current && sent.again {
-            s.wasted = if gone { s.wasted + 1 } else { 0 };
-            if s.wasted >= 3 {
-                warn!(
-                    "collection {}: login {}: pages still show the session gone after logging \
-                     in again; not logging in for them for {RETRY_AFTER} s",
-                    String::from_utf8_lossy(&sent.collection),
-                    s.cfg.name
-                );
+        if sent.again {
+            // A request sent again after a relogin: did the relogin help? Each third one in a
+            // row that did not quiets answer-started logins, twice as long each time.
+            if gone {
+                s.wasted += 1;
+                if s.wasted % WASTED_IN_A_ROW == 0 {
+                    let quiet =
+                        RETRY_AFTER * f64::from(1u32 << (s.wasted / WASTED_IN_A_ROW - 1).min(6));
+                    warn!(
+                        "collection {}: login {}: pages still show the session gone after \
+                         logging in again; no login for them for {quiet} s",
+                        String::from_utf8_lossy(&sent.collection),
+                        s.cfg.name
+                    );
+                    s.quiet_until = now + quiet;
+                }
+            } else {
                 s.wasted = 0;
-                s.quiet_until = now + RETRY_AFTER;
             }
         }
         if !gone {
@@ -566,7 +623,7 @@ impl Logins {
         let req = sent.req;
         match s.phase {
             // A login is under way: the request waits for it.
-            Phase::Busy => {
+            Phase::Busy(_) => {
                 s.held.push((req, true));
                 return Seen::Held;
             }
@@ -577,12 +634,14 @@ impl Logins {
             }
             Phase::In(_) if s.good => {}
             Phase::In(_) => {
+                // The session may be fine and the page forbidden: answers start no login for
+                // a minute; pages that come through meanwhile make the session good.
                 warn!(
                     "collection {name}: login {}: {} shows the session gone before any page \
-                     came through it; not logging in again for {RETRY_AFTER} s",
+                     came through it; no login for such answers for {RETRY_AFTER} s",
                     s.cfg.name, r.url
                 );
-                s.phase = Phase::Failed(now + RETRY_AFTER);
+                s.quiet_until = now + RETRY_AFTER;
                 return Seen::Crawl;
             }
             Phase::Out | Phase::Failed(_) => return Seen::Crawl,
@@ -597,7 +656,7 @@ impl Logins {
             .entry(sent.collection.clone())
             .or_default()
             .relogins += 1;
-        self.start(&sent.collection, sent.login, known, headers);
+        self.start(&sent.collection, sent.login, known, headers, now);
         Seen::Held
     }
 }
@@ -606,7 +665,8 @@ impl Logins {
 type Known = (String, IpAddr);
 
 /// What a login started by `req` takes from it: its host and the address the node crawls it
-/// at, and the collection's headers (User-Agent, `headers`) without the conditional ones.
+/// at, and the collection's headers (User-Agent, `headers`) without the conditional ones and
+/// those the login's requests set.
 fn job_context(req: &FetchRequest) -> (Option<Known>, Vec<(String, String)>) {
     let known = req
         .url
@@ -616,9 +676,17 @@ fn job_context(req: &FetchRequest) -> (Option<Known>, Vec<(String, String)>) {
         .headers
         .iter()
         .filter(|(n, _)| {
-            !["if-none-match", "if-modified-since"]
-                .iter()
-                .any(|c| n.eq_ignore_ascii_case(c))
+            // Conditions of the page's fetch, and what the login's requests set themselves.
+            ![
+                "if-none-match",
+                "if-modified-since",
+                "content-length",
+                "transfer-encoding",
+                "content-type",
+                "referer",
+            ]
+            .iter()
+            .any(|c| n.eq_ignore_ascii_case(c))
         })
         .cloned()
         .collect();
@@ -636,42 +704,56 @@ pub enum Seen {
     Again(Box<FetchRequest>),
 }
 
-/// Starts the login worker: a thread with a fetcher of its own, making one login at a time.
-fn spawn_worker(user_agent: &str, done: Sender<Done>) -> Sender<Job> {
+/// Starts the login worker: a thread with a fetcher of its own (started again for the next
+/// login when it could not start), making one login at a time, skipping those whose Login
+/// was replaced while they waited (their sessions are no longer in `live`).
+fn spawn_worker(
+    user_agent: &str,
+    done: Sender<Done>,
+    live: Arc<Mutex<HashSet<u64>>>,
+) -> Sender<Job> {
     let (tx, jobs) = unbounded::<Job>();
     let user_agent = user_agent.to_string();
     let spawned = std::thread::Builder::new()
         .name("login".into())
         .spawn(move || {
-            let fetcher = match Fetcher::spawn(FetcherOptions {
-                user_agent,
-                max_connections: 4,
-                ..FetcherOptions::default()
-            }) {
-                Ok(f) => f,
-                Err(e) => {
-                    warn!("the login worker's fetcher did not start: {e}");
-                    for job in jobs {
-                        let result = Err(format!("no fetcher: {e}"));
-                        let _ = done.send(Done::of(&job, result));
-                    }
-                    return;
-                }
-            };
-            let mut client = Client {
-                fetcher,
-                next_id: 0,
-            };
+            let mut client: Option<Client> = None;
             for job in jobs {
+                if !live.lock().contains(&job.session) {
+                    let _ = done.send(Done::of(&job, Err("replaced".into())));
+                    continue;
+                }
+                if client.is_none() {
+                    match Fetcher::spawn(FetcherOptions {
+                        user_agent: user_agent.clone(),
+                        max_connections: 4,
+                        ..FetcherOptions::default()
+                    }) {
+                        Ok(fetcher) => {
+                            client = Some(Client {
+                                fetcher,
+                                next_id: 0,
+                            })
+                        }
+                        Err(e) => {
+                            warn!("the login worker's fetcher did not start: {e}");
+                            let _ = done.send(Done::of(&job, Err(format!("no fetcher: {e}"))));
+                            continue;
+                        }
+                    }
+                }
+                let Some(c) = client.as_mut() else { continue };
                 // A panic in a login is that login's failure, not the worker's end.
                 let result =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| client.log_in(&job)))
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.log_in(&job)))
                         .unwrap_or_else(|_| Err("the login panicked".into()));
                 if done.send(Done::of(&job, result)).is_err() {
                     break;
                 }
             }
-            client.fetcher.shutdown();
+            if let Some(c) = client {
+                c.fetcher.shutdown();
+            }
         });
     if let Err(e) = spawned {
         warn!("the login worker did not start: {e}");
@@ -1053,6 +1135,102 @@ mod tests {
             assert!(l
                 .admit(b"c", request(id, "http://h.test/a"), id as f64 * 1e6)
                 .is_some());
+        }
+        assert!(jobs.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_login_that_never_ends_lets_its_requests_go() {
+        let (mut l, jobs) = logins(&config("p", 100.0));
+        assert!(l.admit(b"c", request(1, "http://h.test/a"), 0.0).is_none());
+        let job = jobs.try_recv().unwrap();
+        assert!(l.expire(BUSY_LIMIT).is_empty());
+        let go = l.expire(BUSY_LIMIT + 1.0);
+        assert_eq!(go.iter().map(|r| r.id).collect::<Vec<_>>(), [1]);
+        assert_eq!(l.take_counts(b"c").failed, 1);
+        // Failed: the next requests go without waiting, until the retry.
+        assert!(l
+            .admit(b"c", request(2, "http://h.test/b"), BUSY_LIMIT + 2.0)
+            .is_some());
+        // The late end of that login still gives its session.
+        assert!(l
+            .finish(Done::of(&job, Ok(jar("s=1"))), BUSY_LIMIT + 3.0)
+            .is_empty());
+        let r = l
+            .admit(b"c", request(3, "http://h.test/c"), BUSY_LIMIT + 4.0)
+            .unwrap();
+        assert_eq!(cookie(&r), Some("s=1"));
+    }
+
+    /// A forbidden page of a good session at `now`: true when its answer started a relogin
+    /// (the page then sent again, forbidden again, and a page coming through the new session).
+    fn forbidden_round(l: &mut Logins, jobs: &Receiver<Job>, id: &mut u64, now: f64) -> bool {
+        *id += 1;
+        let r = l.admit(b"c", request(*id, "http://h.test/x"), now).unwrap();
+        match l.observe(&answer(r.id, "http://h.test/x", response(403, None)), now) {
+            Seen::Held => {}
+            Seen::Crawl => return false,
+            Seen::Again(_) => panic!("sent again at once"),
+        }
+        let job = jobs.try_recv().unwrap();
+        let again = l.finish(Done::of(&job, Ok(jar("s=1"))), now);
+        assert_eq!(again.len(), 1);
+        *id += 1;
+        let page = l
+            .admit(b"c", request(*id, "http://h.test/ok"), now)
+            .unwrap();
+        let through = answer(page.id, "http://h.test/ok", response(200, None));
+        assert!(matches!(l.observe(&through, now), Seen::Crawl));
+        let forbidden = answer(again[0].id, "http://h.test/x", response(403, None));
+        assert!(matches!(l.observe(&forbidden, now), Seen::Crawl));
+        true
+    }
+
+    #[test]
+    fn relogins_that_do_not_help_quiet_answer_started_logins_longer_each_time() {
+        let (mut l, jobs) = logins(&config("p", 1e6));
+        assert!(l.admit(b"c", request(1, "http://h.test/a"), 0.0).is_none());
+        let job = jobs.try_recv().unwrap();
+        l.finish(Done::of(&job, Ok(jar("s=1"))), 0.0);
+        l.observe(&answer(1, "http://h.test/a", response(200, None)), 0.0);
+        let mut id = 1;
+        // Three relogins that did not help: a minute without; three more: two minutes.
+        for (now, relogin) in [
+            (1.0, true),
+            (2.0, true),
+            (3.0, true),
+            (4.0, false),
+            (62.0, false),
+            (64.0, true),
+            (65.0, true),
+            (66.0, true),
+            (180.0, false),
+            (187.0, true),
+        ] {
+            assert_eq!(
+                forbidden_round(&mut l, &jobs, &mut id, now),
+                relogin,
+                "at {now}"
+            );
+        }
+        assert_eq!(l.take_counts(b"c").relogins, 7);
+    }
+
+    /// A session's first answer showing it gone (a forbidden robots.txt, say) starts no
+    /// login for a minute, and the session stays: pages keep coming through it.
+    #[test]
+    fn a_fresh_sessions_first_gone_answer_keeps_the_session() {
+        let (mut l, jobs) = logins(&config("p", 1e6));
+        assert!(l
+            .admit(b"c", request(1, "http://h.test/robots.txt"), 0.0)
+            .is_none());
+        let job = jobs.try_recv().unwrap();
+        l.finish(Done::of(&job, Ok(jar("s=1"))), 0.0);
+        let robots = answer(1, "http://h.test/robots.txt", response(403, None));
+        assert!(matches!(l.observe(&robots, 1.0), Seen::Crawl));
+        for (id, now) in [(2, 2.0), (3, 100.0)] {
+            let r = l.admit(b"c", request(id, "http://h.test/p"), now).unwrap();
+            assert_eq!(cookie(&r), Some("s=1"));
         }
         assert!(jobs.try_recv().is_err());
     }

@@ -374,7 +374,10 @@ mod tests {
                 r#"<attrib name="{attrib}" type="string">{value}</attrib>"#
             ));
             assert_eq!(f.len(), 1, "{attrib} {value:?}: {f:?}");
-            assert!(f[0].contains(&format!("setting \"logins.l.{attrib}\"")), "{f:?}");
+            assert!(
+                f[0].contains(&format!("setting \"logins.l.{attrib}\"")),
+                "{f:?}"
+            );
             assert!(f[0].contains(says), "{f:?}");
         }
     }

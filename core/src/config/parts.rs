@@ -195,17 +195,34 @@ pub(crate) fn login(p: &Params<'_, '_>, name: String) -> Result<Login, ConfigErr
             parameters.push((key, value));
         }
     }
+    // White space around a word or an address is not part of it (the schema's checks trim).
+    let trimmed = |key: &str| -> Result<Option<String>, ConfigError> {
+        Ok(p.string(key)?.map(|v| v.trim().to_string()))
+    };
+    let site = trimmed("site")?.unwrap_or_default();
+    if site.is_empty() {
+        return Err(p.bad(
+            "site",
+            "",
+            "a Login needs its site: the host (and port) of its form",
+        ));
+    }
     Ok(Login {
         name,
-        preload: p.string("preload")?,
-        scheme: p.string("scheme")?.unwrap_or_else(|| "http".into()),
-        site: p.string("site")?.unwrap_or_default(),
-        form: p.string("form")?.unwrap_or_else(|| "/".into()),
-        action: p.string("action")?.unwrap_or_else(|| "POST".into()),
+        preload: trimmed("preload")?,
+        scheme: trimmed("scheme")?.unwrap_or_else(|| "http".into()),
+        site,
+        form: trimmed("form")?.unwrap_or_else(|| "/".into()),
+        action: trimmed("action")?.unwrap_or_else(|| "POST".into()),
         parameters,
-        sites: p.strings("sites")?.unwrap_or_default(),
+        sites: p
+            .strings("sites")?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| s.trim().to_string())
+            .collect(),
         ttl: p.real("ttl")?.unwrap_or(7200.0),
-        html_form: p.string("html_form")?,
+        html_form: trimmed("html_form")?,
         autofill: p.boolean("autofill")?.unwrap_or(false),
         relogin_if_failed: p.boolean("relogin_if_failed")?.unwrap_or(true),
     })

@@ -376,7 +376,8 @@ pub fn start_uri(uri: &str) -> Result<(), String> {
 
 /// A string setting's text.
 fn text_of(v: &Value<'_>) -> Option<String> {
-    v.as_bytes().map(|b| String::from_utf8_lossy(b).into_owned())
+    v.as_bytes()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
 }
 
 /// A Login's `preload` or `html_form`: an absolute http or https URI with a host.

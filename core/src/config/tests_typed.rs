@@ -272,6 +272,15 @@ fn meaningless_values_are_refused() {
         "max_sites",
     );
     bad(r#"<attrib name="delay" type="real">-0.5</attrib>"#, "delay");
+    // A Login goes to its site's form: without a site it goes nowhere.
+    bad(
+        r#"<Login name="w"><attrib name="form" type="string">/login</attrib></Login>"#,
+        "logins.w.site",
+    );
+    bad(
+        r#"<Login name="w"><attrib name="site" type="string"> </attrib></Login>"#,
+        "logins.w.site",
+    );
     bad(
         r#"<section name="crawlmode"><attrib name="mode" type="string">DEPTH:x</attrib></section>"#,
         "crawlmode.mode",
