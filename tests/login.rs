@@ -199,8 +199,16 @@ fn without_relogin_a_dead_session_stays_dead_until_its_ttl() {
     assert_eq!(logins, 1, "{hits:#?}");
     let c = &summary["collections"]["members"];
     let stored = count(c, "documents_stored");
-    let live = hits.iter().filter(|h| h.live && h.status == 200).count() as u64;
-    assert_eq!(live, 5, "{hits:#?}");
+    // The login's own visit to the page its submission redirects to (right after the POST)
+    // is a page of the session too, not the crawl's.
+    let after_post = |i: usize| i > 0 && hits[i - 1].method == "POST";
+    let live_all = hits.iter().filter(|h| h.live && h.status == 200).count() as u64;
+    assert_eq!(live_all, 5, "{hits:#?}");
+    let live = hits
+        .iter()
+        .enumerate()
+        .filter(|(i, h)| h.live && h.status == 200 && !after_post(*i))
+        .count() as u64;
     // The form page, when the crawl followed a redirect to it after the login.
     let post = hits.iter().position(|h| h.method == "POST").unwrap();
     let form = hits[post..].iter().any(|h| h.path == "/login-form") as u64;

@@ -7,7 +7,8 @@
 //! `preload` URI fetched for its cookies, the `html_form` page fetched for its cookies and its
 //! form's fields (`autofill`), both following redirects, then the form submitted to
 //! `scheme://site/form` with `action` (POST, urlencoded, or GET with the fields as the query).
-//! A submission answered below 400 is a session: its cookies (RFC 6265, kept by
+//! A submission answered below 400 is a session (a redirect it answers is followed for the
+//! cookies that page sets): its cookies (RFC 6265, kept by
 //! `cookie_store`) go with every request to the Login's `sites` until `ttl` seconds have
 //! passed, when the next request logs in again. Requests to those sites made while a login
 //! runs wait for it. A login that fails is logged and tried again a minute later; the sites
@@ -821,6 +822,14 @@ impl Client {
             return Err(format!("{url} answered {}", resp.status));
         }
         debug!("login {}: {url} answered {}", job.cfg.name, resp.status);
+        // The page a submission redirects to, as a browser goes there (RFC 9110 15.4: GET
+        // after a POST's 301, 302 or 303): some sites set the session's cookies there. The
+        // session is the submission's answer; that page only adds cookies.
+        if let Some(to) = redirect_target(&url, &resp) {
+            if let Err(e) = self.get(job, &mut jar, &to) {
+                debug!("login {}: after the submission, {e}", job.cfg.name);
+            }
+        }
         Ok(jar)
     }
 
@@ -837,13 +846,8 @@ impl Client {
             let resp = self.fetch(job, jar, &url, job.headers.clone(), None)?;
             match resp.status {
                 300..=399 => {
-                    let to = resp
-                        .header("location")
-                        .and_then(|l| std::str::from_utf8(l).ok())
-                        .and_then(|l| url.join(l.trim()).ok())
-                        .filter(|u| matches!(u.scheme(), "http" | "https"))
+                    url = redirect_target(&url, &resp)
                         .ok_or_else(|| format!("{url} answered {} to nowhere", resp.status))?;
-                    url = to;
                 }
                 400.. => return Err(format!("{url} answered {}", resp.status)),
                 _ => return Ok((resp.body, url)),
@@ -896,6 +900,17 @@ impl Client {
             return Ok(resp);
         }
     }
+}
+
+/// Where a 3xx answer to `url` sends: its `Location` resolved against `url`, when http(s).
+fn redirect_target(url: &Url, resp: &Response) -> Option<Url> {
+    if !(300..400).contains(&resp.status) {
+        return None;
+    }
+    resp.header("location")
+        .and_then(|l| std::str::from_utf8(l).ok())
+        .and_then(|l| url.join(l.trim()).ok())
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
 }
 
 /// Where to connect for `url`: its IP address, the address the node crawls its host at, or
@@ -1382,7 +1397,8 @@ mod tests {
 
     /// A GET login (`action` GET): the form page reached through a redirect, its hidden
     /// field filled in, the fields sent as the query of the form URI, with the collection's
-    /// User-Agent and the cookies of every answer before.
+    /// User-Agent and the cookies of every answer before; the page the submission redirects
+    /// to fetched for its cookies.
     #[test]
     fn a_get_login_follows_the_form_pages_redirect_and_sends_the_fields_as_the_query() {
         let (addr, heads) = serve(|head| {
@@ -1395,7 +1411,10 @@ mod tests {
                     "<form action=\"/login\"><input type=hidden name=t value=x&amp;y>\
                      <input name=user></form>",
                 ),
-                p if p.starts_with("/login?") => reply("200 OK", "Set-Cookie: s=3\r\n", "in"),
+                p if p.starts_with("/login?") => {
+                    reply("302 Found", "Location: /home\r\nSet-Cookie: s=3\r\n", "")
+                }
+                "/home" => reply("200 OK", "Set-Cookie: h=4\r\n", "welcome"),
                 _ => reply("404 Not Found", "", ""),
             }
         });
@@ -1423,9 +1442,10 @@ mod tests {
             v.join("; ")
         };
         let all = cookie_header(&jar, &url(&format!("{base}/p")));
-        assert_eq!(sorted(&all), "a=1; b=2; s=3");
+        assert_eq!(sorted(&all), "a=1; b=2; h=4; s=3");
         let heads = heads.lock().unwrap();
-        assert_eq!(heads.len(), 3, "{heads:?}");
+        assert_eq!(heads.len(), 4, "{heads:?}");
+        assert!(heads[3].starts_with("GET /home "), "{heads:?}");
         assert!(heads[1].starts_with("GET /form/ "), "{heads:?}");
         assert!(
             heads[2].starts_with("GET /login?lang=en&t=x%26y&user=alice HTTP/1.1\r\n"),
