@@ -297,8 +297,21 @@ impl Crawler {
         }
         batch.append(&mut self.released);
         if !batch.is_empty() {
-            if let Err(e) = self.fetcher.submit_many(batch) {
-                warn!("the fetcher refused requests: {e}");
+            // A request the fetcher refuses (a collection header that is not one header line,
+            // say) is that request's failure: the engine gets its outcome, the others go.
+            for (req, e) in self.fetcher.submit_many(batch) {
+                warn!("the fetcher refused {}: {e}", req.url);
+                let refused = FetchResult {
+                    id: req.id,
+                    url: req.url,
+                    result: Err(e),
+                    started: Instant::now(),
+                    elapsed: Duration::ZERO,
+                    queued: Duration::ZERO,
+                    net_read: 0,
+                    net_written: 0,
+                };
+                self.on_result(sm, refused, None)?;
             }
         }
         self.finish_entries(sm)

@@ -340,6 +340,31 @@ mod tests {
         assert!(findings("  <attrib name=\"start_uris\" type=\"list-string\"><member> http://h:8/x </member></attrib>").is_empty());
     }
 
+    /// A collection's `headers` are request header lines: a line that is not one (a break in
+    /// its value, no name) is refused here, not by the fetcher at every request.
+    #[test]
+    fn headers_are_single_header_lines() {
+        let h = |m: &str| {
+            findings(&format!(
+                r#"  <attrib name="headers" type="list-string"><member>{m}</member></attrib>"#
+            ))
+        };
+        assert!(h("X-Crawler: crawlfleet (ops@example.com)").is_empty());
+        for bad in [
+            "X-A: 1&#13;&#10;X-Injected: 2",
+            "no colon",
+            ": no name",
+            "Bad Name: 1",
+        ] {
+            let f = h(bad);
+            assert_eq!(f.len(), 1, "{bad}: {f:?}");
+            assert!(f[0].contains("is not a header line"), "{f:?}");
+        }
+        let ua = findings(r#"  <attrib name="user_agent" type="string">a&#13;&#10;X: 2</attrib>"#);
+        assert_eq!(ua.len(), 1, "{ua:?}");
+        assert!(ua[0].contains("is not a header value"), "{ua:?}");
+    }
+
     /// docs/collection-config.md "Login": where the login goes must be a place a request can go.
     #[test]
     fn a_logins_site_form_and_pages_are_checked() {

@@ -150,10 +150,10 @@ pub const SETTINGS: &[Setting] = &[
     c("max_pending", Expect::Int(1, 1000)),
     c("max_ip_connections", Expect::Int(0, 10_000)),
     c("max_inter_docs", Expect::Int(0, MAX)),
-    c("user_agent", Expect::Str),
+    c("user_agent", Expect::Check(header_value)),
     c("use_http_1_1", Expect::Bool),
     c("fetch_timeout", Expect::Real(0.001, DAY)),
-    c("headers", Expect::Strings),
+    c("headers", Expect::Check(header_lines)),
     c("subdomains", Expect::Group(Scope::SubDomain)),
     c("logins", Expect::Group(Scope::Login)),
     c("nodes", Expect::Group(Scope::Collection)),
@@ -372,6 +372,45 @@ pub fn start_uri(uri: &str) -> Result<(), String> {
             "{uri:?} is not a start URI ({e}): write it whole, as http://host/path"
         )),
     }
+}
+
+/// A value sent as a request header's (`user_agent`): on one line.
+fn header_value(v: &Value<'_>) -> Result<(), String> {
+    let t = text_of(v).ok_or_else(|| wrong("a string", v))?;
+    match t.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        false => Ok(()),
+        true => Err(format!(
+            "{t:?} is not a header value: it must be on one line"
+        )),
+    }
+}
+
+/// `headers`: request header lines, each `Name: value` with a token for its name (RFC 9110
+/// 5.1) and no line break in its value.
+fn header_lines(v: &Value<'_>) -> Result<(), String> {
+    let items = match v {
+        Value::List(items) | Value::Tuple(items) => items,
+        _ => return Err(wrong("a list-string", v)),
+    };
+    for item in items {
+        let line = text_of(item).ok_or_else(|| wrong("a list-string", v))?;
+        let token = |n: &str| {
+            !n.is_empty()
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        };
+        match line.split_once(':') {
+            Some((name, value))
+                if token(name.trim())
+                    && !value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) => {}
+            _ => {
+                return Err(format!(
+                    "{line:?} is not a header line: write it as Name: value, on one line"
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A string setting's text.

@@ -318,25 +318,37 @@ impl Fetcher {
     /// Queues a request and wakes the poll thread. Fails with [`FetchError::InvalidRequest`]
     /// for a request that cannot be sent, [`FetchError::Shutdown`] when the poll thread is gone.
     pub fn submit(&self, req: FetchRequest) -> Result<(), FetchError> {
-        self.enqueue(req)?;
+        validate(&req)?;
+        self.enqueue(req).map_err(|b| b.1)?;
         self.wake()
     }
 
-    /// Queues several requests with one wake-up of the poll thread. Stops at the first request
-    /// that fails (the ones before it are queued).
+    /// Queues several requests with one wake-up of the poll thread. A request that cannot be
+    /// sent is refused alone and returned with why (it gets no [`FetchResult`]); every other
+    /// one is queued. When the poll thread is gone, every request comes back
+    /// ([`FetchError::Shutdown`]).
     pub fn submit_many(
         &self,
         reqs: impl IntoIterator<Item = FetchRequest>,
-    ) -> Result<(), FetchError> {
-        let mut r = Ok(());
+    ) -> Vec<(FetchRequest, FetchError)> {
+        let mut refused = Vec::new();
+        let mut queued = 0usize;
         for req in reqs {
-            r = self.enqueue(req);
-            if r.is_err() {
-                break;
+            if let Err(e) = validate(&req) {
+                refused.push((req, e));
+                continue;
+            }
+            match self.enqueue(req) {
+                Ok(()) => queued += 1,
+                Err(back) => refused.push(*back),
             }
         }
-        self.wake()?;
-        r
+        if queued > 0 {
+            if let Err(e) = self.wake() {
+                log::warn!("fetch: {queued} requests queued and the poll thread gone: {e}");
+            }
+        }
+        refused
     }
 
     /// Requests submitted and not yet answered.
@@ -369,8 +381,8 @@ impl Fetcher {
         self.stop();
     }
 
-    fn enqueue(&self, req: FetchRequest) -> Result<(), FetchError> {
-        validate(&req)?;
+    /// Queues a request that passed [`validate`]; gives it back when the poll thread is gone.
+    fn enqueue(&self, req: FetchRequest) -> Result<(), Box<(FetchRequest, FetchError)>> {
         // Relaxed: see `in_flight`.
         self.shared.in_flight.fetch_add(1, Ordering::Relaxed);
         self.submit
@@ -378,9 +390,9 @@ impl Fetcher {
                 req,
                 at: Instant::now(),
             })
-            .map_err(|_| {
+            .map_err(|back| {
                 self.shared.in_flight.fetch_sub(1, Ordering::Relaxed);
-                FetchError::Shutdown
+                Box::new((back.0.req, FetchError::Shutdown))
             })
     }
 

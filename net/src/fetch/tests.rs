@@ -677,6 +677,33 @@ fn invalid_requests_are_refused_at_submit() {
     settled(&f);
 }
 
+/// A batch with a request that cannot be sent: that one comes back refused with why, and
+/// every other one of the batch is still fetched (a refusal once dropped the rest of the
+/// batch, and the crawl waited for their answers for good).
+#[test]
+fn a_refused_request_in_a_batch_leaves_the_others_queued() {
+    let s = Server::keep_alive(|_| ok_response(b"hi"));
+    let f = fetcher();
+    let url = format!("http://h.test:{}/x", s.addr.port());
+    let reqs = (0..5).map(|id| {
+        let mut r = request(id, &url, s.addr);
+        if id == 2 {
+            r.headers.push(("X-A".into(), "1\r\nX-Injected: 2".into()));
+        }
+        r
+    });
+    let refused = f.submit_many(reqs);
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].0.id, 2);
+    assert!(matches!(refused[0].1, FetchError::InvalidRequest(_)));
+    let mut answered: Vec<u64> = (0..4)
+        .map(|_| f.results.recv_timeout(WAIT).expect("a result").id)
+        .collect();
+    answered.sort_unstable();
+    assert_eq!(answered, [0, 1, 3, 4]);
+    settled(&f);
+}
+
 #[test]
 fn ipv6_loopback() {
     let Ok(listener) = TcpListener::bind("[::1]:0") else {
