@@ -14,7 +14,7 @@ use crate::admin::roles::{status_word, Role};
 use crate::admin::Admin;
 
 /// Counters: (metric, FSCADM attribute, help).
-const COUNTERS: [(&str, &str, &str); 12] = [
+const COUNTERS: [(&str, &str, &str); 15] = [
     (
         "crawlfleet_pages_fetched_total",
         "Downloaded",
@@ -74,6 +74,21 @@ const COUNTERS: [(&str, &str, &str); 12] = [
         "crawlfleet_documents_feed_failed_total",
         "PPFailed",
         "Documents the content distributors refused (FSCADM PPFailed).",
+    ),
+    (
+        "crawlfleet_logins_total",
+        "Logins",
+        "Form logins that gave a session (docs/collection-config.md, Login).",
+    ),
+    (
+        "crawlfleet_login_failures_total",
+        "LoginFailures",
+        "Form logins that failed.",
+    ),
+    (
+        "crawlfleet_relogins_total",
+        "Relogins",
+        "Form logins started because an answer showed the session gone.",
     ),
 ];
 
