@@ -26,7 +26,7 @@ use crossbeam_channel::Receiver;
 
 use crate::linkclient::{Applications, LinkBatcher, OutLink};
 use crate::login::{Logins, Seen};
-use log::{debug, warn};
+use log::{debug, error, warn};
 use parking_lot::Mutex;
 
 /// What one collection on one node has done, for progress displays and `up --until-idle`.
@@ -266,6 +266,9 @@ impl Crawler {
             }
         }
         let mut batch = Vec::with_capacity(reqs.len());
+        // An error of the scheduler (a full disk) while answering one request: every other
+        // request is still sent or answered, and the first error returned at the end.
+        let mut first_err: Option<SchedError> = None;
         for r in reqs {
             let Ok(ip) = r.ip.parse::<IpAddr>() else {
                 // Not fetchable as given (bad address): answered as a network failure.
@@ -278,7 +281,9 @@ impl Crawler {
                 };
                 let now = self.now();
                 let actions = self.complete(o, now);
-                self.apply(sm, actions)?;
+                if let Err(e) = self.apply(sm, actions) {
+                    first_err.get_or_insert(e);
+                }
                 continue;
             };
             let req = to_fetch(r, ip);
@@ -298,8 +303,13 @@ impl Crawler {
         batch.append(&mut self.released);
         if !batch.is_empty() {
             // A request the fetcher refuses (a collection header that is not one header line,
-            // say) is that request's failure: the engine gets its outcome, the others go.
+            // say) is that request's failure: the engine gets its outcome, the others go. A
+            // fetcher that is gone (its thread ended) fails no URI: the node is stopping.
             for (req, e) in self.fetcher.submit_many(batch) {
+                if matches!(e, FetchError::Shutdown) {
+                    error!("the fetcher is gone: {} not fetched", req.url);
+                    continue;
+                }
                 warn!("the fetcher refused {}: {e}", req.url);
                 let refused = FetchResult {
                     id: req.id,
@@ -311,10 +321,16 @@ impl Crawler {
                     net_read: 0,
                     net_written: 0,
                 };
-                self.on_result(sm, refused, None)?;
+                if let Err(e) = self.on_result(sm, refused, None) {
+                    first_err.get_or_insert(e);
+                }
             }
         }
-        self.finish_entries(sm)
+        let finished = self.finish_entries(sm);
+        match first_err {
+            Some(e) => Err(e),
+            None => finished,
+        }
     }
 
     /// Logins finished by their worker, for the node's `select!`.

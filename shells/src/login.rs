@@ -43,8 +43,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// Relogins in a row that did not help before answers start no login for a while.
 const WASTED_IN_A_ROW: u32 = 3;
-/// Seconds a login may run before its requests go without it (13 requests of 45 s at most).
-const BUSY_LIMIT: f64 = 600.0;
+/// Seconds a login may wait and run before its requests go without it: a safety net for a
+/// worker that can no longer answer, well past what logins queued behind a few slow ones take
+/// (each login is at most 19 requests of 45 s).
+const BUSY_LIMIT: f64 = 1800.0;
 /// Most redirects followed to the preload and form pages.
 const MAX_REDIRECTS: usize = 5;
 
@@ -157,13 +159,10 @@ impl State {
                 else {
                     return false;
                 };
-                let same = |u: &Url| {
-                    u.scheme() == to.scheme()
-                        && u.host_str() == to.host_str()
-                        && u.port_or_known_default() == to.port_or_known_default()
-                        && u.path() == to.path()
-                };
-                self.target.iter().chain(&self.html_form).any(same)
+                self.target
+                    .iter()
+                    .chain(&self.html_form)
+                    .any(|u| same_page(u, &to))
             }
             _ => false,
         }
@@ -823,9 +822,15 @@ impl Client {
         }
         debug!("login {}: {url} answered {}", job.cfg.name, resp.status);
         // The page a submission redirects to, as a browser goes there (RFC 9110 15.4: GET
-        // after a POST's 301, 302 or 303): some sites set the session's cookies there. The
-        // session is the submission's answer; that page only adds cookies.
-        if let Some(to) = redirect_target(&url, &resp) {
+        // after a POST's 301, 302 or 303; a 307 or 308 would repeat the POST, not done): some
+        // sites set the session's cookies there. The session is the submission's answer; that
+        // page only adds cookies, and a redirect back to the form (which may hand out a fresh
+        // anonymous session) is not followed.
+        let forms = [Some(&job.target), job.html_form.as_ref()];
+        let follow = redirect_target(&url, &resp).filter(|to| {
+            matches!(resp.status, 301..=303) && !forms.iter().flatten().any(|f| same_page(f, to))
+        });
+        if let Some(to) = follow {
             if let Err(e) = self.get(job, &mut jar, &to) {
                 debug!("login {}: after the submission, {e}", job.cfg.name);
             }
@@ -900,6 +905,14 @@ impl Client {
             return Ok(resp);
         }
     }
+}
+
+/// True when `a` and `b` are the same page (scheme, host, port and path; not the query).
+fn same_page(a: &Url, b: &Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
+        && a.path() == b.path()
 }
 
 /// Where a 3xx answer to `url` sends: its `Location` resolved against `url`, when http(s).
@@ -1464,6 +1477,35 @@ mod tests {
             heads[2].contains(&format!("\r\nReferer: {base}/form\r\n")),
             "{heads:?}"
         );
+    }
+
+    /// A submission redirected back to the form page (a site that hands out a fresh anonymous
+    /// session there) is a session all the same, and the form page is not fetched after it.
+    #[test]
+    fn a_submission_redirected_to_the_form_is_not_followed() {
+        let (addr, heads) = serve(|head| match head.split(' ').nth(1).unwrap_or("") {
+            "/form" => reply("200 OK", "", "<form action=/login><input name=u></form>"),
+            "/login" => reply("302 Found", "Location: /form\r\nSet-Cookie: s=1\r\n", ""),
+            _ => reply("404 Not Found", "", ""),
+        });
+        let mut cfg = login(&addr.to_string(), &[]).cfg;
+        cfg.parameters = vec![("u".into(), "a".into())];
+        let job = Job {
+            collection: b"c".to_vec(),
+            login: 0,
+            session: 1,
+            target: url(&format!("http://{addr}/login")),
+            preload: None,
+            html_form: Some(url(&format!("http://{addr}/form"))),
+            known: None,
+            headers: Vec::new(),
+            cfg,
+        };
+        let jar = log_in(&job).unwrap();
+        assert_eq!(cookie_header(&jar, &url(&format!("http://{addr}/"))), "s=1");
+        let heads = heads.lock().unwrap();
+        let paths: Vec<&str> = heads.iter().map(|h| h.split(' ').nth(1).unwrap()).collect();
+        assert_eq!(paths, ["/form", "/login"]);
     }
 
     /// A submission answered 400 or more is a failed login, with what the site answered.

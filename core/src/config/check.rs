@@ -355,6 +355,7 @@ mod tests {
             "no colon",
             ": no name",
             "Bad Name: 1",
+            "Content-Length: 3",
         ] {
             let f = h(bad);
             assert_eq!(f.len(), 1, "{bad}: {f:?}");

@@ -399,9 +399,16 @@ fn header_lines(v: &Value<'_>) -> Result<(), String> {
                 && n.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
         };
+        // The fetcher frames each request itself (RFC 9112 6.3).
+        let framing = |n: &str| {
+            ["content-length", "transfer-encoding"]
+                .iter()
+                .any(|f| n.trim().eq_ignore_ascii_case(f))
+        };
         match line.split_once(':') {
             Some((name, value))
                 if token(name.trim())
+                    && !framing(name)
                     && !value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) => {}
             _ => {
                 return Err(format!(
