@@ -10,7 +10,7 @@ use std::process::Command;
 use crawlfleet_core::links::Operation;
 use crawlfleet_core::synthweb::{SyntheticWeb, WebSpec};
 
-use crate::util::temp_dir;
+use crate::util::{temp_dir, up_summary};
 
 /// One line of the server's access log.
 #[derive(Debug)]
@@ -96,21 +96,8 @@ fn crawl(
         "240",
     ];
     args.extend_from_slice(extra);
-    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-        .args(&args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("crawlfleet up runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "crawlfleet {args:?} failed\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: serde_json::Value =
-        // The summary is the last line (the start record comes first).
-        serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    // The summary is the last line (the start record comes first).
+    let summary = up_summary(Command::new(env!("CARGO_BIN_EXE_crawlfleet")).args(&args));
     let spec: WebSpec = spec.parse().unwrap();
     let web = SyntheticWeb::generate(&spec, base, port);
     let accesses = read_log(&log);
@@ -407,19 +394,14 @@ fn refused_and_timed_out_fetches_are_counted_with_their_codes() {
     )
     .unwrap();
     let data = dir.path().join("data");
-    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-        .args(["up", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["--until-idle", "--json", "--timeout", "120"])
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("crawlfleet up runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
-    let v: serde_json::Value =
-        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).unwrap();
+    let v = up_summary(
+        Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args(["up", "--config"])
+            .arg(&cfg)
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--until-idle", "--json", "--timeout", "120"]),
+    );
     let c = &v["collections"]["dead"];
     assert_eq!(count(c, "pages_fetched"), 2, "{v}");
     assert_eq!(count(&c["skip_codes"], "co"), 1, "{v}");

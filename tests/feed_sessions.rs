@@ -234,22 +234,13 @@ fn a_session_whose_distributor_dies_is_recreated_and_nothing_is_lost() {
 fn up_with_its_distributors_indexes_every_stored_document() {
     let dir = temp_dir("up-indexed");
     let data = dir.path().join("data");
-    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-        .args(["up", "--synthetic-web", "3:40", "--web-base", "127.87.0.1"])
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["--until-idle", "--json", "--timeout", "240"])
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("crawlfleet up runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = crate::util::up_summary(
+        Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args(["up", "--synthetic-web", "3:40", "--web-base", "127.87.0.1"])
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--until-idle", "--json", "--timeout", "240"]),
     );
-    let v: serde_json::Value =
-        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).unwrap();
     let c = &v["collections"]["synthetic"];
     let stored = c["documents_stored"].as_u64().unwrap();
     assert!(stored > 0, "{v}");
@@ -301,23 +292,14 @@ fn up_feeds_the_distributors_of_an_existing_name_server_adding_its_collections()
             .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
             .is_some_and(|v| v["registered"].as_array().is_some_and(|r| r.len() == 2))
     });
-    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-        .args(["up", "--synthetic-web", "2:30", "--web-base", "127.88.0.1"])
-        .args(["--nameserver", &ns.addr().to_string()])
-        .arg("--data-dir")
-        .arg(dir.path().join("up"))
-        .args(["--until-idle", "--json", "--timeout", "240"])
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("crawlfleet up runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = crate::util::up_summary(
+        Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args(["up", "--synthetic-web", "2:30", "--web-base", "127.88.0.1"])
+            .args(["--nameserver", &ns.addr().to_string()])
+            .arg("--data-dir")
+            .arg(dir.path().join("up"))
+            .args(["--until-idle", "--json", "--timeout", "240"]),
     );
-    let v: serde_json::Value =
-        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).unwrap();
     let stored = v["collections"]["synthetic"]["documents_stored"]
         .as_u64()
         .unwrap();

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use crate::util::temp_dir;
+use crate::util::{temp_dir, up_summary};
 
 /// The login site's process, killed when dropped.
 struct Site {
@@ -94,22 +94,14 @@ fn crawl(name: &str, addr: &str, port: u16, login: &str) -> serde_json::Value {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
-        .args(["up", "--config"])
-        .arg(&cfg)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .args(["--until-idle", "--json", "--timeout", "120"])
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("crawlfleet up runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).unwrap()
+    up_summary(
+        Command::new(env!("CARGO_BIN_EXE_crawlfleet"))
+            .args(["up", "--config"])
+            .arg(&cfg)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["--until-idle", "--json", "--timeout", "120"]),
+    )
 }
 
 /// Serves the members' site (20 pages, sessions of 5) on `addr` and crawls it with a Login of

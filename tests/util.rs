@@ -314,6 +314,23 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Runs `crawlfleet up ... --json` as `up` (its log at warn), asserts that it succeeded and
+/// returns its summary (the last line of its output).
+pub fn up_summary(up: &mut std::process::Command) -> serde_json::Value {
+    let out = up
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("crawlfleet up runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
 /// Reads one line of a `--json` output (e.g. `up --json`'s start record) as JSON.
 pub fn json_line(out: &mut impl BufRead) -> serde_json::Value {
     let mut line = String::new();

@@ -1389,6 +1389,26 @@ mod tests {
         (addr, heads)
     }
 
+    /// A login of `cfg` to make: its form at `target`, its form page, the collection's headers.
+    fn job(
+        cfg: Login,
+        target: &str,
+        html_form: Option<String>,
+        headers: Vec<(String, String)>,
+    ) -> Job {
+        Job {
+            collection: b"c".to_vec(),
+            login: 0,
+            session: 1,
+            target: url(target),
+            preload: None,
+            html_form: html_form.as_deref().map(url),
+            known: None,
+            headers,
+            cfg,
+        }
+    }
+
     /// `job`'s login, made as the worker makes it.
     fn log_in(job: &Job) -> Result<CookieStore, String> {
         let fetcher = Fetcher::spawn(FetcherOptions::default()).unwrap();
@@ -1436,17 +1456,12 @@ mod tests {
         cfg.action = "GET".into();
         cfg.form = "/login?lang=en".into();
         cfg.parameters = vec![("user".into(), "alice".into())];
-        let job = Job {
-            collection: b"c".to_vec(),
-            login: 0,
-            session: 1,
-            target: url(&format!("{base}/login?lang=en")),
-            preload: None,
-            html_form: Some(url(&format!("{base}/form"))),
-            known: None,
-            headers: vec![("User-Agent".into(), "collection-agent".into())],
+        let job = job(
             cfg,
-        };
+            &format!("{base}/login?lang=en"),
+            Some(format!("{base}/form")),
+            vec![("User-Agent".into(), "collection-agent".into())],
+        );
         let jar = log_in(&job).unwrap();
         // The jar's order is its own (RFC 6265 5.4 leaves equal paths unordered).
         let sorted = |h: &str| {
@@ -1490,17 +1505,12 @@ mod tests {
         });
         let mut cfg = login(&addr.to_string(), &[]).cfg;
         cfg.parameters = vec![("u".into(), "a".into())];
-        let job = Job {
-            collection: b"c".to_vec(),
-            login: 0,
-            session: 1,
-            target: url(&format!("http://{addr}/login")),
-            preload: None,
-            html_form: Some(url(&format!("http://{addr}/form"))),
-            known: None,
-            headers: Vec::new(),
+        let job = job(
             cfg,
-        };
+            &format!("http://{addr}/login"),
+            Some(format!("http://{addr}/form")),
+            Vec::new(),
+        );
         let jar = log_in(&job).unwrap();
         assert_eq!(cookie_header(&jar, &url(&format!("http://{addr}/"))), "s=1");
         let heads = heads.lock().unwrap();
@@ -1514,17 +1524,7 @@ mod tests {
         let (addr, _) = serve(|_| reply("403 Forbidden", "", "no"));
         let mut cfg = login(&addr.to_string(), &[]).cfg;
         cfg.html_form = None;
-        let job = Job {
-            collection: b"c".to_vec(),
-            login: 0,
-            session: 1,
-            target: url(&format!("http://{addr}/login")),
-            preload: None,
-            html_form: None,
-            known: None,
-            headers: Vec::new(),
-            cfg,
-        };
+        let job = job(cfg, &format!("http://{addr}/login"), None, Vec::new());
         let e = log_in(&job).unwrap_err();
         assert!(e.contains("403"), "{e}");
     }
