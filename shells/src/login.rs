@@ -3,7 +3,8 @@
 //! request to those sites then carries the session's cookies.
 //!
 //! A login is three steps, made by a worker thread with a fetcher of its own (so a slow login
-//! server or a name lookup never stalls the node's loop; logins are made one at a time): the
+//! server or a name lookup never stalls the node's loop; four workers, so it stalls few other
+//! Logins): the
 //! `preload` URI fetched for its cookies, the `html_form` page fetched for its cookies and its
 //! form's fields (`autofill`), both following redirects, then the form submitted to
 //! `scheme://site/form` with `action` (POST, urlencoded, or GET with the fields as the query).
@@ -41,6 +42,9 @@ const MAX_PAGE: usize = 1 << 20;
 /// Limits on each of a login's requests.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const TIMEOUT: Duration = Duration::from_secs(30);
+/// Login worker threads of a node: logins of as many Logins run at once (one Login's are
+/// one after another), so a slow login server holds up few others.
+const WORKERS: usize = 4;
 /// Relogins in a row that did not help before answers start no login for a while.
 const WASTED_IN_A_ROW: u32 = 3;
 /// Seconds a login may wait and run before its requests go without it: a safety net for a
@@ -704,61 +708,68 @@ pub enum Seen {
     Again(Box<FetchRequest>),
 }
 
-/// Starts the login worker: a thread with a fetcher of its own (started again for the next
-/// login when it could not start), making one login at a time, skipping those whose Login
-/// was replaced while they waited (their sessions are no longer in `live`).
+/// Starts the login workers: [`WORKERS`] threads taking logins from one queue, each with a
+/// fetcher of its own made at its first login (made again for the next login when it could
+/// not start), making one login at a time, skipping those whose Login was replaced while they
+/// waited (their sessions are no longer in `live`). The jobs' sender is the caller's; when no
+/// thread could start, it finds the queue closed.
 fn spawn_worker(
     user_agent: &str,
     done: Sender<Done>,
     live: Arc<Mutex<HashSet<u64>>>,
 ) -> Sender<Job> {
     let (tx, jobs) = unbounded::<Job>();
-    let user_agent = user_agent.to_string();
-    let spawned = std::thread::Builder::new()
-        .name("login".into())
-        .spawn(move || {
-            let mut client: Option<Client> = None;
-            for job in jobs {
-                if !live.lock().contains(&job.session) {
-                    let _ = done.send(Done::of(&job, Err("replaced".into())));
-                    continue;
-                }
-                if client.is_none() {
-                    match Fetcher::spawn(FetcherOptions {
-                        user_agent: user_agent.clone(),
-                        max_connections: 4,
-                        ..FetcherOptions::default()
-                    }) {
-                        Ok(fetcher) => {
-                            client = Some(Client {
-                                fetcher,
-                                next_id: 0,
-                            })
-                        }
-                        Err(e) => {
-                            warn!("the login worker's fetcher did not start: {e}");
-                            let _ = done.send(Done::of(&job, Err(format!("no fetcher: {e}"))));
-                            continue;
-                        }
-                    }
-                }
-                let Some(c) = client.as_mut() else { continue };
-                // A panic in a login is that login's failure, not the worker's end.
-                let result =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.log_in(&job)))
-                        .unwrap_or_else(|_| Err("the login panicked".into()));
-                if done.send(Done::of(&job, result)).is_err() {
-                    break;
-                }
-            }
-            if let Some(c) = client {
-                c.fetcher.shutdown();
-            }
-        });
-    if let Err(e) = spawned {
-        warn!("the login worker did not start: {e}");
+    for n in 0..WORKERS {
+        let (jobs, done, live) = (jobs.clone(), done.clone(), live.clone());
+        let user_agent = user_agent.to_string();
+        let spawned = std::thread::Builder::new()
+            .name("login".into())
+            .spawn(move || work(&user_agent, &jobs, &done, &live));
+        if let Err(e) = spawned {
+            warn!("login worker {n} did not start: {e}");
+        }
     }
     tx
+}
+
+/// One login worker's loop, until the jobs' sender is dropped.
+fn work(user_agent: &str, jobs: &Receiver<Job>, done: &Sender<Done>, live: &Mutex<HashSet<u64>>) {
+    let mut client: Option<Client> = None;
+    for job in jobs {
+        if !live.lock().contains(&job.session) {
+            let _ = done.send(Done::of(&job, Err("replaced".into())));
+            continue;
+        }
+        if client.is_none() {
+            match Fetcher::spawn(FetcherOptions {
+                user_agent: user_agent.to_string(),
+                max_connections: 4,
+                ..FetcherOptions::default()
+            }) {
+                Ok(fetcher) => {
+                    client = Some(Client {
+                        fetcher,
+                        next_id: 0,
+                    })
+                }
+                Err(e) => {
+                    warn!("the login worker's fetcher did not start: {e}");
+                    let _ = done.send(Done::of(&job, Err(format!("no fetcher: {e}"))));
+                    continue;
+                }
+            }
+        }
+        let Some(c) = client.as_mut() else { continue };
+        // A panic in a login is that login's failure, not the worker's end.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.log_in(&job)))
+            .unwrap_or_else(|_| Err("the login panicked".into()));
+        if done.send(Done::of(&job, result)).is_err() {
+            break;
+        }
+    }
+    if let Some(c) = client {
+        c.fetcher.shutdown();
+    }
 }
 
 impl Done {
@@ -1492,6 +1503,35 @@ mod tests {
             heads[2].contains(&format!("\r\nReferer: {base}/form\r\n")),
             "{heads:?}"
         );
+    }
+
+    /// Two Logins log in at once: one whose server never answers does not hold up the other.
+    #[test]
+    fn a_login_whose_server_hangs_holds_up_no_other() {
+        let hang = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (ok, _) = serve(|_| reply("200 OK", "Set-Cookie: s=b\r\n", "in"));
+        let mut cfg = CollectionConfig::defaults("c");
+        let ok_site = format!("localhost:{}", ok.port());
+        let hang_site = hang.local_addr().unwrap().to_string();
+        for (site, host) in [
+            (hang_site.as_str(), "a.test"),
+            (ok_site.as_str(), "localhost"),
+        ] {
+            let mut l = login(site, &[host]).cfg;
+            l.html_form = None;
+            cfg.logins.push(l);
+        }
+        let mut l = Logins::new("agent");
+        l.configure(b"c", &cfg, 0.0);
+        assert!(l.admit(b"c", request(1, "http://a.test/x"), 0.0).is_none());
+        // The node crawls localhost at the site's address: the login goes there too.
+        let mut b = request(2, &format!("http://{ok_site}/y"));
+        b.addr = ok;
+        assert!(l.admit(b"c", b, 0.0).is_none());
+        let d = l.done().recv_timeout(Duration::from_secs(25)).unwrap();
+        let go = l.finish(d, 1.0);
+        assert_eq!(go.iter().map(|r| r.id).collect::<Vec<_>>(), [2]);
+        assert_eq!(cookie(&go[0]), Some("s=b"));
     }
 
     /// A submission redirected back to the form page (a site that hands out a fresh anonymous
