@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use cookie_store::CookieStore;
 use crawlfleet_core::config::{CollectionConfig, Login};
-use crawlfleet_core::crawl::form;
+use crawlfleet_core::crawl::form::{self, same_page};
 use crawlfleet_net::fetch::{FetchRequest, FetchResult, Fetcher, FetcherOptions, Response};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use log::{debug, info, warn};
@@ -155,19 +155,8 @@ impl State {
     fn shows_logged_out(&self, url: &Url, resp: &Response) -> bool {
         match resp.status {
             401 | 403 => true,
-            300..=399 => {
-                let Some(to) = resp
-                    .header("location")
-                    .and_then(|l| std::str::from_utf8(l).ok())
-                    .and_then(|l| url.join(l.trim()).ok())
-                else {
-                    return false;
-                };
-                self.target
-                    .iter()
-                    .chain(&self.html_form)
-                    .any(|u| same_page(u, &to))
-            }
+            300..=399 => redirect_target(url, resp)
+                .is_some_and(|to| at_the_form(self.target.as_ref(), self.html_form.as_ref(), &to)),
             _ => false,
         }
     }
@@ -837,9 +826,9 @@ impl Client {
         // sites set the session's cookies there. The session is the submission's answer; that
         // page only adds cookies, and a redirect back to the form (which may hand out a fresh
         // anonymous session) is not followed.
-        let forms = [Some(&job.target), job.html_form.as_ref()];
         let follow = redirect_target(&url, &resp).filter(|to| {
-            matches!(resp.status, 301..=303) && !forms.iter().flatten().any(|f| same_page(f, to))
+            matches!(resp.status, 301..=303)
+                && !at_the_form(Some(&job.target), job.html_form.as_ref(), to)
         });
         if let Some(to) = follow {
             if let Err(e) = self.get(job, &mut jar, &to) {
@@ -918,12 +907,12 @@ impl Client {
     }
 }
 
-/// True when `a` and `b` are the same page (scheme, host, port and path; not the query).
-fn same_page(a: &Url, b: &Url) -> bool {
-    a.scheme() == b.scheme()
-        && a.host_str() == b.host_str()
-        && a.port_or_known_default() == b.port_or_known_default()
-        && a.path() == b.path()
+/// True when `to` is a Login's form (`target`) or its form page (`html_form`).
+fn at_the_form(target: Option<&Url>, html_form: Option<&Url>, to: &Url) -> bool {
+    target
+        .into_iter()
+        .chain(html_form)
+        .any(|f| same_page(f, to))
 }
 
 /// Where a 3xx answer to `url` sends: its `Location` resolved against `url`, when http(s).

@@ -276,20 +276,7 @@ fn walk(scope: Scope, prefix: &str, shown: &str, dict: &Value<'_>, out: &mut Vec
 
 /// Checks a value that is not a section.
 fn value(expect: Expect, v: &Value<'_>) -> Result<(), String> {
-    let text = |v: &Value<'_>| {
-        v.as_bytes()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-    };
-    let strings = |v: &Value<'_>| -> Result<Vec<String>, String> {
-        let items = match v {
-            Value::List(items) | Value::Tuple(items) => items,
-            _ => return Err(wrong("a list-string", v)),
-        };
-        items
-            .iter()
-            .map(|m| text(m).ok_or_else(|| wrong("a list-string", v)))
-            .collect()
-    };
+    let (text, strings) = (text_of, strings_of);
     match expect {
         Expect::Bool => match v {
             Value::Int(0 | 1, _) | Value::Bool(_) => Ok(()),
@@ -313,7 +300,7 @@ fn value(expect: Expect, v: &Value<'_>) -> Result<(), String> {
         }
         Expect::Str => text(v).map(drop).ok_or_else(|| wrong("a string", v)),
         Expect::OneOf(words) => {
-            let t = text_of(v).ok_or_else(|| wrong("a string", v))?;
+            let t = text(v).ok_or_else(|| wrong("a string", v))?;
             one_of(t.trim(), words)
         }
         Expect::Strings => strings(v).map(drop),
@@ -377,9 +364,9 @@ pub fn start_uri(uri: &str) -> Result<(), String> {
 /// A value sent as a request header's (`user_agent`): on one line.
 fn header_value(v: &Value<'_>) -> Result<(), String> {
     let t = text_of(v).ok_or_else(|| wrong("a string", v))?;
-    match t.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-        false => Ok(()),
-        true => Err(format!(
+    match one_line(&t) {
+        true => Ok(()),
+        false => Err(format!(
             "{t:?} is not a header value: it must be on one line"
         )),
     }
@@ -388,12 +375,7 @@ fn header_value(v: &Value<'_>) -> Result<(), String> {
 /// `headers`: request header lines, each `Name: value` with a token for its name (RFC 9110
 /// 5.1) and no line break in its value.
 fn header_lines(v: &Value<'_>) -> Result<(), String> {
-    let items = match v {
-        Value::List(items) | Value::Tuple(items) => items,
-        _ => return Err(wrong("a list-string", v)),
-    };
-    for item in items {
-        let line = text_of(item).ok_or_else(|| wrong("a list-string", v))?;
+    for line in strings_of(v)? {
         let token = |n: &str| {
             !n.is_empty()
                 && n.bytes()
@@ -406,10 +388,7 @@ fn header_lines(v: &Value<'_>) -> Result<(), String> {
                 .any(|f| n.trim().eq_ignore_ascii_case(f))
         };
         match line.split_once(':') {
-            Some((name, value))
-                if token(name.trim())
-                    && !framing(name)
-                    && !value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) => {}
+            Some((name, value)) if token(name.trim()) && !framing(name) && one_line(value) => {}
             _ => {
                 return Err(format!(
                     "{line:?} is not a header line: write it as Name: value, on one line"
@@ -420,10 +399,27 @@ fn header_lines(v: &Value<'_>) -> Result<(), String> {
     Ok(())
 }
 
+/// True when `t` has no line break (nor NUL): it can go in a request header.
+fn one_line(t: &str) -> bool {
+    !t.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0)
+}
+
 /// A string setting's text.
 fn text_of(v: &Value<'_>) -> Option<String> {
     v.as_bytes()
         .map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// A list-string setting's members.
+fn strings_of(v: &Value<'_>) -> Result<Vec<String>, String> {
+    let items = match v {
+        Value::List(items) | Value::Tuple(items) => items,
+        _ => return Err(wrong("a list-string", v)),
+    };
+    items
+        .iter()
+        .map(|m| text_of(m).ok_or_else(|| wrong("a list-string", v)))
+        .collect()
 }
 
 /// A Login's `preload` or `html_form`: an absolute http or https URI with a host.

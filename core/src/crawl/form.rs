@@ -181,21 +181,23 @@ fn close_select(s: Select, form: &mut Form) {
     }
 }
 
+/// True when `a` and `b` are the same page: scheme, host, port and path (not the query).
+pub fn same_page(a: &Url, b: &Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
+        && a.path() == b.path()
+}
+
 /// The form of `forms` (read from the page at `page`) that submits to `target`: the one whose
 /// action resolves to `target`'s scheme, authority and path, else the first with a password
 /// field, else the first.
 pub fn login_form<'f>(forms: &'f [Form], page: &Url, target: &Url) -> Option<&'f Form> {
-    let same = |u: &Url| {
-        u.scheme() == target.scheme()
-            && u.host_str() == target.host_str()
-            && u.port_or_known_default() == target.port_or_known_default()
-            && u.path() == target.path()
-    };
     forms
         .iter()
         .find(|f| {
             let action = f.action.as_deref().unwrap_or("");
-            page.join(action).is_ok_and(|u| same(&u))
+            page.join(action).is_ok_and(|u| same_page(&u, target))
         })
         .or_else(|| forms.iter().find(|f| f.has_password))
         .or_else(|| forms.first())
