@@ -285,6 +285,11 @@ fn bench_rules_and_queue(c: &mut Criterion) {
     g.bench_function("peek_entry", |b| {
         b.iter(|| black_box(queue::peek_entry(black_box(&rec)).is_ok()))
     });
+    // The marshal record queues written before the compact layout hold, still read.
+    let marshal_rec = crawlfleet_core::marshal::to_bytes(&e.to_value());
+    g.bench_function("decode_entry_marshal", |b| {
+        b.iter(|| black_box(queue::decode_entry(black_box(&marshal_rec)).is_ok()))
+    });
     let mut out = Vec::with_capacity(512);
     g.bench_function("encode_entry", |b| {
         b.iter(|| {

@@ -429,18 +429,6 @@ pub(crate) fn peek_entry<'a>(rec: &'a [u8], limits: &Limits) -> Option<(&'a [u8]
     c.buf.is_empty().then_some((uri, uri_flags))
 }
 
-/// Appends the crawl queue entry's marshal bytes exactly as the general encoder writes its
-/// [`CrawlQueueEntry::to_value`], or returns false (with `out` as it was) when the entry needs
-/// more than [`put_entry`] writes (extra metadata, integers past 32 bits).
-pub(crate) fn encode_entry(e: &CrawlQueueEntry<'_>, out: &mut Vec<u8>) -> bool {
-    let start = out.len();
-    if put_entry(out, e) {
-        return true;
-    }
-    out.truncate(start);
-    false
-}
-
 impl<'a> Cursor<'a> {
     /// A crawl queue entry after its identifier, up to its empty extra dict, as [`put_entry`]
     /// writes it.

@@ -42,10 +42,7 @@ pub use cmd_um::{
 pub use codec::CollectionOnly;
 pub(crate) use flat::decode as decode_hot;
 pub(crate) use flat::peek_uri;
-pub(crate) use flat::{
-    decode_entry as decode_entry_flat, encode_entry as encode_entry_flat,
-    peek_entry as peek_entry_flat,
-};
+pub(crate) use flat::{decode_entry as decode_entry_flat, peek_entry as peek_entry_flat};
 pub use message::Message;
 pub use ppdup::{
     Checksum, PpdupAddOk, PpdupChecksum, PpdupConfRemove, PpdupConfigAck, PpdupError,

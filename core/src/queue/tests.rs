@@ -564,17 +564,29 @@ fn crawl_queue_entries_round_trip_through_the_queue() {
     let e = entry();
     let mut buf = Vec::new();
     encode_entry(&e, &mut buf);
-    // The record is the marshal value of the 9-tuple (FSCMT 2.2.2.2).
-    assert_eq!(buf, marshal::to_bytes(&e.to_value()));
+    // The record is the compact layout, a fraction of the marshal 9-tuple (FSCMT 2.2.2.2).
+    assert!(buf.len() * 2 < marshal::to_bytes(&e.to_value()).len());
     q.push_back(&buf).unwrap();
+    // Queues written before the compact layout hold marshal records: still read.
+    q.push_back(&marshal::to_bytes(&e.to_value())).unwrap();
     let back = q
         .pop_front_with(|r| decode_entry(r).map(CrawlQueueEntry::into_owned))
         .unwrap()
         .unwrap()
         .unwrap();
     assert_eq!(back, e);
+    let old = q
+        .pop_front_with(|r| decode_entry(r).map(CrawlQueueEntry::into_owned))
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(old, e);
 
     assert!(matches!(decode_entry(b"(\x01"), Err(QueueError::Decode(_))));
+    assert!(matches!(
+        decode_entry(&buf[..buf.len() - 1]),
+        Err(QueueError::Compact(_))
+    ));
     let not_entry = marshal::to_bytes(&crate::marshal::Value::int(5));
     assert!(matches!(
         decode_entry(&not_entry),
@@ -603,9 +615,9 @@ fn entries_off_the_straight_path() -> [CrawlQueueEntry<'static>; 2] {
     [extra, wide]
 }
 
-/// Records are written and read straight for the common entry: the bytes are those of the
-/// general encoder, and the straight decoder never reads a record differently from the general
-/// one (it declines, or agrees), byte changes and truncations included.
+/// Marshal records (queues written before the compact layout) are read straight for the common
+/// entry, and the straight decoder never reads a record differently from the general one (it
+/// declines, or agrees), byte changes and truncations included.
 #[test]
 fn entries_are_written_and_read_straight_as_the_general_codec_does() {
     let mut plain = CrawlQueueEntry::new(UriStructure::unparsed(b"http://h.example/x"[..].into()));
@@ -614,11 +626,8 @@ fn entries_are_written_and_read_straight_as_the_general_codec_does() {
     let [extra, wide] = entries_off_the_straight_path();
     let limits = Limits::default();
     for e in [entry(), plain, extra, wide] {
-        let mut buf = b"kept".to_vec();
-        encode_entry(&e, &mut buf);
-        assert_eq!(&buf[..4], b"kept");
-        let rec = &buf[4..];
-        assert_eq!(rec, marshal::to_bytes(&e.to_value()));
+        let buf = marshal::to_bytes(&e.to_value());
+        let rec = &buf[..];
         assert_eq!(decode_entry(rec).unwrap(), e);
         let straight = crate::msg::decode_entry_flat(rec, &limits);
         assert_eq!(
@@ -666,7 +675,6 @@ fn a_peeked_entry_gives_what_its_decoding_gives() {
     let mut plain = CrawlQueueEntry::new(UriStructure::unparsed(b"http://h.example/x"[..].into()));
     plain.referrer = UriStructure::unparsed(b"http://h.example/"[..].into());
     plain.uri_flags = crate::msg::types::uri_flags::URIF_FORCE;
-    let [extra, wide] = entries_off_the_straight_path();
     let limits = Limits::default();
     let same = |rec: &[u8]| match (peek_entry(rec), decode_entry(rec)) {
         (Ok((uri, flags)), Ok(e)) => {
@@ -675,9 +683,17 @@ fn a_peeked_entry_gives_what_its_decoding_gives() {
         (Err(_), Err(_)) => {}
         (p, d) => panic!("peek {p:?} against decode {d:?}"),
     };
+    let [extra, wide] = entries_off_the_straight_path();
+    let mut records = Vec::new();
     for e in [entry(), plain, extra, wide] {
+        // The record written now (compact, or marshal for extra metadata) and the marshal
+        // record of queues written before the compact layout.
         let mut rec = Vec::new();
         encode_entry(&e, &mut rec);
+        records.push(rec);
+        records.push(marshal::to_bytes(&e.to_value()));
+    }
+    for rec in records {
         same(&rec);
         for i in 0..rec.len() {
             for delta in [1u8, 0x80, 0xff] {
@@ -731,4 +747,84 @@ fn blocks_allocated_by_writing_keep_the_contents() {
     assert!(fs::read(&path).unwrap() == want);
     crate::sys::write_blocks(&f, 0, 0).unwrap();
     assert_eq!(fs::metadata(&path).unwrap().len(), 64 * 1024);
+}
+
+/// Entries of every shape the compact layout distinguishes: parsed and unparsed URI
+/// structures, ports (negative and past 32 bits), default schemes other than "http" (and
+/// none), integers at both ends of i64, redirects.
+fn compact_entries() -> Vec<CrawlQueueEntry<'static>> {
+    let mut plain = CrawlQueueEntry::new(UriStructure::unparsed(b"http://h.example/x"[..].into()));
+    plain.referrer = UriStructure::unparsed(b"http://h.example/"[..].into());
+    let mut odd = entry();
+    odd.uri.port = Some(-1);
+    odd.uri.default_scheme = b"https"[..].into();
+    odd.referrer.default_scheme = b""[..].into();
+    odd.referrer.port = Some(1 << 40);
+    odd.referrer.skip_fragments = false;
+    odd.uri_flags = i64::MIN;
+    odd.frame_flags = i64::MAX;
+    odd.queue_flags = -1;
+    odd.refresh_cycle = 1 << 33;
+    odd.redirects.push(Redirect {
+        from: b""[..].into(),
+        kind: -7,
+    });
+    vec![
+        entry(),
+        plain,
+        odd,
+        CrawlQueueEntry::new(UriStructure::unparsed(b""[..].into())),
+    ]
+}
+
+/// The compact layout gives back every entry exactly; a truncated or lengthened record is
+/// refused with [`QueueError::Compact`]; a damaged byte is refused or read as some entry,
+/// never a panic.
+#[test]
+fn compact_records_round_trip_and_refuse_damage() {
+    for e in compact_entries() {
+        let mut rec = b"kept".to_vec();
+        encode_entry(&e, &mut rec);
+        assert_eq!(&rec[..4], b"kept");
+        let rec = &rec[4..];
+        assert_eq!(rec[0], compact::MAGIC);
+        assert!(rec.len() < marshal::to_bytes(&e.to_value()).len());
+        assert_eq!(decode_entry(rec).unwrap(), e);
+        assert_eq!(peek_entry(rec).unwrap(), (e.uri.uri.clone(), e.uri_flags));
+        for n in 1..rec.len() {
+            assert!(
+                matches!(decode_entry(&rec[..n]), Err(QueueError::Compact(_))),
+                "{n} bytes of {}",
+                rec.len()
+            );
+        }
+        let mut longer = rec.to_vec();
+        longer.push(0);
+        assert!(matches!(decode_entry(&longer), Err(QueueError::Compact(_))));
+        for i in 1..rec.len() {
+            for delta in [1u8, 0x7f, 0x80, 0xff] {
+                let mut bad = rec.to_vec();
+                bad[i] = bad[i].wrapping_add(delta);
+                if let Ok(d) = decode_entry(&bad) {
+                    // What a damaged record reads as is an entry the codec writes back.
+                    let mut again = Vec::new();
+                    encode_entry(&d, &mut again);
+                    assert_eq!(decode_entry(&again).unwrap(), d);
+                }
+            }
+        }
+    }
+}
+
+/// A plain entry as the schedulers queue it takes under half the bytes of its marshal record.
+#[test]
+fn compact_records_are_under_half_the_marshal_bytes() {
+    let mut e = CrawlQueueEntry::new(UriStructure::unparsed(
+        b"http://host-0042.example:8080/p/123/456.html"[..].into(),
+    ));
+    e.referrer = UriStructure::unparsed(b"http://host-0042.example:8080/p/123.html"[..].into());
+    let mut rec = Vec::new();
+    encode_entry(&e, &mut rec);
+    let old = marshal::to_bytes(&e.to_value()).len();
+    assert!(rec.len() * 2 < old, "{} against {old}", rec.len());
 }

@@ -227,21 +227,47 @@ struct Shared {
     cfg: LinkClientConfig,
     batches: Mutex<Batches>,
     counters: Counters,
+    /// At most [`KEPT_WIRE_BUFFERS`] emptied wire buffers.
+    wire_buffers: Mutex<Vec<Vec<u8>>>,
 }
 
-fn seal(app: Application, coll: &[u8], b: &OpenBatch) -> Sealed {
+/// Wire buffers the sender has finished with, kept for the next seals: a sealed message is
+/// megabytes, and a fresh allocation of that size is fresh pages, each faulted in on the node
+/// thread that seals (half the page faults of a crawling node before buffers were kept).
+const KEPT_WIRE_BUFFERS: usize = 4;
+
+fn seal(app: Application, coll: &[u8], b: &OpenBatch, mut wire: Vec<u8>) -> Sealed {
     let (msg, lines) = match b {
         OpenBatch::Wa(w) => (Message::webanalyzer(coll, w), w.lines()),
         OpenBatch::Sp(s) => (Message::sharepoint(coll, s), s.lines()),
     };
     debug_assert_eq!(msg.application, app);
+    wire.clear();
+    msg.encode_into(&mut wire);
     Sealed {
-        wire: msg.to_wire(),
+        wire,
         lines: lines as u64,
     }
 }
 
 impl Shared {
+    /// A wire buffer for a seal: one the sender gave back, or a new one.
+    fn wire_buffer(&self) -> Vec<u8> {
+        self.wire_buffers.lock().pop().unwrap_or_default()
+    }
+
+    /// Keeps the wire buffer of a message the sender is done with (sent or backlogged), up to
+    /// [`KEPT_WIRE_BUFFERS`] of them, each at most a batch and a line larger than the limit.
+    fn give_back(&self, wire: Vec<u8>) {
+        if wire.capacity() > 2 * self.cfg.max_batch_bytes.max(64 << 10) {
+            return;
+        }
+        let mut kept = self.wire_buffers.lock();
+        if kept.len() < KEPT_WIRE_BUFFERS {
+            kept.push(wire);
+        }
+    }
+
     /// Runs `f` on the open batch of `app` for `collection` (if the collection sends to
     /// `app`), then seals it if it has grown to the size limit.
     fn with_batch<T>(
@@ -283,7 +309,7 @@ impl Shared {
         if size < self.cfg.max_batch_bytes {
             return Ok(None);
         }
-        let sealed = seal(app, collection, &open.batch);
+        let sealed = seal(app, collection, &open.batch, self.wire_buffer());
         if !open.batch.reuse() {
             *slot = None;
         }
@@ -309,7 +335,7 @@ impl Shared {
                     // Kept from the last seal, nothing written since: not open.
                     continue;
                 }
-                sealed.push(seal(app, coll, &o.batch));
+                sealed.push(seal(app, coll, &o.batch, self.wire_buffer()));
                 if !o.batch.reuse() {
                     *slot = None;
                 }
@@ -350,6 +376,7 @@ impl LinkBatcher {
             cfg,
             batches: Mutex::new(Batches::default()),
             counters: Counters::default(),
+            wire_buffers: Mutex::new(Vec::new()),
         });
         let (tx, rx) = bounded(16);
         let s = shared.clone();

@@ -149,10 +149,10 @@ impl Sender {
     }
 
     fn handle(&mut self, s: Sealed) {
-        if self.backlog.is_empty() && self.try_send(&s.wire, s.lines) {
-            return;
+        if !(self.backlog.is_empty() && self.try_send(&s.wire, s.lines)) {
+            self.keep(&s);
         }
-        self.keep(&s);
+        self.shared.give_back(s.wire);
     }
 
     /// Resends the backlog, oldest first, until it is empty or an attempt fails.
