@@ -532,16 +532,18 @@ impl<'a> Message<'a> {
         ])
     }
 
-    /// Appends the marshal dict and the terminator: the bytes sent to the store.
+    /// Appends the marshal dict and the terminator: the bytes sent to the store. Room for the
+    /// whole message is reserved first, so a buffer is grown once (not at all when it is a
+    /// reused one already large enough).
     pub fn encode_into(&self, out: &mut Vec<u8>) {
+        out.reserve(64 + self.fields.iter().map(|f| f.1.len() + 16).sum::<usize>());
         marshal::encode_into(&self.to_value(), out);
         out.extend_from_slice(TERMINATOR);
     }
 
     /// The bytes sent to the store.
     pub fn to_wire(&self) -> Vec<u8> {
-        let mut out =
-            Vec::with_capacity(64 + self.fields.iter().map(|f| f.1.len() + 16).sum::<usize>());
+        let mut out = Vec::new();
         self.encode_into(&mut out);
         out
     }

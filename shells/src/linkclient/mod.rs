@@ -257,7 +257,8 @@ impl Shared {
     }
 
     /// Keeps the wire buffer of a message the sender is done with (sent or backlogged), up to
-    /// [`KEPT_WIRE_BUFFERS`] of them, each at most a batch and a line larger than the limit.
+    /// [`KEPT_WIRE_BUFFERS`] of them; a buffer over twice the batch limit (a batch whose last
+    /// line was very long) is dropped.
     fn give_back(&self, wire: Vec<u8>) {
         if wire.capacity() > 2 * self.cfg.max_batch_bytes.max(64 << 10) {
             return;
