@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 
 use log::{info, warn};
 
-use super::log::{DocLog, DocLogOptions, DocLogReader};
+use super::log::{DocCommit, DocLog, DocLogOptions, DocLogReader};
 use super::{io_err, FeedDoc, FeedError, FeedSink};
-use crate::recordlog::{check, sync_dir, write_atomic, Cur};
+use crate::recordlog::{check, sync_dir, write_atomic, Commit, Cur};
 
 /// The document log's directory in a collection's directory.
 pub const DOCS_DIR: &str = "docs";
@@ -238,5 +238,46 @@ impl FeedSink for Feeder {
             h.sync()?;
         }
         Ok(())
+    }
+}
+
+/// A sync of the feed begun ([`Feeder::sync_begin`]): one of each log's.
+#[derive(Debug)]
+pub struct FeedCommit {
+    log: DocCommit,
+    held: Option<DocCommit>,
+}
+
+impl FeedCommit {
+    /// The commits to run ([`crate::recordlog::run_commits`]).
+    pub fn commits_mut(&mut self) -> impl Iterator<Item = &mut Commit> {
+        self.log
+            .commit_mut()
+            .into_iter()
+            .chain(self.held.as_mut().and_then(DocCommit::commit_mut))
+    }
+}
+
+impl Feeder {
+    /// [`FeedSink::sync`] in two halves: writes both logs and returns their commits to run,
+    /// settled by [`Feeder::sync_end`].
+    pub fn sync_begin(&mut self) -> Result<FeedCommit, FeedError> {
+        let log = self.log.sync_begin()?;
+        let held = match &mut self.held {
+            Some(h) => Some(h.sync_begin()?),
+            None => None,
+        };
+        Ok(FeedCommit { log, held })
+    }
+
+    /// Settles the syncs of [`Feeder::sync_begin`] (both, even when the first failed); the
+    /// first failure is returned.
+    pub fn sync_end(&mut self, c: FeedCommit) -> Result<(), FeedError> {
+        let r = self.log.sync_end(c.log);
+        let held = match (&mut self.held, c.held) {
+            (Some(h), Some(c)) => h.sync_end(c),
+            _ => Ok(()),
+        };
+        r.and(held)
     }
 }

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use log::warn;
 
 use super::{io_err, FeedDoc, FeedError, FeedSink, MAX_RECORD};
-use crate::recordlog::{read_next, sync_dir, Format, LogError, LogWriter, Next, Options, HEADER};
+use crate::recordlog::{
+    read_next, sync_dir, Commit, Format, LogError, LogWriter, Next, Options, HEADER,
+};
 
 const MAGIC: &[u8; 8] = b"CFDOCS01";
 /// Bytes of a segment header.
@@ -344,6 +346,42 @@ impl FeedSink for DocLog {
     fn sync(&mut self) -> Result<(), FeedError> {
         self.w.commit().map_err(log_err)?;
         self.durable_seq = self.next_seq;
+        Ok(())
+    }
+}
+
+/// A sync of a document log begun ([`DocLog::sync_begin`]): the commit to run, and the
+/// sequence number below which its documents are durable once it has.
+#[derive(Debug)]
+pub struct DocCommit {
+    commit: Option<Commit>,
+    seq: u64,
+}
+
+impl DocCommit {
+    /// The commit to run ([`crate::recordlog::run_commits`]), if anything was unsynced.
+    pub fn commit_mut(&mut self) -> Option<&mut Commit> {
+        self.commit.as_mut()
+    }
+}
+
+impl DocLog {
+    /// [`FeedSink::sync`] in two halves: writes every document fed so far and returns the
+    /// commit to run, settled by [`DocLog::sync_end`].
+    pub fn sync_begin(&mut self) -> Result<DocCommit, FeedError> {
+        Ok(DocCommit {
+            commit: self.w.commit_begin().map_err(log_err)?,
+            seq: self.next_seq,
+        })
+    }
+
+    /// Settles the sync of [`DocLog::sync_begin`]: its documents are durable, or, when the
+    /// sync failed, queued to be written again by the next sync.
+    pub fn sync_end(&mut self, c: DocCommit) -> Result<(), FeedError> {
+        if let Some(commit) = c.commit {
+            self.w.commit_end(commit).map_err(log_err)?;
+        }
+        self.durable_seq = c.seq;
         Ok(())
     }
 }

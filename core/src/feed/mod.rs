@@ -36,8 +36,8 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::recordlog::{put_bytes, Cur};
-pub use held::{Feeder, Resume, DOCS_DIR, HELD_DIR};
-pub use log::{DocLog, DocLogOptions, DocLogReader};
+pub use held::{FeedCommit, Feeder, Resume, DOCS_DIR, HELD_DIR};
+pub use log::{DocCommit, DocLog, DocLogOptions, DocLogReader};
 
 /// What a fed document does to the index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,11 @@
 //!
 //! - group commit: records are queued, [`LogWriter::commit`] writes them and fdatasyncs before
 //!   any of them may be acknowledged; or, pipelined, [`LogWriter::write_pending`] writes them and
-//!   the returned [`SyncPoint`] is synced on another thread while the next group is built;
+//!   the returned [`SyncPoint`] is synced on another thread while the next group is built; or
+//!   split, [`LogWriter::commit_begin`] writes them, [`run_commits`] runs the fdatasyncs of
+//!   several logs' commits at once on helper threads, and [`LogWriter::commit_end`] settles
+//!   each as a commit would (a node's sync makes its seen set, journal, document log and crawl
+//!   store durable together);
 //! - a file grown ahead with zeros ([`Options::grow_step`]), so that a sync flushes data only
 //!   (a zero header is never a record: it reads as the end of the log); the zeros are written
 //!   and synced a chunk at a time by a thread of the writer's (`grow.rs`), ahead of need, so
@@ -48,7 +52,7 @@ pub use framing::sync_parent;
 pub(crate) use framing::{
     begin, check, put_bytes, read_next, seal, sync_dir, write_atomic, Cur, Next, HEADER,
 };
-pub use writer::{Compaction, LogWriter, Options, SyncPoint};
+pub use writer::{run_commits, Commit, Compaction, LogWriter, Options, SyncPoint};
 
 /// A log file that could not be read or written.
 #[derive(Debug)]

@@ -717,3 +717,77 @@ fn a_grown_log_refuses_records_while_the_disk_is_full_and_takes_them_after() {
     want.push(b"after".to_vec());
     assert_eq!(got, want);
 }
+
+#[test]
+fn commits_run_together_on_helper_threads_settle_as_a_commit_does() {
+    let opts = Options::new(Format::plain("test log", 1024));
+    let dirs: Vec<_> = (0..3).map(|i| tmp(&format!("together-{i}"))).collect();
+    let mut logs: Vec<LogWriter> = dirs
+        .iter()
+        .map(|(_, p)| LogWriter::open(p, opts, |_| true).unwrap().0)
+        .collect();
+    for (i, w) in logs.iter_mut().enumerate() {
+        w.append(&payload(i));
+        w.append(&payload(i + 10));
+    }
+    // The second log's sync fails; the others' succeed.
+    logs[1].fail_next_sync(std::io::Error::from_raw_os_error(5) /* EIO */);
+    let mut commits: Vec<Commit> = logs
+        .iter_mut()
+        .map(|w| w.commit_begin().unwrap().expect("records to commit"))
+        .collect();
+    let mut side_ran = None;
+    let inline = run_commits(
+        commits.iter_mut(),
+        || side_ran = Some(std::thread::current().name().map(str::to_owned)),
+        || std::thread::current().name().map(str::to_owned),
+    );
+    // The side job ran on a helper thread, `inline` on this one.
+    assert_eq!(side_ran, Some(Some("log-sync".to_owned())));
+    assert_eq!(inline, std::thread::current().name().map(str::to_owned));
+    assert_eq!(
+        commits.iter().map(Commit::failed).collect::<Vec<_>>(),
+        [false, true, false]
+    );
+    let results: Vec<_> = logs
+        .iter_mut()
+        .zip(commits)
+        .map(|(w, c)| w.commit_end(c).map_err(|e| e.action))
+        .collect();
+    assert_eq!(results, [Ok(()), Err("sync"), Ok(())]);
+    // Committed logs have nothing left; the failed one took its records back to write again.
+    assert!(logs[0].commit_begin().unwrap().is_none());
+    assert_eq!(logs[1].pending_records(), 2);
+    assert_eq!(logs[1].len(), logs[1].committed_len());
+    logs[1].commit().unwrap();
+    drop(logs);
+    for (i, (_, p)) in dirs.iter().enumerate() {
+        let (got, rec, _) = reopen(p, opts);
+        assert_eq!(got, vec![payload(i), payload(i + 10)], "log {i}");
+        assert_eq!(rec.records, 2);
+    }
+}
+
+#[test]
+fn a_commit_not_run_is_synced_when_settled_and_one_dropped_is_synced_by_the_next() {
+    let opts = Options::new(Format::plain("test log", 1024));
+    let (_dir, path) = tmp("settled");
+    let (mut w, _) = LogWriter::open(&path, opts, |_| true).unwrap();
+    w.append(&payload(0));
+    let c = w.commit_begin().unwrap().expect("a record to commit");
+    assert!(!c.failed());
+    w.commit_end(c).unwrap();
+    assert_eq!(w.len(), w.committed_len());
+    w.append(&payload(1));
+    drop(w.commit_begin().unwrap());
+    // Written, not committed: the next commit still has something to sync.
+    assert!(w.committed_len() < w.len());
+    let c = w
+        .commit_begin()
+        .unwrap()
+        .expect("the dropped commit's records");
+    w.commit_end(c).unwrap();
+    assert_eq!(w.len(), w.committed_len());
+    drop(w);
+    assert_eq!(reopen(&path, opts).0, vec![payload(0), payload(1)]);
+}

@@ -109,6 +109,74 @@ impl SyncPoint {
     }
 }
 
+/// A commit begun ([`LogWriter::commit_begin`]): its records are written, the fdatasync that
+/// makes them durable is [`Commit::run`], which may run on any thread (so that a store syncs
+/// several logs at once), and [`LogWriter::commit_end`] settles it.
+#[derive(Debug)]
+pub struct Commit {
+    point: SyncPoint,
+    /// The sync's outcome once run.
+    result: Option<Result<(), LogError>>,
+}
+
+impl Commit {
+    /// Waits until the commit's records are on disk (fdatasync); only the first call syncs.
+    pub fn run(&mut self) {
+        if self.result.is_none() {
+            self.result = Some(self.point.sync());
+        }
+    }
+
+    /// True when the commit was run and its sync failed.
+    pub fn failed(&self) -> bool {
+        matches!(self.result, Some(Err(_)))
+    }
+}
+
+/// Runs `inline` on this thread while the fdatasyncs of `commits`, and `side`, run at once,
+/// each on a short-lived thread of its own: a store that makes several files durable waits for
+/// the slowest of them instead of their sum (the device takes the writes together, and
+/// flushes issued together are merged). A commit whose thread cannot be started is synced by
+/// [`LogWriter::commit_end`]; `side` then runs on this thread after `inline`.
+pub fn run_commits<'c, R>(
+    commits: impl IntoIterator<Item = &'c mut Commit>,
+    side: impl FnOnce() + Send,
+    inline: impl FnOnce() -> R,
+) -> R {
+    let spawn = || {
+        std::thread::Builder::new()
+            .name("log-sync".into())
+            .stack_size(64 << 10)
+    };
+    let side = std::sync::Mutex::new(Some(side));
+    let r = std::thread::scope(|s| {
+        for c in commits {
+            if let Err(e) = spawn().spawn_scoped(s, move || c.run()) {
+                log::warn!("cannot start a thread to sync a log ({e}): synced in turn");
+            }
+        }
+        let side = &side;
+        if let Err(e) = spawn().spawn_scoped(s, move || run_once(side)) {
+            log::warn!("cannot start a thread to sync a log ({e}): synced in turn");
+        }
+        inline()
+    });
+    // A side job no thread could be started for runs here.
+    run_once(&side);
+    r
+}
+
+/// Runs the job in `slot` unless it ran already.
+fn run_once<F: FnOnce()>(slot: &std::sync::Mutex<Option<F>>) {
+    let job = slot
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(f) = job {
+        f();
+    }
+}
+
 /// The new file [`LogWriter::compact`] writes the live records into.
 pub struct Compaction {
     path: PathBuf,
@@ -403,26 +471,53 @@ impl LogWriter {
     /// failed fdatasync the kernel may have dropped the dirty pages' error, and a second sync
     /// of the same pages proves nothing).
     pub fn commit(&mut self) -> Result<(), LogError> {
+        match self.commit_begin()? {
+            Some(mut c) => {
+                c.run();
+                self.commit_end(c)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The first half of [`LogWriter::commit`]: writes the queued records and returns the
+    /// commit whose [`Commit::run`] (on any thread) waits for the disk, or `None` when every
+    /// record written is committed already. [`LogWriter::commit_end`] settles it; nothing else
+    /// may commit, compact or clear this log in between. A commit dropped unsettled leaves its
+    /// records written and not committed: the next commit syncs them.
+    pub fn commit_begin(&mut self) -> Result<Option<Commit>, LogError> {
         if self.pending.is_empty() && self.committed_len == self.written_len {
-            return Ok(());
+            return Ok(None);
         }
         let point = self.write_pending()?;
-        if let Err(e) = self.sync_data(&point) {
+        // A test can make the sync fail ([`LogWriter::fail_next_sync`]).
+        #[cfg(test)]
+        let result = self
+            .fail_sync
+            .take()
+            .map(|e| Err(LogError::new(&self.path, "sync", e)));
+        #[cfg(not(test))]
+        let result = None;
+        Ok(Some(Commit { point, result }))
+    }
+
+    /// Settles a commit of [`LogWriter::commit_begin`] (syncing it first if it was not run):
+    /// its records are committed, or, when the sync failed, read back into the queue as
+    /// [`LogWriter::commit`] does, and the failure returned.
+    pub fn commit_end(&mut self, c: Commit) -> Result<(), LogError> {
+        let Commit { point, result } = c;
+        let r = result.unwrap_or_else(|| point.sync());
+        debug_assert!(
+            point.same_file(&self.sync_point()) && point.len() == self.written_len,
+            "the log changed between commit_begin and commit_end"
+        );
+        if let Err(e) = r {
             self.requeue_unsynced();
             return Err(e);
         }
         self.committed_len = self.written_len;
         self.written_records = 0;
         Ok(())
-    }
-
-    /// The fdatasync of a commit; a test can make it fail ([`LogWriter::fail_next_sync`]).
-    fn sync_data(&mut self, point: &SyncPoint) -> Result<(), LogError> {
-        #[cfg(test)]
-        if let Some(e) = self.fail_sync.take() {
-            return Err(LogError::new(&self.path, "sync", e));
-        }
-        point.sync()
     }
 
     /// Makes the next commit's sync fail with `error`, as a failing disk would.

@@ -34,7 +34,7 @@ use std::path::Path;
 
 use super::collections::{io_err, StoreError};
 use crate::recordlog::{
-    begin, earlier_format, seal, write_atomic, Cur, Format, LogWriter, Options, HEADER,
+    begin, earlier_format, seal, write_atomic, Commit, Cur, Format, LogWriter, Options, HEADER,
 };
 
 /// Journal size that triggers a rewrite.
@@ -261,14 +261,29 @@ impl Inflight {
 
     /// Makes the journal durable; rewrites it when it has grown large.
     pub fn sync(&mut self) -> Result<(), StoreError> {
+        let c = self.sync_begin()?;
+        self.sync_end(c)
+    }
+
+    /// [`Inflight::sync`] in two halves: rewrites the journal when it has grown large (which
+    /// leaves nothing to sync) or writes what was journaled and returns the commit to run
+    /// ([`crate::recordlog::run_commits`]), settled by [`Inflight::sync_end`].
+    pub fn sync_begin(&mut self) -> Result<Option<Commit>, StoreError> {
         if self.log.len() > COMPACT_BYTES {
             match self.rewrite() {
                 // No room for the new file: appending may still find some.
                 Err(e) if e.disk_full => {}
-                r => return r,
+                r => return r.map(|()| None),
             }
         }
-        self.log.commit()?;
+        Ok(self.log.commit_begin()?)
+    }
+
+    /// Settles the commit of [`Inflight::sync_begin`].
+    pub fn sync_end(&mut self, c: Option<Commit>) -> Result<(), StoreError> {
+        if let Some(c) = c {
+            self.log.commit_end(c)?;
+        }
         Ok(())
     }
 

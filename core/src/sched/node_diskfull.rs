@@ -25,6 +25,7 @@ use log::{debug, info};
 use super::{show, Collection, NodeScheduler, SchedError};
 use crate::msg::types::conf_state;
 use crate::queue::CrawlQueue;
+use crate::recordlog::{run_commits, Commit};
 
 /// Room the in-flight journal keeps allocated for one more entry before one is taken from a
 /// queue (a crawl queue entry: URI, flags and the like; a larger one still goes, unreserved).
@@ -317,18 +318,71 @@ impl Collection {
 
     /// Every write of the collection, in the order that finishes nothing before what it
     /// depends on is durable (see `node_store.rs`).
+    ///
+    /// The files are made durable at once rather than one after another (the node's thread
+    /// would otherwise wait for each device flush in turn): the seen set's, the in-flight
+    /// journal's and the document log's fdatasyncs each on a helper thread, the crawl store's
+    /// after the document log's on the same helper (its last records are written only once the
+    /// feed is durable, as before), the crawl queues' msyncs on this thread. What waits for a
+    /// sync still waits for it: the finished entries are marked done only after the feed and
+    /// the store are durable; those marks reach the disk with the journal's next sync, as a
+    /// kill before it would find them missing and fetch the entries again.
     fn sync_all(&mut self) -> Result<(), SchedError> {
         // First the journal of the entries taken from the queues (into room reserved for
         // them): the queue's sync publishes any pop not published yet, and a published pop
         // outlives a kill, so must its record.
         self.inflight.write()?;
         self.drain_spill()?;
-        self.queue.sync()?;
-        self.quarantine_queue.sync()?;
-        self.refresh.new_held.sync()?;
-        self.seen.sync()?;
-        NodeScheduler::sync_store(self)?;
-        self.inflight.sync()?;
+        let mut seen = self.seen.sync_begin()?;
+        let mut inflight = self.inflight.sync_begin()?;
+        let mut feed = self.feeding.feeder.sync_begin()?;
+        let mut store = None;
+        let Collection {
+            queue,
+            quarantine_queue,
+            refresh,
+            store: crawl_store,
+            ..
+        } = self;
+        let queues = run_commits(
+            seen.iter_mut().chain(inflight.iter_mut()),
+            || {
+                let mut fed = true;
+                for c in feed.commits_mut() {
+                    c.run();
+                    fed &= !c.failed();
+                }
+                // Nothing more of the store is written while the feed is not durable.
+                if fed {
+                    store = Some(crawl_store.sync_begin().map(|mut c| {
+                        c.iter_mut().for_each(Commit::run);
+                        c
+                    }));
+                }
+            },
+            || -> Result<(), SchedError> {
+                queue.sync()?;
+                quarantine_queue.sync()?;
+                refresh.new_held.sync()?;
+                Ok(())
+            },
+        );
+        // Every commit is settled (a failed one takes its records back to write them again)
+        // before the first failure, in the order above, is returned.
+        let seen = self.seen.sync_end(seen);
+        let inflight = self.inflight.sync_end(inflight);
+        let fed = self.feeding.feeder.sync_end(feed);
+        let stored = match store {
+            Some(Ok(c)) => self.store.sync_end(c),
+            Some(Err(e)) => Err(e),
+            None => Ok(()),
+        };
+        queues?;
+        seen?;
+        fed?;
+        stored?;
+        NodeScheduler::finish_stored(self)?;
+        inflight?;
         // Room for the next entry taken, or the crawl would pause again at once.
         self.inflight.reserve(ENTRY_RESERVE)?;
         Ok(())

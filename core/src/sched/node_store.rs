@@ -561,11 +561,10 @@ impl NodeScheduler {
         n
     }
 
-    /// Makes a collection's feed and crawl store durable, then finishes the entries whose
-    /// documents they hold (the order that loses nothing, see the module doc).
-    pub(super) fn sync_store(c: &mut Collection) -> Result<(), SchedError> {
-        c.feeding.feeder.sync()?;
-        c.store.sync()?;
+    /// Once a collection's feed and crawl store are durable (`Collection::sync_all`): the
+    /// feed's mark moves on and the entries whose documents they hold are finished (the order
+    /// that loses nothing, see the module doc).
+    pub(super) fn finish_stored(c: &mut Collection) -> Result<(), SchedError> {
         let next = c.feeding.feeder.log().next_seq();
         let mark = &mut c.feeding.fed_mark;
         if next != mark.seq() {

@@ -20,7 +20,9 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::collections::{io_err, StoreError};
 use super::seen_table::Hashes;
-use crate::recordlog::{begin, earlier_format, seal, write_atomic, Format, LogWriter, Options};
+use crate::recordlog::{
+    begin, earlier_format, seal, write_atomic, Commit, Format, LogWriter, Options,
+};
 
 /// The seen set's file: a magic saying the format's version, then records of hashes.
 const FORMAT: Format = Format {
@@ -140,6 +142,21 @@ impl SeenSet {
     pub fn sync(&mut self) -> Result<(), StoreError> {
         self.queue_batch();
         self.log.commit()?;
+        Ok(())
+    }
+
+    /// [`SeenSet::sync`] in two halves: writes what was recorded and returns the commit to
+    /// run ([`crate::recordlog::run_commits`]), settled by [`SeenSet::sync_end`].
+    pub fn sync_begin(&mut self) -> Result<Option<Commit>, StoreError> {
+        self.queue_batch();
+        Ok(self.log.commit_begin()?)
+    }
+
+    /// Settles the commit of [`SeenSet::sync_begin`].
+    pub fn sync_end(&mut self, c: Option<Commit>) -> Result<(), StoreError> {
+        if let Some(c) = c {
+            self.log.commit_end(c)?;
+        }
         Ok(())
     }
 

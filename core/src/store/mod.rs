@@ -45,7 +45,7 @@ use hashbrown::hash_table::{Entry as TableEntry, HashTable};
 use log::{info, warn};
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::recordlog::{sync_dir, Format, LogError, LogWriter, Options, HEADER};
+use crate::recordlog::{sync_dir, Commit, Format, LogError, LogWriter, Options, HEADER};
 use crate::routing::crawl_site;
 use crate::sched::collections::StoreError;
 pub use record::{UriRecord, UriState, MAX_FIELD};
@@ -301,6 +301,27 @@ impl CrawlStore {
     /// it has grown past [`StoreOptions::compact_ratio`] times the live records.
     pub fn sync(&mut self) -> Result<(), StoreError> {
         self.log.commit()?;
+        self.after_sync()
+    }
+
+    /// [`CrawlStore::sync`] in two halves: writes the queued records and returns the commit to
+    /// run ([`crate::recordlog::run_commits`]), settled by [`CrawlStore::sync_end`].
+    pub fn sync_begin(&mut self) -> Result<Option<Commit>, StoreError> {
+        Ok(self.log.commit_begin()?)
+    }
+
+    /// Settles the commit of [`CrawlStore::sync_begin`], then compacts as
+    /// [`CrawlStore::sync`] does.
+    pub fn sync_end(&mut self, c: Option<Commit>) -> Result<(), StoreError> {
+        if let Some(c) = c {
+            self.log.commit_end(c)?;
+        }
+        self.after_sync()
+    }
+
+    /// After a sync: compacts the file if it has grown past [`StoreOptions::compact_ratio`]
+    /// times the live records.
+    fn after_sync(&mut self) -> Result<(), StoreError> {
         let file_len = self.log.len();
         let live = MAGIC.len() as u64 + self.table.live_bytes;
         if file_len > self.opts.compact_min_bytes
