@@ -138,6 +138,9 @@ pub(super) fn encode(e: &CrawlQueueEntry<'_>, out: &mut Vec<u8>) -> bool {
 /// Why a compact record could not be read.
 pub(super) type Damage = &'static str;
 
+/// A URI structure as read: its bits, its port and its byte fields in [`fields`] order.
+type UriFields<'a> = (u8, Option<i64>, [&'a [u8]; FIELDS]);
+
 struct Reader<'a> {
     buf: &'a [u8],
 }
@@ -177,6 +180,29 @@ impl<'a> Reader<'a> {
     }
 
     fn uri(&mut self) -> Result<UriStructure<'a>, Damage> {
+        let (bits, port, f) = self.uri_fields()?;
+        let b = |i: usize| Cow::Borrowed(f[i]);
+        Ok(UriStructure {
+            uri: b(0),
+            scheme: b(1),
+            netloc: b(2),
+            host: b(3),
+            port,
+            path: b(4),
+            query: b(5),
+            params: b(6),
+            fragment: b(7),
+            credentials: b(8),
+            default_scheme: b(9),
+            skip_fragments: bits & SKIP_FRAGMENTS != 0,
+            parsed: bits & PARSED != 0,
+            host_idna: b(10),
+        })
+    }
+
+    /// A URI structure's bits, port and byte fields (in [`fields`] order), checked as
+    /// [`Reader::uri`] needs them.
+    fn uri_fields(&mut self) -> Result<UriFields<'a>, Damage> {
         let bits = self.byte()?;
         if bits & !KNOWN_BITS != 0 {
             return Err("unknown URI structure bits");
@@ -202,24 +228,36 @@ impl<'a> Reader<'a> {
             }
             f[DEFAULT_SCHEME] = b"http";
         }
-        let b = |i: usize| Cow::Borrowed(f[i]);
-        Ok(UriStructure {
-            uri: b(0),
-            scheme: b(1),
-            netloc: b(2),
-            host: b(3),
-            port,
-            path: b(4),
-            query: b(5),
-            params: b(6),
-            fragment: b(7),
-            credentials: b(8),
-            default_scheme: b(9),
-            skip_fragments: bits & SKIP_FRAGMENTS != 0,
-            parsed: bits & PARSED != 0,
-            host_idna: b(10),
-        })
+        Ok((bits, port, f))
     }
+}
+
+/// The URI and URI flags of a record [`encode`] wrote, as [`decode`] gives them, without
+/// building the entry (the queue's scheduler looks at every record it takes this way first);
+/// the whole record is checked as [`decode`] checks it, so the two refuse the same records.
+pub(super) fn peek(rec: &[u8]) -> Result<(&[u8], i64), Damage> {
+    let mut r = Reader { buf: rec };
+    if r.byte()? != MAGIC {
+        return Err("not a compact record");
+    }
+    let (_, _, uri) = r.uri_fields()?;
+    r.uri_fields()?;
+    let uri_flags = r.zig()?;
+    r.zig()?;
+    let n = r.var()?;
+    if n > r.buf.len() as u64 / 2 {
+        return Err("more redirects than the record holds");
+    }
+    for _ in 0..n {
+        r.bytes()?;
+        r.zig()?;
+    }
+    r.zig()?;
+    r.zig()?;
+    if !r.buf.is_empty() {
+        return Err("bytes after the entry");
+    }
+    Ok((uri[0], uri_flags))
 }
 
 /// Reads a record [`encode`] wrote (starting with [`MAGIC`]); the entry borrows from `rec`.

@@ -587,12 +587,15 @@ pub fn decode_entry(rec: &[u8]) -> Result<CrawlQueueEntry<'_>, QueueError> {
 
 /// The URI and URI flags of a record written by [`encode_entry`], as [`decode_entry`] gives
 /// them (the same error for a record it refuses), without building the entry when the record
-/// is a marshal one in the layout read straight.
+/// is compact or a marshal one in the layout read straight.
 pub fn peek_entry(rec: &[u8]) -> Result<(Cow<'_, [u8]>, i64), QueueError> {
-    if rec.first() != Some(&compact::MAGIC) {
-        if let Some((uri, flags)) = crate::msg::peek_entry_flat(rec, &Limits::default()) {
-            return Ok((Cow::Borrowed(uri), flags));
-        }
+    if rec.first() == Some(&compact::MAGIC) {
+        return compact::peek(rec)
+            .map(|(uri, flags)| (Cow::Borrowed(uri), flags))
+            .map_err(QueueError::Compact);
+    }
+    if let Some((uri, flags)) = crate::msg::peek_entry_flat(rec, &Limits::default()) {
+        return Ok((Cow::Borrowed(uri), flags));
     }
     decode_entry(rec).map(|e| (e.uri.uri, e.uri_flags))
 }

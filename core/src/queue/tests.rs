@@ -794,6 +794,11 @@ fn compact_records_round_trip_and_refuse_damage() {
                 "{n} bytes of {}",
                 rec.len()
             );
+            assert!(
+                matches!(peek_entry(&rec[..n]), Err(QueueError::Compact(_))),
+                "peek of {n} bytes of {}",
+                rec.len()
+            );
         }
         let mut longer = rec.to_vec();
         longer.push(0);
