@@ -152,12 +152,18 @@ pub fn run_commits<'c, R>(
     let r = std::thread::scope(|s| {
         for c in commits {
             if let Err(e) = spawn().spawn_scoped(s, move || c.run()) {
-                log::warn!("cannot start a thread to sync a log ({e}): synced in turn");
+                crate::warn_limited!(
+                    "log-sync-spawn",
+                    "cannot start a thread to sync a log ({e}): synced in turn"
+                );
             }
         }
         let side = &side;
         if let Err(e) = spawn().spawn_scoped(s, move || run_once(side)) {
-            log::warn!("cannot start a thread to sync a log ({e}): synced in turn");
+            crate::warn_limited!(
+                "log-sync-spawn",
+                "cannot start a thread to sync a log ({e}): synced in turn"
+            );
         }
         inline()
     });

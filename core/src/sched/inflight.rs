@@ -301,10 +301,11 @@ impl Inflight {
 }
 
 impl Drop for Inflight {
-    /// A clean close writes what was journaled (a failure is logged: nothing else can be done
-    /// with it here).
+    /// A clean close makes what was journaled durable (a node's last sync leaves the marks of
+    /// the entries it finished written, not synced: see `Collection::sync_all`); a failure is
+    /// logged, as nothing else can be done with it here.
     fn drop(&mut self) {
-        if let Err(e) = self.log.write_pending() {
+        if let Err(e) = self.log.commit() {
             log::warn!("closing the in-flight journal: {e}");
         }
     }

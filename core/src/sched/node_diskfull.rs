@@ -332,10 +332,21 @@ impl Collection {
         // them): the queue's sync publishes any pop not published yet, and a published pop
         // outlives a kill, so must its record.
         self.inflight.write()?;
+        let spilled = self.has_spill();
         self.drain_spill()?;
-        let mut seen = self.seen.sync_begin()?;
-        let mut inflight = self.inflight.sync_begin()?;
-        let mut feed = self.feeding.feeder.sync_begin()?;
+        if spilled {
+            // The journal's marks of the entries the spill put back in the queues may reach the
+            // disk only after those queues: they are synced first, alone (the spill is only
+            // ever drained when a full disk has room again).
+            self.queue.sync()?;
+            self.quarantine_queue.sync()?;
+            self.refresh.new_held.sync()?;
+        }
+        // A log that cannot write its records (a full disk) does not keep the queues from
+        // being synced: its failure is returned after theirs, as when the logs synced in turn.
+        let mut seen = self.seen.sync_begin();
+        let mut inflight = self.inflight.sync_begin();
+        let mut feed = self.feeding.feeder.sync_begin();
         let mut store = None;
         let Collection {
             queue,
@@ -345,8 +356,13 @@ impl Collection {
             ..
         } = self;
         let queues = run_commits(
-            seen.iter_mut().chain(inflight.iter_mut()),
+            seen.iter_mut()
+                .flatten()
+                .chain(inflight.iter_mut().flatten()),
             || {
+                let Ok(feed) = &mut feed else {
+                    return;
+                };
                 let mut fed = true;
                 for c in feed.commits_mut() {
                     c.run();
@@ -369,9 +385,9 @@ impl Collection {
         );
         // Every commit is settled (a failed one takes its records back to write them again)
         // before the first failure, in the order above, is returned.
-        let seen = self.seen.sync_end(seen);
-        let inflight = self.inflight.sync_end(inflight);
-        let fed = self.feeding.feeder.sync_end(feed);
+        let seen = seen.and_then(|c| self.seen.sync_end(c));
+        let inflight = inflight.and_then(|c| self.inflight.sync_end(c));
+        let fed = feed.and_then(|c| self.feeding.feeder.sync_end(c));
         let stored = match store {
             Some(Ok(c)) => self.store.sync_end(c),
             Some(Err(e)) => Err(e),

@@ -65,7 +65,8 @@ impl NodeScheduler {
 
     /// The crawl engine finished the entry `seq` of [`super::Ready`] (crawled or skipped): it
     /// no longer comes back after a restart once the next [`NodeScheduler::sync`] made what
-    /// came of it durable.
+    /// came of it durable (after a kill; after a power loss, once the sync after that made its
+    /// mark durable too, or the node stopped cleanly).
     pub fn entry_done(&mut self, name: &[u8], seq: u64) -> Result<(), SchedError> {
         if let Some(c) = self.collections.get_mut(name) {
             c.finished.push(seq);
