@@ -344,9 +344,9 @@ impl FeedSink for DocLog {
     /// Writes and fdatasyncs every document fed so far. A failure leaves them queued, to be
     /// written again by the next sync.
     fn sync(&mut self) -> Result<(), FeedError> {
-        self.w.commit().map_err(log_err)?;
-        self.durable_seq = self.next_seq;
-        Ok(())
+        let mut c = self.sync_begin()?;
+        c.commit.iter_mut().for_each(Commit::run);
+        self.sync_end(c)
     }
 }
 

@@ -200,6 +200,24 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// The number of redirects that follows; a redirect takes at least two bytes, so a count
+    /// the rest of the record cannot hold is refused (and never reserved for).
+    fn redirect_count(&mut self) -> Result<usize, Damage> {
+        let n = self.var()?;
+        if n > self.buf.len() as u64 / 2 {
+            return Err("more redirects than the record holds");
+        }
+        Ok(n as usize)
+    }
+
+    /// The record has been read whole.
+    fn end(&self) -> Result<(), Damage> {
+        match self.buf.is_empty() {
+            true => Ok(()),
+            false => Err("bytes after the entry"),
+        }
+    }
+
     /// A URI structure's bits, port and byte fields (in [`fields`] order), checked as
     /// [`Reader::uri`] needs them.
     fn uri_fields(&mut self) -> Result<UriFields<'a>, Damage> {
@@ -244,19 +262,13 @@ pub(super) fn peek(rec: &[u8]) -> Result<(&[u8], i64), Damage> {
     r.uri_fields()?;
     let uri_flags = r.zig()?;
     r.zig()?;
-    let n = r.var()?;
-    if n > r.buf.len() as u64 / 2 {
-        return Err("more redirects than the record holds");
-    }
-    for _ in 0..n {
+    for _ in 0..r.redirect_count()? {
         r.bytes()?;
         r.zig()?;
     }
     r.zig()?;
     r.zig()?;
-    if !r.buf.is_empty() {
-        return Err("bytes after the entry");
-    }
+    r.end()?;
     Ok((uri[0], uri_flags))
 }
 
@@ -270,12 +282,8 @@ pub(super) fn decode(rec: &[u8]) -> Result<CrawlQueueEntry<'_>, Damage> {
     let referrer = r.uri()?;
     let uri_flags = r.zig()?;
     let frame_flags = r.zig()?;
-    let n = r.var()?;
-    // A redirect takes at least two bytes: never reserve more than the record can hold.
-    if n > r.buf.len() as u64 / 2 {
-        return Err("more redirects than the record holds");
-    }
-    let mut redirects = Vec::with_capacity(n as usize);
+    let n = r.redirect_count()?;
+    let mut redirects = Vec::with_capacity(n);
     for _ in 0..n {
         let from = r.bytes()?;
         let kind = r.zig()?;
@@ -286,9 +294,7 @@ pub(super) fn decode(rec: &[u8]) -> Result<CrawlQueueEntry<'_>, Damage> {
     }
     let queue_flags = r.zig()?;
     let refresh_cycle = r.zig()?;
-    if !r.buf.is_empty() {
-        return Err("bytes after the entry");
-    }
+    r.end()?;
     let mut e = CrawlQueueEntry::new(uri);
     e.referrer = referrer;
     e.uri_flags = uri_flags;

@@ -140,9 +140,9 @@ impl SeenSet {
 
     /// Writes and syncs what was recorded since the last sync.
     pub fn sync(&mut self) -> Result<(), StoreError> {
-        self.queue_batch();
-        self.log.commit()?;
-        Ok(())
+        let mut c = self.sync_begin()?;
+        c.iter_mut().for_each(Commit::run);
+        self.sync_end(c)
     }
 
     /// [`SeenSet::sync`] in two halves: writes what was recorded and returns the commit to

@@ -300,8 +300,9 @@ impl CrawlStore {
     /// Makes every put and remove so far durable (write, fdatasync); then compacts the file if
     /// it has grown past [`StoreOptions::compact_ratio`] times the live records.
     pub fn sync(&mut self) -> Result<(), StoreError> {
-        self.log.commit()?;
-        self.after_sync()
+        let mut c = self.sync_begin()?;
+        c.iter_mut().for_each(Commit::run);
+        self.sync_end(c)
     }
 
     /// [`CrawlStore::sync`] in two halves: writes the queued records and returns the commit to
