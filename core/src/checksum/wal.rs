@@ -199,9 +199,10 @@ impl Wal {
     /// Opens (creating if needed) the log at `path`, cutting it to `intact_len` bytes (the
     /// intact prefix [`read_records`] found) so a torn tail is not appended after.
     pub fn open(path: &Path, intact_len: u64) -> Result<Wal, WalError> {
+        // Read again only when the server opens it: its pages leave the cache once synced.
         let opts = Options {
             grow_step: PREALLOC_STEP,
-            ..Options::new(FORMAT)
+            ..Options::new(FORMAT).cache_tail(0)
         };
         Ok(Wal {
             log: LogWriter::open_at(path, intact_len, opts)?,

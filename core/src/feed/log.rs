@@ -168,11 +168,18 @@ pub struct DocLog {
 
 /// How a segment is written: its magic (the sequence number that follows is the rest of the
 /// head [`LogWriter::create`] writes), records up to [`MAX_RECORD`].
+/// Synced pages further than [`FOLLOW_TAIL`] behind the end leave the page cache.
 const WRITER: Options = Options::new(Format {
     magic: MAGIC,
     name: "document log segment",
     max_record: MAX_RECORD,
-});
+})
+.cache_tail(FOLLOW_TAIL);
+
+/// Bytes at a segment's end kept in the page cache after a sync: a feed that follows the log
+/// (the node's session sink reads each document once it is durable) finds them there; what
+/// lies further back is read again only by a feed that fell behind, or at the next opening.
+const FOLLOW_TAIL: u64 = 32 << 20;
 
 /// The head of a segment whose first record is `first_seq`.
 fn segment_head(first_seq: u64) -> [u8; SEGMENT_HEADER as usize] {

@@ -534,9 +534,15 @@ impl<'a> Message<'a> {
 
     /// Appends the marshal dict and the terminator: the bytes sent to the store. Room for the
     /// whole message is reserved first, so a buffer is grown once (not at all when it is a
-    /// reused one already large enough).
+    /// reused one already large enough). An empty buffer too small is replaced, not grown:
+    /// growing it would copy its whole old allocation (the allocator does not know it is
+    /// empty), megabytes for a reused wire buffer.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
-        out.reserve(64 + self.fields.iter().map(|f| f.1.len() + 16).sum::<usize>());
+        let need = 64 + self.fields.iter().map(|f| f.1.len() + 16).sum::<usize>();
+        if out.is_empty() && out.capacity() < need {
+            *out = Vec::with_capacity(need);
+        }
+        out.reserve(need);
         marshal::encode_into(&self.to_value(), out);
         out.extend_from_slice(TERMINATOR);
     }

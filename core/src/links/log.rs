@@ -64,7 +64,9 @@ impl LinkLog {
     /// Opens (creating if needed) the log at `path` for appending: reads it, cuts a torn tail,
     /// and makes the file's existence durable. The directory must exist.
     pub fn open(path: &Path) -> Result<(LinkLog, RecoveredLog), LogError> {
-        let (log, recovered) = LogWriter::open(path, Options::new(FORMAT), |_| true)?;
+        // Read again by queries and at the next opening, not soon after the sync: its pages
+        // leave the cache once synced.
+        let (log, recovered) = LogWriter::open(path, Options::new(FORMAT).cache_tail(0), |_| true)?;
         Ok((LinkLog { log }, recovered.into()))
     }
 

@@ -25,6 +25,12 @@ pub struct Options {
     pub grow_step: u64,
     /// Bytes past which [`LogWriter::segment_full`] says to move on to a new file (0: never).
     pub segment_limit: u64,
+    /// After each sync, the file's pages more than this many bytes before its durable end are
+    /// dropped from the page cache ([`crate::sys::drop_cached`]; `u64::MAX`: never). For a log
+    /// that is written once and read again only when it is opened (or, with a tail kept, read
+    /// soon after the sync by a reader that follows it): its pages would otherwise stay cached
+    /// until memory runs short, the cache growing by every byte written.
+    pub cache_tail: u64,
 }
 
 impl Options {
@@ -34,6 +40,15 @@ impl Options {
             format,
             grow_step: 0,
             segment_limit: 0,
+            cache_tail: u64::MAX,
+        }
+    }
+
+    /// These options with [`Options::cache_tail`] `tail`.
+    pub const fn cache_tail(self, tail: u64) -> Options {
+        Options {
+            cache_tail: tail,
+            ..self
         }
     }
 }
@@ -75,6 +90,8 @@ pub struct SyncPoint {
     path: Arc<PathBuf>,
     file: Arc<File>,
     len: u64,
+    /// The log's [`Options::cache_tail`].
+    cache_tail: u64,
 }
 
 impl SyncPoint {
@@ -102,10 +119,16 @@ impl SyncPoint {
     /// Waits until every byte this point covers is on disk (fdatasync). fdatasync covers every
     /// write that returned before it was called, so it may run on any thread once the write
     /// that produced this point has returned.
+    /// The pages of the log more than [`Options::cache_tail`] before this point are then
+    /// dropped from the page cache (clean now: only bytes below the point are dropped).
     pub fn sync(&self) -> Result<(), LogError> {
         self.file
             .sync_data()
-            .map_err(|e| LogError::new(&self.path, "sync", e))
+            .map_err(|e| LogError::new(&self.path, "sync", e))?;
+        if self.cache_tail != u64::MAX && self.len > self.cache_tail {
+            crate::sys::drop_cached(&self.file, self.len - self.cache_tail);
+        }
+        Ok(())
     }
 }
 
@@ -466,6 +489,7 @@ impl LogWriter {
             path: self.path.clone(),
             file: self.file.clone(),
             len: self.written_len,
+            cache_tail: self.opts.cache_tail,
         }
     }
 

@@ -165,7 +165,9 @@ impl Inflight {
             migrate(path, &old)?;
         }
         let mut last = BTreeMap::new();
-        let (log, _) = LogWriter::open(path, Options::new(FORMAT), |p| {
+        // Read again only at the next opening (a rewrite writes from memory): its pages leave
+        // the cache once synced.
+        let (log, _) = LogWriter::open(path, Options::new(FORMAT).cache_tail(0), |p| {
             apply(&mut last, p, published)
         })?;
         Ok((

@@ -47,7 +47,9 @@ impl<D> Outbox<D> {
     }
 
     fn send(&mut self, to: D, priority: Priority, m: &Message<'_>) {
-        let mut out = Vec::with_capacity(96);
+        // Room for a PPDUP_ADD or CMD_UM_URI with a long URI: a frame grown from less is a
+        // second allocation and a copy.
+        let mut out = Vec::with_capacity(256);
         frame::encode_message(m, priority, &mut out);
         self.sends.push((to, priority, out));
     }

@@ -69,7 +69,8 @@ impl SeenSet {
             migrate(path, &old)?;
         }
         let mut set = Hashes::default();
-        let (log, _) = LogWriter::open(path, Options::new(FORMAT), |p| {
+        // Read again only at the next opening: its pages leave the cache once synced.
+        let (log, _) = LogWriter::open(path, Options::new(FORMAT).cache_tail(0), |p| {
             if p.len() % 8 != 0 {
                 return false;
             }

@@ -220,7 +220,10 @@ impl CrawlStore {
             fs::remove_file(&tmp).map_err(io_err(&tmp))?;
         }
         let mut table = Table::default();
-        let (log, found) = LogWriter::open(&path, Options::new(FORMAT), |p| table.apply(p))?;
+        // Read again only at the next opening (a compaction writes from the table): its pages
+        // leave the cache once synced.
+        let log_opts = Options::new(FORMAT).cache_tail(0);
+        let (log, found) = LogWriter::open(&path, log_opts, |p| table.apply(p))?;
         let mut store = CrawlStore {
             log,
             table,

@@ -228,7 +228,34 @@ struct Shared {
     batches: Mutex<Batches>,
     counters: Counters,
     /// At most [`KEPT_WIRE_BUFFERS`] emptied wire buffers.
-    wire_buffers: Mutex<Vec<Vec<u8>>>,
+    wire_buffers: Mutex<KeptBuffers>,
+}
+
+/// Emptied wire buffers kept for the next seals, at most [`KEPT_WIRE_BUFFERS`].
+#[derive(Default)]
+struct KeptBuffers(Vec<Vec<u8>>);
+
+impl KeptBuffers {
+    /// The largest kept buffer (a seal must grow one too small for it), or a new one.
+    fn take(&mut self) -> Vec<u8> {
+        let kept = &mut self.0;
+        let largest = (0..kept.len()).max_by_key(|&i| kept[i].capacity());
+        largest.map(|i| kept.swap_remove(i)).unwrap_or_default()
+    }
+
+    /// Keeps `wire`, emptied; when all places are taken it replaces the smallest kept buffer
+    /// if it is larger (an aged batch's small buffer gives way to a full batch's).
+    fn keep(&mut self, mut wire: Vec<u8>) {
+        wire.clear();
+        let kept = &mut self.0;
+        if kept.len() < KEPT_WIRE_BUFFERS {
+            kept.push(wire);
+        } else if let Some(smallest) = kept.iter_mut().min_by_key(|w| w.capacity()) {
+            if smallest.capacity() < wire.capacity() {
+                *smallest = wire;
+            }
+        }
+    }
 }
 
 /// Wire buffers the sender has finished with, kept for the next seals: a sealed message is
@@ -253,7 +280,7 @@ fn seal(app: Application, coll: &[u8], b: &OpenBatch, mut wire: Vec<u8>) -> Seal
 impl Shared {
     /// A wire buffer for a seal: one the sender gave back, or a new one.
     fn wire_buffer(&self) -> Vec<u8> {
-        self.wire_buffers.lock().pop().unwrap_or_default()
+        self.wire_buffers.lock().take()
     }
 
     /// Keeps the wire buffer of a message the sender is done with (sent or backlogged), up to
@@ -263,10 +290,7 @@ impl Shared {
         if wire.capacity() > 2 * self.cfg.max_batch_bytes.max(64 << 10) {
             return;
         }
-        let mut kept = self.wire_buffers.lock();
-        if kept.len() < KEPT_WIRE_BUFFERS {
-            kept.push(wire);
-        }
+        self.wire_buffers.lock().keep(wire);
     }
 
     /// Runs `f` on the open batch of `app` for `collection` (if the collection sends to
@@ -377,7 +401,7 @@ impl LinkBatcher {
             cfg,
             batches: Mutex::new(Batches::default()),
             counters: Counters::default(),
-            wire_buffers: Mutex::new(Vec::new()),
+            wire_buffers: Mutex::new(KeptBuffers::default()),
         });
         let (tx, rx) = bounded(16);
         let s = shared.clone();
@@ -574,5 +598,33 @@ impl Drop for LinkBatcher {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_buffers_hand_out_the_largest_and_keep_the_largest() {
+        let mut k = KeptBuffers::default();
+        assert_eq!(k.take().capacity(), 0, "nothing kept: a new buffer");
+        for cap in [10, 4000, 20, 30] {
+            k.keep(Vec::with_capacity(cap));
+        }
+        // All four places taken: a larger buffer replaces the smallest, a smaller one is
+        // dropped.
+        k.keep(Vec::with_capacity(2000));
+        k.keep(Vec::with_capacity(5));
+        let mut caps: Vec<usize> = k.0.iter().map(Vec::capacity).collect();
+        caps.sort_unstable();
+        assert_eq!(caps.len(), KEPT_WIRE_BUFFERS);
+        assert!(caps[0] >= 20 && caps[3] >= 4000 && caps.iter().all(|&c| c >= 20));
+        let first = k.take();
+        assert!(first.capacity() >= 4000 && first.is_empty());
+        assert!(k.take().capacity() >= 2000);
+        // A buffer kept with bytes in it comes back empty.
+        k.keep(b"sent".to_vec());
+        assert!(k.0.iter().all(Vec::is_empty));
     }
 }
