@@ -35,7 +35,7 @@ pub fn allocate(file: &File, offset: u64, len: u64) -> io::Result<bool> {
     }
 }
 
-/// Drops the pages of `file` below `end` (rounded down to a page) from the page cache, those
+/// Drops the whole pages of `file` below `end` from the page cache, those
 /// that are clean (posix_fadvise DONTNEED; dirty pages stay). For bytes made durable and not
 /// read again soon: their pages go back to the kernel's free lists for the next writes instead
 /// of the cache growing into memory never touched before, which costs a virtual machine's
@@ -43,9 +43,11 @@ pub fn allocate(file: &File, offset: u64, len: u64) -> io::Result<bool> {
 /// docs/performance.md, rewrites of freed pages at 4.1 GB/s). A hint: a failure changes
 /// nothing but speed, and is ignored.
 pub fn drop_cached(file: &File, end: u64) {
-    let end = end - end % 4096;
-    if let Some(len) = std::num::NonZeroU64::new(end) {
-        let _ = rustix::fs::fadvise(file, 0, Some(len), rustix::fs::Advice::DontNeed);
+    // The kernel drops whole pages of the range only (the page holding `end` stays); its
+    // length is signed, so a larger `end` means the whole file.
+    let len = std::num::NonZeroU64::new(end).filter(|l| l.get() <= i64::MAX as u64);
+    if end > 0 {
+        let _ = rustix::fs::fadvise(file, 0, len, rustix::fs::Advice::DontNeed);
     }
 }
 

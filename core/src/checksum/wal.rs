@@ -202,7 +202,7 @@ impl Wal {
         // Read again only when the server opens it: its pages leave the cache once synced.
         let opts = Options {
             grow_step: PREALLOC_STEP,
-            ..Options::new(FORMAT).cache_tail(0)
+            ..Options::new(FORMAT).drop_synced()
         };
         Ok(Wal {
             log: LogWriter::open_at(path, intact_len, opts)?,

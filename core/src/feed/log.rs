@@ -177,11 +177,11 @@ const WRITER: Options = Options::new(Format {
 .cache_tail(FOLLOW_TAIL);
 
 /// Bytes at a segment's end kept in the page cache after a sync: a feed that follows the log
-/// (the node's session sink reads each document once it is durable, milliseconds later) finds
-/// them there; what lies further back is read again only by a feed that fell behind, or at the
-/// next opening. Small beside a segment ([`DocLogOptions::segment_bytes`]), whose last tail
-/// stays cached once the log has moved on.
-const FOLLOW_TAIL: u64 = 4 << 20;
+/// (the node's session sink reads each document once it is durable, a batch of up to 4 MiB at
+/// a time for each destination) finds them there; what lies further back is read again only by
+/// a feed that fell behind, or at the next opening. A quarter of a segment
+/// ([`DocLogOptions::segment_bytes`]), whose last tail stays cached once the log moves on.
+const FOLLOW_TAIL: u64 = 16 << 20;
 
 /// The head of a segment whose first record is `first_seq`.
 fn segment_head(first_seq: u64) -> [u8; SEGMENT_HEADER as usize] {

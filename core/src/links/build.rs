@@ -532,13 +532,32 @@ impl<'a> Message<'a> {
         ])
     }
 
+    /// The bytes [`Message::encode_into`] appends: a marshal string is its tag, a 4-byte
+    /// length and its bytes; a dict is its tag, its pairs and a closing byte. (An estimate
+    /// short of this grew a multi-megabyte buffer by doubling it, copying it whole.)
+    pub fn encoded_len(&self) -> usize {
+        const STR: usize = 5;
+        let pair = |k: usize, v: usize| STR + k + STR + v;
+        let batch = 2 + self
+            .fields
+            .iter()
+            .map(|(k, v)| pair(k.len(), v.len()))
+            .sum::<usize>();
+        2 + pair("application".len(), self.application.name().len())
+            + pair("collection".len(), self.collection.len())
+            + STR
+            + "batch".len()
+            + batch
+            + TERMINATOR.len()
+    }
+
     /// Appends the marshal dict and the terminator: the bytes sent to the store. Room for the
     /// whole message is reserved first, so a buffer is grown once (not at all when it is a
     /// reused one already large enough). An empty buffer too small is replaced, not grown:
     /// growing it would copy its whole old allocation (the allocator does not know it is
     /// empty), megabytes for a reused wire buffer.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
-        let need = 64 + self.fields.iter().map(|f| f.1.len() + 16).sum::<usize>();
+        let need = self.encoded_len();
         if out.is_empty() && out.capacity() < need {
             *out = Vec::with_capacity(need);
         }

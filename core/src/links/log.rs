@@ -66,7 +66,7 @@ impl LinkLog {
     pub fn open(path: &Path) -> Result<(LinkLog, RecoveredLog), LogError> {
         // Read again by queries and at the next opening, not soon after the sync: its pages
         // leave the cache once synced.
-        let (log, recovered) = LogWriter::open(path, Options::new(FORMAT).cache_tail(0), |_| true)?;
+        let (log, recovered) = LogWriter::open(path, Options::new(FORMAT).drop_synced(), |_| true)?;
         Ok((LinkLog { log }, recovered.into()))
     }
 

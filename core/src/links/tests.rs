@@ -229,6 +229,24 @@ fn builders_reproduce_the_golden_wasdr_vectors() {
         Message::sharepoint(b"sp", &sp).to_wire(),
         golden("WASDR_SPREL")
     );
+    // The size reserved before encoding is the size encoded: a reused wire buffer is never
+    // regrown (by doubling, a copy of megabytes) in the middle of a seal.
+    for m in [
+        Message::webanalyzer(b"sp", &wa),
+        Message::sharepoint(b"sp", &sp),
+        Message::webanalyzer(b"", &WebAnalyzerBatch::default()),
+    ] {
+        let wire = m.to_wire();
+        assert_eq!(wire.len(), m.encoded_len());
+        let mut reused = Vec::with_capacity(8);
+        m.encode_into(&mut reused);
+        assert_eq!(reused, wire);
+        assert_eq!(
+            reused.capacity(),
+            m.encoded_len(),
+            "grown once, to the size"
+        );
+    }
 }
 
 #[test]

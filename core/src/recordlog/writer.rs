@@ -44,6 +44,12 @@ impl Options {
         }
     }
 
+    /// These options for a log read again only when it is opened: its synced pages leave the
+    /// page cache but for the last [`SYNCED_TAIL`] bytes.
+    pub const fn drop_synced(self) -> Options {
+        self.cache_tail(SYNCED_TAIL)
+    }
+
     /// These options with [`Options::cache_tail`] `tail`.
     pub const fn cache_tail(self, tail: u64) -> Options {
         Options {
@@ -52,6 +58,11 @@ impl Options {
         }
     }
 }
+
+/// The tail [`Options::drop_synced`] keeps cached: the last syncs' pages, which may still sit
+/// in the writing core's page lists, where dropping them would make the kernel drain every
+/// core's lists first (a wait of milliseconds on a sync's path).
+pub const SYNCED_TAIL: u64 = 1 << 20;
 
 /// An open log, appended to in groups; see the module documentation of [`crate::recordlog`].
 #[derive(Debug)]

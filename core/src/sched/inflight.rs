@@ -167,7 +167,7 @@ impl Inflight {
         let mut last = BTreeMap::new();
         // Read again only at the next opening (a rewrite writes from memory): its pages leave
         // the cache once synced.
-        let (log, _) = LogWriter::open(path, Options::new(FORMAT).cache_tail(0), |p| {
+        let (log, _) = LogWriter::open(path, Options::new(FORMAT).drop_synced(), |p| {
             apply(&mut last, p, published)
         })?;
         Ok((

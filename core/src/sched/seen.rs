@@ -70,7 +70,7 @@ impl SeenSet {
         }
         let mut set = Hashes::default();
         // Read again only at the next opening: its pages leave the cache once synced.
-        let (log, _) = LogWriter::open(path, Options::new(FORMAT).cache_tail(0), |p| {
+        let (log, _) = LogWriter::open(path, Options::new(FORMAT).drop_synced(), |p| {
             if p.len() % 8 != 0 {
                 return false;
             }

@@ -222,7 +222,7 @@ impl CrawlStore {
         let mut table = Table::default();
         // Read again only at the next opening (a compaction writes from the table): its pages
         // leave the cache once synced.
-        let log_opts = Options::new(FORMAT).cache_tail(0);
+        let log_opts = Options::new(FORMAT).drop_synced();
         let (log, found) = LogWriter::open(&path, log_opts, |p| table.apply(p))?;
         let mut store = CrawlStore {
             log,
