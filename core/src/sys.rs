@@ -1,7 +1,6 @@
 //! The few system calls the stores share beyond reading and writing: free space (statvfs),
 //! block allocation (fallocate), dropping written pages from the page cache (fadvise) and the
-//! kernel's boot id; and the one cache prefetch hint the
-//! in-memory tables share.
+//! kernel's boot id; and the one cache prefetch hint the in-memory tables share.
 
 use std::fs::{self, File};
 use std::io;
@@ -35,20 +34,22 @@ pub fn allocate(file: &File, offset: u64, len: u64) -> io::Result<bool> {
     }
 }
 
-/// Drops the whole pages of `file` below `end` from the page cache, those
-/// that are clean (posix_fadvise DONTNEED; dirty pages stay). For bytes made durable and not
+/// Drops the whole pages of `file` below `end` from the page cache, those that are clean
+/// (posix_fadvise DONTNEED; dirty pages stay). For bytes made durable and not
 /// read again soon: their pages go back to the kernel's free lists for the next writes instead
 /// of the cache growing into memory never touched before, which costs a virtual machine's
 /// host a fault a page (the first write of a gigabyte ran at 470 MB/s on the machine of
 /// docs/performance.md, rewrites of freed pages at 4.1 GB/s). A hint: a failure changes
 /// nothing but speed, and is ignored.
 pub fn drop_cached(file: &File, end: u64) {
-    // The kernel drops whole pages of the range only (the page holding `end` stays); its
-    // length is signed, so a larger `end` means the whole file.
-    let len = std::num::NonZeroU64::new(end).filter(|l| l.get() <= i64::MAX as u64);
-    if end > 0 {
-        let _ = rustix::fs::fadvise(file, 0, len, rustix::fs::Advice::DontNeed);
-    }
+    // The kernel drops whole pages of the range only (the page holding `end` stays). Its
+    // length is signed: an `end` past that is the whole file (no length), and no length is
+    // the whole file for 0 too, which drops nothing.
+    let Some(len) = std::num::NonZeroU64::new(end) else {
+        return;
+    };
+    let len = Some(len).filter(|l| l.get() <= i64::MAX as u64);
+    let _ = rustix::fs::fadvise(file, 0, len, rustix::fs::Advice::DontNeed);
 }
 
 /// Allocates the blocks under `[offset, offset + len)` of `file` without changing its size

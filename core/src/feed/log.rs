@@ -167,8 +167,8 @@ pub struct DocLog {
 }
 
 /// How a segment is written: its magic (the sequence number that follows is the rest of the
-/// head [`LogWriter::create`] writes), records up to [`MAX_RECORD`].
-/// Synced pages further than [`FOLLOW_TAIL`] behind the end leave the page cache.
+/// head [`LogWriter::create`] writes), records up to [`MAX_RECORD`], synced pages further than
+/// [`FOLLOW_TAIL`] behind the end dropped from the page cache.
 const WRITER: Options = Options::new(Format {
     magic: MAGIC,
     name: "document log segment",

@@ -136,7 +136,8 @@ impl SyncPoint {
         self.file
             .sync_data()
             .map_err(|e| LogError::new(&self.path, "sync", e))?;
-        if self.cache_tail != u64::MAX && self.len > self.cache_tail {
+        // `u64::MAX` (never) is past every length.
+        if self.len > self.cache_tail {
             crate::sys::drop_cached(&self.file, self.len - self.cache_tail);
         }
         Ok(())
