@@ -37,6 +37,7 @@ mod rup;
 mod rup_robot;
 mod rup_up;
 mod sched;
+mod sched_policy;
 mod search;
 mod synthweb;
 mod util;

@@ -15,6 +15,10 @@ pub struct Cli {
     /// The benchmark to run.
     #[command(subcommand)]
     pub command: BenchCommand,
+    /// How the crawlfleet roles' threads are scheduled (`crawlfleet --sched`); the peers a
+    /// benchmark runs (nginx, wrk, redis-server, Scrapy, spider) keep the system's default.
+    #[arg(long, global = true, value_enum, env = "CRAWLFLEET_SCHED", default_value_t = crawlfleet_shells::schedpolicy::Sched::Batch)]
+    pub sched: crawlfleet_shells::schedpolicy::Sched,
 }
 
 /// The benchmarks.

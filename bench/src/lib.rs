@@ -97,7 +97,12 @@ pub fn main() -> ExitCode {
     // Each role, and the load side's sockets, as `crawlfleet` raises it (a synthetic web of
     // 10,000 hosts needs a listener each).
     let open_files = crawlfleet_shells::raise_open_files_limit();
-    match cli::Cli::parse().command {
+    let cli = cli::Cli::parse();
+    crawlfleet_shells::schedpolicy::choose(cli.sched);
+    // The roles a benchmark starts as processes of this executable take the same policy. No
+    // thread runs yet, so changing the environment races with nothing.
+    std::env::set_var("CRAWLFLEET_SCHED", cli.sched.name());
+    match cli.command {
         cli::BenchCommand::Role(role) => run_role(role),
         command => {
             // The load side moves large buffers between threads as the roles do.

@@ -44,6 +44,8 @@ pub fn run(args: &BenchArgs) -> ExitCode {
     };
     let mut command = Command::new(&exe);
     command.args(&args.args);
+    // `--sched` reaches the benchmarks' executable (and the roles it starts) as the variable.
+    command.env("CRAWLFLEET_SCHED", crate::schedpolicy::chosen().name());
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;

@@ -23,6 +23,12 @@ pub struct Cli {
     /// line with timestamp (RFC 3339, UTC), level, target, message and role.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// How the roles' threads are scheduled: `batch` (SCHED_BATCH: a thread woken with work
+    /// does not preempt the one running, so hand-overs between a node's threads cost fewer
+    /// context switches) or `normal` (the system's default). The environment variable is
+    /// inherited by the roles a command starts as processes.
+    #[arg(long, global = true, value_enum, env = "CRAWLFLEET_SCHED", default_value_t = crate::schedpolicy::Sched::Batch)]
+    pub sched: crate::schedpolicy::Sched,
 }
 
 /// How log records are written (`--log-format`).
@@ -114,6 +120,24 @@ pub enum Command {
     /// directory is --data-dir: for delivery from a mail server's pipe (docs/rup.md "The
     /// robot"). Exits 0 once the mail is durable in the node's spool.
     RupDeliver(RupDeliverArgs),
+}
+
+impl Command {
+    /// A long-running role of the crawl (its threads take `--sched`); `up` runs its roles in
+    /// threads of their own, which take it there.
+    pub fn is_role(&self) -> bool {
+        matches!(
+            self,
+            Command::Dupserver(_)
+                | Command::Dupreplica(_)
+                | Command::Multinode(_)
+                | Command::Node(_)
+                | Command::Linkstore(_)
+                | Command::Nameserver(_)
+                | Command::Distributor(_)
+                | Command::RupServer(_)
+        )
+    }
 }
 
 /// Arguments of `crawlfleet rup-deliver`.

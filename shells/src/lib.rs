@@ -26,6 +26,7 @@ pub mod node;
 pub mod nsclient;
 pub mod resolver;
 pub mod rup;
+pub mod schedpolicy;
 pub mod search;
 pub mod sessionsink;
 pub mod starter;
@@ -82,6 +83,7 @@ where
     };
     init_logging_as(level, cli.log_format, role);
     log_open_files_limit(open_files);
+    schedpolicy::choose(cli.sched);
     run(cli)
 }
 
@@ -237,6 +239,11 @@ pub fn init_logging_as(level: &str, format: cli::LogFormat, role: &str) {
 /// or SIGTERM ([`stop`]): it flushes what it holds and returns, and the process exits 0.
 pub fn run(cli: cli::Cli) -> ExitCode {
     let stop = stop::on_signals;
+    // A role process's threads are the role's (`up` sets the policy in each role's thread, not
+    // in its main thread, which starts no crawl work).
+    if cli.command.is_role() {
+        schedpolicy::apply();
+    }
     let result = match cli.command {
         cli::Command::Inspect(args) => inspect::run(&args).map_err(|e| e.to_string()),
         cli::Command::Dupserver(args) => stop().and_then(|stop| {

@@ -82,6 +82,8 @@ pub fn spawn_role(
     let t = std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || {
+            // The role's policy, inherited by the threads it starts.
+            crate::schedpolicy::apply();
             let result = f(&r.stop);
             if let Err(e) = &result {
                 if r.detached.load(Ordering::Acquire) {
