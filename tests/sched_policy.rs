@@ -13,37 +13,36 @@ const BIN: &str = env!("CARGO_BIN_EXE_crawlfleet");
 const SCHED_OTHER: u32 = 0;
 const SCHED_BATCH: u32 = 3;
 
-/// Each thread of `pid`: its name and its scheduling policy (field 41 of its stat line).
+/// A thread's name and scheduling policy from its stat line: "TID (NAME) STATE ...", the
+/// name may hold spaces and parentheses, fields go on after its last ')' with the state as
+/// field 3, the policy field 41.
+fn name_and_policy(stat: &str) -> (String, u32) {
+    let (head, rest) = stat.rsplit_once(')').unwrap();
+    let name = head.split_once('(').unwrap().1.to_string();
+    let policy = rest
+        .split_whitespace()
+        .nth(41 - 3)
+        .unwrap()
+        .parse()
+        .unwrap();
+    (name, policy)
+}
+
+/// Each thread of `pid`: its name and its scheduling policy.
 fn threads(pid: u32) -> Vec<(String, u32)> {
     let mut out = Vec::new();
     for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let Ok(stat) = std::fs::read_to_string(t.unwrap().path().join("stat")) else {
             continue; // the thread ended meanwhile
         };
-        // "TID (NAME) STATE ...": the name may hold spaces and parentheses; fields go on
-        // after its last ')', with the state as field 3.
-        let (head, rest) = stat.rsplit_once(')').unwrap();
-        let name = head.split_once('(').unwrap().1.to_string();
-        let policy = rest
-            .split_whitespace()
-            .nth(41 - 3)
-            .unwrap()
-            .parse()
-            .unwrap();
-        out.push((name, policy));
+        out.push(name_and_policy(&stat));
     }
     out
 }
 
 /// The calling thread's policy (what a process it starts inherits).
 fn policy_of_this_thread() -> u32 {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-    let rest = stat.rsplit_once(')').unwrap().1;
-    rest.split_whitespace()
-        .nth(41 - 3)
-        .unwrap()
-        .parse()
-        .unwrap()
+    name_and_policy(&std::fs::read_to_string("/proc/thread-self/stat").unwrap()).1
 }
 
 fn dupserver(dir: &std::path::Path, extra: &[&str], env: Option<&str>) -> Role {
