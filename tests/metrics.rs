@@ -270,12 +270,20 @@ fn every_role_serves_metrics_that_promtool_accepts_and_match_the_statistics() {
     assert!(samples
         .iter()
         .any(|s| s.name == "crawlfleet_event_loop_turn_seconds_count" && s.value > 0.0));
+    // The multinode scheduler's loop accepted the two nodes' connections (at least).
+    assert!(samples
+        .iter()
+        .any(|s| s.name == "crawlfleet_connections_opened_total"
+            && s.label("loop") == Some("multinode-loop")
+            && s.value >= 2.0));
 
     // Every node: its own pages, and its fetch times (one per fetch it counted).
+    let mut all_fetched = 0.0;
     for node in up.start["node_admins"].as_array().unwrap() {
         let (_, _, text) = get(node.as_str().unwrap(), "/metrics");
         let s = parse(&text);
         let fetched = value(&s, "crawlfleet_pages_fetched_total", &[]).unwrap();
+        all_fetched += fetched;
         let fetches = value(&s, "crawlfleet_fetch_duration_seconds_count", &[]).unwrap();
         assert!(fetched > 0.0 && fetches >= fetched, "{fetched} {fetches}");
         // The entries held in memory and their bytes come together (node only).
@@ -288,6 +296,20 @@ fn every_role_serves_metrics_that_promtool_accepts_and_match_the_statistics() {
         value(&samples, "crawlfleet_queue_memory_entries", &[]),
         None,
         "the multinode scheduler holds no node's entries"
+    );
+    // Keep-alive: the nodes' fetchers (every `fetch` loop of the process) opened connections,
+    // far fewer than the pages they fetched over them (three hosts).
+    let fetch_opened: f64 = samples
+        .iter()
+        .filter(|s| {
+            s.name == "crawlfleet_connections_opened_total"
+                && s.label("loop").is_some_and(|l| l.starts_with("fetch"))
+        })
+        .map(|s| s.value)
+        .sum();
+    assert!(
+        fetch_opened >= 1.0 && fetch_opened * 2.0 < all_fetched,
+        "{fetch_opened} connections opened for {all_fetched} pages"
     );
 
     // The duplicate server and its replica hold the same checksums; every add was counted.

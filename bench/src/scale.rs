@@ -16,6 +16,9 @@
 //!   over the peak), and the heap bytes of the in-memory entries per queued URI
 //!   (`crawlfleet_queue_memory_bytes` at the peak, over the peak);
 //! - the bytes each role keeps on disk, per page, and the CPU seconds each used;
+//! - the connections the nodes opened to the web (the access log numbers them) and pages per
+//!   connection: keep-alive reuses a site's connections while it is crawled, so many small
+//!   sites cost a TCP handshake every few pages where a few large ones cost almost none;
 //! - with `--kill-at F`, the time every role takes to come back from its data after all of
 //!   them are SIGKILLed once a fraction F of the pages was fetched (each until its port
 //!   answers), and until the web sees requests again;
@@ -224,7 +227,7 @@ fn disk_bytes(dir: &Path) -> (u64, u64) {
 }
 
 /// The web server's access log, read as it grows: distinct pages (robots.txt apart), repeats,
-/// robots.txt requests and answers other than 200.
+/// robots.txt requests, answers other than 200, and the connections the requests came on.
 struct LogTail {
     file: File,
     offset: u64,
@@ -234,6 +237,9 @@ struct LogTail {
     repeats: u64,
     robots: u64,
     not_ok: u64,
+    /// Connections that carried a request: the server numbers them from 0 as it accepts them
+    /// (the log's last column), so one more than the highest number logged.
+    connections: u64,
 }
 
 impl LogTail {
@@ -253,6 +259,7 @@ impl LogTail {
             repeats: 0,
             robots: 0,
             not_ok: 0,
+            connections: 0,
         })
     }
 
@@ -278,6 +285,12 @@ impl LogTail {
             if status != Some(b"200") {
                 self.not_ok += 1;
             }
+            let conn = cols
+                .nth(2)
+                .and_then(|c| std::str::from_utf8(c).ok()?.parse::<u64>().ok());
+            if let Some(c) = conn {
+                self.connections = self.connections.max(c + 1);
+            }
             if path == Some(b"/robots.txt") {
                 self.robots += 1;
                 continue;
@@ -299,6 +312,8 @@ struct Outcome {
     repeats: u64,
     robots: u64,
     not_ok: u64,
+    /// Connections the nodes opened to the web.
+    connections: u64,
     /// Seconds from the start to the last new page.
     seconds: f64,
     /// Seconds the roles were away (kill to the first page after the restart).
@@ -617,6 +632,7 @@ fn crawl(args: &BenchScaleArgs, hosts: usize, kill_at: f64) -> Result<Outcome, B
         pages: tail.pages,
         repeats: tail.repeats,
         robots: tail.robots,
+        connections: tail.connections,
         not_ok: tail.not_ok,
         seconds,
         gap,
@@ -673,6 +689,8 @@ fn report(o: &Outcome) -> serde_json::Value {
         "pages": o.pages,
         "repeats": o.repeats,
         "robots_requests": o.robots,
+        "connections": o.connections,
+        "pages_per_connection": round(pages / o.connections.max(1) as f64),
         "not_200": o.not_ok,
         "seconds": round(o.seconds),
         "seconds_without_restart": round(o.seconds - o.gap),
@@ -736,6 +754,8 @@ pub fn run(args: &BenchScaleArgs) -> Result<(), BenchError> {
             "pages": o.pages,
             "seconds": (o.seconds * 100.0).round() / 100.0,
             "time_ratio": ((ours / o.seconds.max(1e-9)) * 100.0).round() / 100.0,
+            "connections": o.connections,
+            "pages_per_connection": report(o)["pages_per_connection"].clone(),
             "cpu_seconds": report(o)["cpu_seconds"].clone(),
         });
     }
@@ -812,6 +832,14 @@ mod tests {
         .unwrap();
         t.poll().unwrap();
         assert_eq!((t.pages, t.repeats, t.not_ok), (3, 1, 1));
+        assert_eq!(
+            t.connections, 1,
+            "every request so far came on connection 0"
+        );
+        f.write_all(b"127.0.0.2:80\t/b.html\t200\t1\t2\t7\n")
+            .unwrap();
+        t.poll().unwrap();
+        assert_eq!(t.connections, 8, "connections 0 to 7 were accepted");
         let _ = fs::remove_dir_all(dir);
     }
 

@@ -137,6 +137,8 @@ pub(crate) struct Loop<F> {
     framing: F,
     config: Config,
     serial: u32,
+    /// Connections accepted or opened ([`Turn::opened`]).
+    opened: u64,
     more_commands: bool,
     stopping: bool,
     expired: Vec<TimerKey>,
@@ -178,6 +180,7 @@ impl<F: Framing> EventLoop<F> {
                 framing,
                 config,
                 serial: 0,
+                opened: 0,
                 more_commands: false,
                 stopping: false,
                 expired: Vec::new(),
@@ -199,6 +202,10 @@ impl<F: Framing> Turn for Loop<F> {
     /// events and resumes paused reads; stops once shut down.
     fn connections(&self) -> usize {
         self.conns.len()
+    }
+
+    fn opened(&self) -> u64 {
+        self.opened
     }
 
     fn after_events(&mut self) -> ControlFlow<()> {
@@ -296,6 +303,7 @@ impl<F: Framing> Loop<F> {
         entry.insert(
             Conn::new(id, stream, peer, state, link, self.framing.clone(), in_role).with_tls(tls),
         );
+        self.opened += 1;
         Ok(id)
     }
 

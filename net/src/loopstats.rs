@@ -1,6 +1,6 @@
 //! What every poll loop of the process reports to `/metrics`: how long its turns take (the
-//! work between two polls, the latency an event waits behind) and how many connections it
-//! holds. A loop registers when its [`Reactor`](crate::reactor::Reactor) is made and leaves
+//! work between two polls, the latency an event waits behind), how many connections it holds
+//! and how many it has opened or accepted (how often its peers' connections are replaced). A loop registers when its [`Reactor`](crate::reactor::Reactor) is made and leaves
 //! the list when it is dropped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,12 +18,20 @@ pub struct LoopStats {
     pub turns: Histogram,
     /// Connections open now (written by the loop's thread only, at the end of each turn).
     pub connections: AtomicU64,
+    /// Connections opened or accepted since the loop started (written by the loop's thread
+    /// only, at the end of each turn).
+    pub opened: AtomicU64,
 }
 
 impl LoopStats {
     /// Connections open at the end of the last turn.
     pub fn connections(&self) -> u64 {
         self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Connections opened or accepted up to the end of the last turn.
+    pub fn opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
     }
 }
 
@@ -48,6 +56,7 @@ pub(crate) fn register(name: &str) -> Arc<LoopStats> {
         name: unique,
         turns: Histogram::default(),
         connections: AtomicU64::new(0),
+        opened: AtomicU64::new(0),
     });
     loops.push(Arc::downgrade(&stats));
     stats

@@ -39,6 +39,8 @@ pub(crate) trait Turn {
     fn after_events(&mut self) -> ControlFlow<()>;
     /// Connections the driver holds now (for `/metrics`).
     fn connections(&self) -> usize;
+    /// Connections the driver has opened or accepted so far (for `/metrics`).
+    fn opened(&self) -> u64;
 }
 
 /// A poll with its event buffer.
@@ -96,6 +98,7 @@ impl Reactor {
             self.stats
                 .connections
                 .store(driver.connections() as u64, Ordering::Relaxed);
+            self.stats.opened.store(driver.opened(), Ordering::Relaxed);
             if flow.is_break() {
                 return Ok(());
             }
@@ -124,6 +127,9 @@ mod tests {
             }
         }
         fn connections(&self) -> usize {
+            0
+        }
+        fn opened(&self) -> u64 {
             0
         }
         fn after_events(&mut self) -> ControlFlow<()> {

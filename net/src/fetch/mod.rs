@@ -48,7 +48,7 @@ mod tls;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -253,6 +253,9 @@ pub(crate) struct Shared {
     open: AtomicUsize,
     /// Most sockets ever open at once; written by the poll thread only.
     peak: AtomicUsize,
+    /// Connections ever opened (each a TCP handshake, and for HTTPS a TLS one); written by
+    /// the poll thread only.
+    opened: AtomicU64,
     /// Requests started from now on keep their wire bytes.
     keep_wire: AtomicBool,
     /// A wake-up of the poll thread is on its way and it has not yet taken the submissions
@@ -294,6 +297,7 @@ impl Fetcher {
             stop: AtomicBool::new(false),
             open: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
+            opened: AtomicU64::new(0),
             keep_wire: AtomicBool::new(opts.keep_wire),
             wake_pending: AtomicBool::new(false),
         });
@@ -367,6 +371,12 @@ impl Fetcher {
     pub fn peak_connections(&self) -> usize {
         // Relaxed: a gauge.
         self.shared.peak.load(Ordering::Relaxed)
+    }
+
+    /// The connections opened so far: with keep-alive, far fewer than the requests answered.
+    pub fn opened_connections(&self) -> u64 {
+        // Relaxed: a counter.
+        self.shared.opened.load(Ordering::Relaxed)
     }
 
     /// Whether responses of requests started from now on carry [`Response::wire`].

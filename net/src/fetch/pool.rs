@@ -108,6 +108,11 @@ impl Turn for Driver {
         self.conns.len()
     }
 
+    fn opened(&self) -> u64 {
+        // Relaxed: a counter, written by this thread only.
+        self.shared.opened.load(Ordering::Relaxed)
+    }
+
     /// Sleeps until the earliest request deadline or idle expiry.
     fn poll_timeout(&mut self) -> Option<Duration> {
         self.next_wakeup()
@@ -333,6 +338,8 @@ impl Driver {
             self.conns.remove(id);
             return self.answer(p.req, p.submitted, now, Err(FetchError::Io(e)), p.net);
         }
+        // Relaxed: a counter, written by this thread only.
+        self.shared.opened.fetch_add(1, Ordering::Relaxed);
         self.count_open();
         self.start(id, p, now);
     }

@@ -3,7 +3,7 @@
 //! multinode schedulers, [`roles`] for the duplicate server, its replica, the link store, the
 //! name server and the content distributor, [`rup`] for the RUP server), and what every
 //! process adds ([`process`]: resident memory, open file descriptors, and per poll loop its
-//! turn latency and open connections).
+//! turn latency, open connections and connections opened).
 //!
 //! The schedulers answer on their administrative port, through the administrative server's one
 //! request dispatch ([`crate::admin::server`]); a role without one serves `/metrics` on
@@ -52,6 +52,21 @@ pub fn process(m: &mut Exposition) {
             "Connections each poll loop of the process holds open.",
             &[("loop", &l.name)],
             l.connections() as f64,
+        );
+    }
+    const OPENED: &str = "Connections each poll loop of the process opened or accepted: with \
+                          keep-alive, far fewer than the requests or messages they carried.";
+    m.declare(
+        "crawlfleet_connections_opened_total",
+        OPENED,
+        crawlfleet_core::metrics::Kind::Counter,
+    );
+    for l in &loops {
+        m.counter(
+            "crawlfleet_connections_opened_total",
+            OPENED,
+            &[("loop", &l.name)],
+            l.opened() as f64,
         );
     }
     for l in &loops {

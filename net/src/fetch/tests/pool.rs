@@ -21,10 +21,16 @@ fn keep_alive_reuses_one_connection_per_key() {
     );
     assert!(!a.reused_connection && b.reused_connection);
     assert_eq!(s.accepted(), 1);
+    assert_eq!(
+        f.opened_connections(),
+        1,
+        "two requests, one connection opened"
+    );
     // Another host on the same address is another pool key.
     let c = fetch_ok(&f, request(3, &url("b.test", "/3"), s.addr));
     assert!(!c.reused_connection);
     assert_eq!(s.accepted(), 2);
+    assert_eq!(f.opened_connections(), 2);
 }
 
 #[test]
@@ -50,6 +56,8 @@ fn stale_keep_alive_connection_is_retried_on_a_fresh_one() {
     assert_eq!(second.body, b"conn 1");
     assert!(!second.reused_connection);
     assert_eq!(s.accepted(), 2);
+    // The retry's fresh connection is counted like any other.
+    assert_eq!(f.opened_connections(), 2);
 }
 
 #[test]
