@@ -725,6 +725,14 @@ impl NodeScheduler {
         v
     }
 
+    /// How many sites of `collection` are being crawled ([`Self::active_sites`] without
+    /// listing them: the figure `/metrics`, the status and the dashboard ask for).
+    pub fn active_site_count(&self, collection: &[u8]) -> usize {
+        self.collections
+            .get(collection)
+            .map_or(0, |c| c.sites.active.len())
+    }
+
     /// URIs this node owns `checksum` for.
     pub fn checksum_owners(&self, collection: &[u8], checksum: &Checksum) -> Vec<Vec<u8>> {
         self.collections

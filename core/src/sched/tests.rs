@@ -158,6 +158,7 @@ fn sites_start_only_with_permission_and_at_most_ten_per_ip() {
             .unwrap();
     }
     assert_eq!(n.active_sites(b"c").len(), 10);
+    assert_eq!(n.active_site_count(b"c"), 10);
     assert!(n.is_held(b"c", "10.0.0.1:8010", 1000) && n.is_held(b"c", "10.0.0.1:8011", 1000));
     let ready = n.take_ready(100);
     assert_eq!(ready.len(), 10);
@@ -279,6 +280,7 @@ fn quarantine_suspend_preempt_and_feeding() {
     n.handle_message(&MN, Message::CmdUmQuarantineSite(q), 100)
         .unwrap();
     assert!(n.active_sites(b"c").is_empty());
+    assert_eq!(n.active_site_count(b"c"), 0);
     assert!(decoded(n.take_output())
         .iter()
         .any(|(_, _, m)| matches!(m, Message::CmdUmStopCrawlIp(_))));

@@ -166,7 +166,7 @@ impl Role for NodeScheduler {
     }
 
     fn active_sites(&self, name: &[u8]) -> i64 {
-        NodeScheduler::active_sites(self, name).len() as i64
+        NodeScheduler::active_site_count(self, name) as i64
     }
 
     fn refresh_cycle(&self, name: &[u8]) -> i64 {
