@@ -1,7 +1,8 @@
 //! What every poll loop of the process reports to `/metrics`: how long its turns take (the
-//! work between two polls, the latency an event waits behind), how many connections it holds
-//! and how many it has opened or accepted (how often its peers' connections are replaced). A loop registers when its [`Reactor`](crate::reactor::Reactor) is made and leaves
-//! the list when it is dropped.
+//! work between two polls, the latency an event waits behind), how many connections it holds,
+//! and how many it has opened or accepted (how often its connections are replaced). A loop
+//! registers when its [`Reactor`](crate::reactor::Reactor) is made and leaves the list when it
+//! is dropped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
