@@ -749,14 +749,15 @@ pub fn run(args: &BenchScaleArgs) -> Result<(), BenchError> {
     v["delay"] = json!(args.delay);
     if let Some((h, o)) = &versus {
         let ours = main.seconds - main.gap;
+        let mut r = report(o);
         v["versus"] = json!({
             "hosts": h,
             "pages": o.pages,
             "seconds": (o.seconds * 100.0).round() / 100.0,
             "time_ratio": ((ours / o.seconds.max(1e-9)) * 100.0).round() / 100.0,
             "connections": o.connections,
-            "pages_per_connection": report(o)["pages_per_connection"].clone(),
-            "cpu_seconds": report(o)["cpu_seconds"].clone(),
+            "pages_per_connection": r["pages_per_connection"].take(),
+            "cpu_seconds": r["cpu_seconds"].take(),
         });
     }
     let expected = ((args.pages / args.hosts).max(1) * args.hosts) as u64;

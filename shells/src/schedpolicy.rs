@@ -109,6 +109,18 @@ pub fn of_this_thread() -> Option<Sched> {
 mod tests {
     use super::*;
 
+    /// [`Sched::name`] is the name clap parses `--sched` and `CRAWLFLEET_SCHED` with, for
+    /// every policy: the variable set from it is read back as the same policy.
+    #[test]
+    fn each_policy_name_is_the_one_the_command_line_takes() {
+        use clap::ValueEnum;
+        for s in Sched::value_variants() {
+            let clap_name = s.to_possible_value().map(|v| v.get_name().to_string());
+            assert_eq!(clap_name.as_deref(), Some(s.name()));
+            assert_eq!(Sched::from_str(s.name(), false), Ok(*s));
+        }
+    }
+
     /// Each policy is set on the calling thread only, and a thread it starts inherits it.
     #[test]
     #[cfg(target_os = "linux")]
