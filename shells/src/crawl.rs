@@ -251,10 +251,11 @@ impl Crawler {
         let want = self.engine.wants();
         if want > 0 {
             sm.dispatch(want, now_secs)?;
-            for r in sm.take_ready(want) {
-                self.sites.started(&r.collection, &r.site, unix_secs());
-                self.engine.push(r);
-            }
+        }
+        // The entries of links that joined their site's visit come even to a full engine.
+        for r in sm.take_ready(want) {
+            self.sites.started(&r.collection, &r.site, unix_secs());
+            self.engine.push(r);
         }
         let (reqs, done) = self.engine.poll(self.now());
         self.sites.requested(&mut self.engine, &reqs, unix_secs());
@@ -512,9 +513,17 @@ impl Crawler {
                     key,
                     refresh_cycle,
                 } => {
+                    // Links to the page's own site join its visit while it has room.
+                    let mut room = self.engine.visit_room(&key);
                     for (entry, at) in link_entries(&from, &links, &queue, &key, refresh_cycle) {
-                        let at = at.map(|k| k.1.as_str());
-                        sm.add_uri_at(&collection, &entry, at, false)?;
+                        match at {
+                            Some(k) => {
+                                sm.add_link_on_visit(&collection, &entry, &k.1, &mut room)?;
+                            }
+                            None => {
+                                sm.add_uri_at(&collection, &entry, None, false)?;
+                            }
+                        }
                     }
                     if let Some(b) = &self.links {
                         let out: Vec<OutLink<'_>> = links

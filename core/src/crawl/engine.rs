@@ -92,6 +92,11 @@ type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState
 /// A crawl site of a collection, shared between the site table, the run queue and the timers.
 pub type SiteKey = Arc<(Vec<u8>, String)>;
 
+/// Entries a site holds at most for links of its own pages to join its visit
+/// ([`CrawlEngine::visit_room`]): with the collection's `max_sites` started (256 by default)
+/// they fill half the default window of 16,384 entries.
+pub const VISIT_HELD_MAX: usize = 32;
+
 /// Seconds a site of a collection suspended by its variable_delay waits before looking again.
 const SUSPENDED_RECHECK: f64 = 60.0;
 
@@ -219,6 +224,20 @@ impl CrawlEngine {
     /// How many more entries the engine takes now.
     pub fn wants(&self) -> usize {
         self.opts.max_queued.saturating_sub(self.queued)
+    }
+
+    /// How many more entries site `key` may take into its visit
+    /// ([`crate::sched::NodeScheduler::add_link_on_visit`]): up to [`VISIT_HELD_MAX`] held for
+    /// it here; none for a site the engine does not crawl now, nor while the engine holds
+    /// twice its `max_queued`.
+    pub fn visit_room(&self, key: &SiteKey) -> usize {
+        // Visits' entries come even to a full window (`take_ready`), up to twice its size.
+        if self.queued >= 2 * self.opts.max_queued {
+            return 0;
+        }
+        self.sites
+            .get(key)
+            .map_or(0, |s| VISIT_HELD_MAX.saturating_sub(s.queue.len()))
     }
 
     /// The entries finished (crawled or skipped) since the last call, by collection and

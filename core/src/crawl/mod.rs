@@ -15,7 +15,7 @@ mod types;
 
 pub use counted::{Count, Counted};
 pub use counters::CrawlCounters;
-pub use engine::CrawlEngine;
+pub use engine::{CrawlEngine, SiteKey, VISIT_HELD_MAX};
 pub use resolve::{origin_site, parse_on_site};
 pub(crate) use types::header;
 pub use types::{

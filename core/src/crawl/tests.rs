@@ -1354,3 +1354,30 @@ mod parking_woken_withdrawn {
         assert_eq!(got.len(), 1);
     }
 }
+
+/// A site the engine crawls has room for [`VISIT_HELD_MAX`] entries of its visit, less those it
+/// holds; a site it does not crawl has none, and neither has any site once the engine holds
+/// twice its `max_queued` (visits' entries come even to a full window).
+#[test]
+fn a_site_being_crawled_has_room_for_its_visit() {
+    let mut e = CrawlEngine::new(EngineOptions {
+        max_queued: 8,
+        ..EngineOptions::default()
+    });
+    let mut cfg = CollectionConfig::defaults("c");
+    cfg.robots = false;
+    e.set_config(C, Arc::new(cfg));
+    let key: SiteKey = Arc::new((C.to_vec(), SITE.to_string()));
+    assert_eq!(e.visit_room(&key), 0, "not crawled here");
+    e.push(ready(&format!("http://{SITE}/")));
+    assert_eq!(e.visit_room(&key), VISIT_HELD_MAX - 1);
+    for i in 0..10 {
+        e.push(ready(&format!("http://{SITE}/{i}")));
+    }
+    assert_eq!(e.visit_room(&key), VISIT_HELD_MAX - 11);
+    assert_eq!(e.wants(), 0);
+    for i in 10..15 {
+        e.push(ready(&format!("http://{SITE}/{i}")));
+    }
+    assert_eq!(e.visit_room(&key), 0, "16 held: twice max_queued");
+}

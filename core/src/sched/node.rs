@@ -288,9 +288,23 @@ struct SiteControl {
     ip_sites: HashMap<String, BTreeSet<String>>,
     waiting: HashMap<String, Waiting>,
     ready: VecDeque<Ready>,
+    /// Entries of links that joined their site's visit ([`NodeScheduler::add_link_on_visit`]):
+    /// handed to the crawl engine all at once, before `ready`, at the next
+    /// [`NodeScheduler::take_ready`].
+    visit: VecDeque<Ready>,
     /// Sites stopped since the crawl engine last asked ([`NodeScheduler::take_stopped`]):
     /// the entries it holds for them come back to the crawl queue.
     stopped: Vec<String>,
+}
+
+impl SiteControl {
+    /// Puts the entries of `visit` at the front of `ready`, in their order: what goes through
+    /// every ready entry (stopping sites, deleting URIs, a restarted cycle) sees them too.
+    fn fold_visits(&mut self) {
+        while let Some(r) = self.visit.pop_back() {
+            self.ready.push_front(r);
+        }
+    }
 }
 
 /// A collection's duplicate detection.
@@ -404,12 +418,13 @@ pub fn ppdup_servers(dict: &Value<'_>) -> Vec<String> {
         .collect()
 }
 
-/// Queues an entry in a collection's crawl queue: back, or front when urgent.
-fn queue_local(
+/// The queue record of an entry new to a collection (recorded as seen here), or None, counted
+/// as seen, when its URI was queued before in this cycle.
+fn new_record(
     c: &mut Collection,
     entry: &CrawlQueueEntry<'_>,
     urgent: bool,
-) -> Result<(), SchedError> {
+) -> Result<Option<Vec<u8>>, SchedError> {
     // A URI queued before in this cycle is not queued again, unless the entry insists
     // (promotion, forced re-crawl).
     let insists = entry.uri_flags & (uri_flags::URIF_PROMOTE | uri_flags::URIF_FORCE) != 0;
@@ -417,13 +432,24 @@ fn queue_local(
     // not a link's.
     if !insists && c.sitemaps.holds(&entry.uri.uri) {
         c.counters.uris_seen += 1;
-        return Ok(());
+        return Ok(None);
     }
     if !c.seen.insert(&entry.uri.uri)? && !insists {
         c.counters.uris_seen += 1;
-        return Ok(());
+        return Ok(None);
     }
-    let rec = record(entry, urgent);
+    Ok(Some(record(entry, urgent)))
+}
+
+/// Queues an entry in a collection's crawl queue: back, or front when urgent.
+fn queue_local(
+    c: &mut Collection,
+    entry: &CrawlQueueEntry<'_>,
+    urgent: bool,
+) -> Result<(), SchedError> {
+    let Some(rec) = new_record(c, entry, urgent)? else {
+        return Ok(());
+    };
     c.enqueue(diskfull::Target::Queue, urgent, &rec, None)?;
     c.counters.uris_queued += 1;
     Ok(())

@@ -82,6 +82,7 @@ impl NodeScheduler {
                 && !c.has_spill()
                 && !c.is_disk_full()
                 && c.sites.ready.is_empty()
+                && c.sites.visit.is_empty()
                 && c.sites.waiting.values().all(|w| w.records.is_empty())
                 && c.dedup.pending_adds.is_empty()
                 && c.dedup.pending_docs.is_empty()

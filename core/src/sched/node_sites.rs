@@ -190,11 +190,24 @@ impl NodeScheduler {
         Ok(())
     }
 
-    /// Entries the crawl engine may fetch now (at most `max`).
+    /// Entries the crawl engine may fetch now: every entry that joined its site's visit
+    /// ([`Self::add_link_on_visit`], at most [`super::ops::VISIT_READY_MAX`] a collection), then entries
+    /// from the crawl queue until there are `max` in all.
+    ///
+    /// The visits' entries are not held to `max`: the engine's window is mostly entries of
+    /// sites waiting for a place among the `max_sites` started, and a started site whose new
+    /// links waited behind them found its queue empty at the next poll, gave up its place, and
+    /// started again later on a new connection.
     pub fn take_ready(&mut self, max: usize) -> Vec<Ready> {
         let mut out = Vec::new();
         // A collection paused for a full disk hands out nothing: its fetches would only grow
         // what waits in memory.
+        for c in self.collections.values_mut().filter(|c| !c.is_disk_full()) {
+            for mut r in std::mem::take(&mut c.sites.visit) {
+                r.conditional = conditional(c, &r.record);
+                out.push(r);
+            }
+        }
         for c in self.collections.values_mut().filter(|c| !c.is_disk_full()) {
             while out.len() < max {
                 match c.sites.ready.pop_front() {

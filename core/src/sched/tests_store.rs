@@ -518,3 +518,81 @@ fn a_dispatch_takes_up_to_its_capacity_when_sites_start_at_once_or_wait() {
     assert_eq!(n.take_ready(100).len(), 7);
     assert_eq!(n.queued(C), Some((0, 0)));
 }
+
+/// The URIs of entries handed to the crawl engine.
+fn uris_of(ready: Vec<super::node::Ready>) -> Vec<String> {
+    ready
+        .into_iter()
+        .map(|r| {
+            let e = crate::sched::parse_record(&r.record).unwrap().0;
+            String::from_utf8(e.uri.uri.to_vec()).unwrap()
+        })
+        .collect()
+}
+
+fn link(uri: &str) -> crate::msg::CrawlQueueEntry<'static> {
+    crate::msg::CrawlQueueEntry::new(crate::msg::UriStructure::unparsed(Cow::Owned(
+        uri.as_bytes().to_vec(),
+    )))
+}
+
+/// A link of a page to the page's own site, found while the site is crawled, joins the site's
+/// visit (`add_link_on_visit`): handed to the crawl engine at the next take even when the
+/// engine asks for no entry of the crawl queue, recorded as seen like any queued URI, and
+/// journaled in flight, so that a kill before it is fetched finds it queued again. A link
+/// that finds no room left, or whose site is not active here, goes to the back of the crawl
+/// queue as before.
+#[test]
+fn a_link_to_the_site_being_crawled_joins_its_visit() {
+    let (mut n, dir) = setup("visit", vec![]);
+    assert_eq!(ready_uris(&mut n), ["http://127.0.0.9/"]);
+    let site = "127.0.0.9";
+    let mut room = 2;
+    for u in ["/a", "/b", "/c"] {
+        let u = format!("http://{site}{u}");
+        assert!(n.add_link_on_visit(C, &link(&u), site, &mut room).unwrap());
+    }
+    assert_eq!(room, 0);
+    assert_eq!(n.queued(C), Some((1, 0)), "/c found no room: queued");
+    assert_eq!(
+        uris_of(n.take_ready(0)),
+        ["http://127.0.0.9/a", "http://127.0.0.9/b"],
+        "the visit's entries come to a full engine, in their order"
+    );
+    // Seen: a second link to /a queues nothing and takes no room.
+    let mut room = 5;
+    n.add_link_on_visit(C, &link("http://127.0.0.9/a"), site, &mut room)
+        .unwrap();
+    assert_eq!(room, 5);
+    assert!(n.take_ready(0).is_empty());
+    assert_eq!(n.queued(C), Some((1, 0)));
+    // A site that is not active here: to the crawl queue.
+    n.add_link_on_visit(C, &link("http://127.0.0.8/x"), "127.0.0.8", &mut room)
+        .unwrap();
+    assert_eq!((room, n.queued(C)), (5, Some((2, 0))));
+    // Taken into the visit and not handed on: in memory, journaled in flight...
+    n.add_link_on_visit(C, &link("http://127.0.0.9/d"), site, &mut room)
+        .unwrap();
+    assert_eq!(room, 4);
+    let (held, _) = n.queued_in_memory(C).unwrap();
+    assert_eq!(held, 4, "/, /a, /b and /d");
+    // ... so a kill loses none of it: the restart queues every entry taken and not finished
+    // again, ahead of the queue.
+    n.end_turn().unwrap();
+    drop(n);
+    let mut n = reopen(dir.path());
+    assert_eq!(n.queued(C), Some((6, 0)));
+    let mut got = ready_uris(&mut n);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "http://127.0.0.8/x",
+            "http://127.0.0.9/",
+            "http://127.0.0.9/a",
+            "http://127.0.0.9/b",
+            "http://127.0.0.9/c",
+            "http://127.0.0.9/d",
+        ]
+    );
+}
