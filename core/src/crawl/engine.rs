@@ -94,7 +94,7 @@ pub type SiteKey = Arc<(Vec<u8>, String)>;
 
 /// Entries a site holds at most for links of its own pages to join its visit
 /// ([`CrawlEngine::visit_room`]): with the collection's `max_sites` started (256 by default)
-/// they fill half the default window of 16,384 entries.
+/// they fill a third of the default window of 24,576 entries.
 pub const VISIT_HELD_MAX: usize = 32;
 
 /// Seconds a site of a collection suspended by its variable_delay waits before looking again.

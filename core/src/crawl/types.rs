@@ -17,7 +17,9 @@ pub struct EngineOptions {
     pub robots_ttl: f64,
     /// Seconds an idle site stays active before it is released.
     pub site_linger: f64,
-    /// Entries held by the engine, all sites.
+    /// Entries held by the engine, all sites (the window of the crawl queue a node has in
+    /// memory: the more of a site's entries it holds, the more pages a visit of the site
+    /// fetches on one connection; 24,576 by default, ~2.5 MB of records on the synthetic web).
     pub max_queued: usize,
     /// Requests open at once, all sites.
     pub max_in_flight: usize,
@@ -30,7 +32,7 @@ impl Default for EngineOptions {
         EngineOptions {
             robots_ttl: 3600.0,
             site_linger: 1.0,
-            max_queued: 16_384,
+            max_queued: 24_576,
             max_in_flight: 512,
             connect_timeout: 10.0,
         }

@@ -22,7 +22,8 @@
 //! thousands of pages fetched twice after the restart (docs/performance.md, "The third window,
 //! narrowed"). The file is
 //! rewritten with only the outstanding entries (temporary file, fdatasync, rename) when it grows
-//! past [`COMPACT_BYTES`].
+//! past [`COMPACT_BYTES`]; their records are read back from the file for it, so the journal
+//! keeps only each outstanding entry's length in memory (the entry itself holds the record).
 //!
 //! The first format was unchecked and had no header: `+` seq len (u32 LE) entry, or `-` seq,
 //! a torn last record ignored. A file that does not start with the magic is of that format:
@@ -34,7 +35,8 @@ use std::path::Path;
 
 use super::collections::{io_err, StoreError};
 use crate::recordlog::{
-    begin, earlier_format, seal, write_atomic, Commit, Cur, Format, LogWriter, Options, HEADER,
+    begin, earlier_format, read_log, seal, write_atomic, Commit, Cur, Format, LogError, LogWriter,
+    Options, HEADER,
 };
 
 /// Journal size that triggers a rewrite.
@@ -55,8 +57,12 @@ pub struct Inflight {
     /// The journal file: a record that finds no room (a full disk) waits queued in memory, in
     /// order, until a write finds room; nothing half-written stays in the file.
     log: LogWriter,
-    outstanding: BTreeMap<u64, Vec<u8>>,
-    /// Bytes of the records in `outstanding`.
+    /// The entries taken and not finished: sequence number -> length of the record. The
+    /// records themselves are the caller's (the site manager's and the crawl engine's
+    /// entries); a rewrite reads them back from the file ([`Inflight::rewrite`]), so that an
+    /// entry in memory holds its record once, not twice.
+    outstanding: BTreeMap<u64, u32>,
+    /// Bytes of the records of `outstanding`.
     bytes: u64,
     next: u64,
 }
@@ -191,16 +197,19 @@ impl Inflight {
         let seq = self.next;
         self.next += 1;
         self.log.append_with(|out| taken_payload(out, seq, rec));
-        self.outstanding.insert(seq, rec.to_vec());
-        self.bytes += rec.len() as u64;
+        // A queue record is far shorter than 4 GiB (a segment bounds it); the length is only
+        // counted, and the same figure is taken off when the entry is finished.
+        let len = u32::try_from(rec.len()).unwrap_or(u32::MAX);
+        self.outstanding.insert(seq, len);
+        self.bytes += u64::from(len);
         self.write_if_full()?;
         Ok(seq)
     }
 
     /// Journals that entry `seq` is finished (crawled, skipped, or back in a queue).
     pub fn done(&mut self, seq: u64) -> Result<(), StoreError> {
-        if let Some(rec) = self.outstanding.remove(&seq) {
-            self.bytes -= rec.len() as u64;
+        if let Some(len) = self.outstanding.remove(&seq) {
+            self.bytes -= u64::from(len);
             self.log.append_with(|out| done_payload(out, seq));
         }
         self.write_if_full()
@@ -214,8 +223,8 @@ impl Inflight {
     pub fn put_back(&mut self, seqs: &[u64], generation: u64) {
         let mut finished = Vec::with_capacity(seqs.len());
         for &seq in seqs {
-            if let Some(rec) = self.outstanding.remove(&seq) {
-                self.bytes -= rec.len() as u64;
+            if let Some(len) = self.outstanding.remove(&seq) {
+                self.bytes -= u64::from(len);
                 finished.push(seq);
             }
         }
@@ -289,12 +298,45 @@ impl Inflight {
         Ok(())
     }
 
-    /// Writes only the outstanding entries to a new file that replaces the journal.
+    /// Writes only the outstanding entries to a new file that replaces the journal. Their
+    /// records are read back from the journal (every `+` record of an outstanding entry is
+    /// there once: sequence numbers are not reused within a file), after what is queued is
+    /// written. A journal that does not give back every outstanding entry (a damaged record
+    /// ends the reading) is left as it is, the error returned: the rewrite would lose them.
     fn rewrite(&mut self) -> Result<(), StoreError> {
+        self.log.write_pending()?;
+        let path = self.log.path().to_path_buf();
         let outstanding = &self.outstanding;
         self.log.compact(|c| {
-            for (seq, rec) in outstanding {
-                c.record(|out| taken_payload(out, *seq, rec))?;
+            let mut copied = 0usize;
+            let mut failed = None;
+            read_log(&path, &FORMAT, |p| {
+                let mut cur = Cur(p);
+                let (Some(b'+'), Some(seq)) = (cur.u8(), cur.u64()) else {
+                    return true;
+                };
+                if outstanding.contains_key(&seq) {
+                    if let Err(e) = c.record(|out| out.extend_from_slice(p)) {
+                        failed = Some(e);
+                        return false;
+                    }
+                    copied += 1;
+                }
+                true
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if copied != outstanding.len() {
+                let why = format!(
+                    "{copied} of {} outstanding entries read back for the rewrite",
+                    outstanding.len()
+                );
+                return Err(LogError::new(
+                    &path,
+                    "read",
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+                ));
             }
             Ok(())
         })?;
@@ -411,6 +453,52 @@ mod tests {
         let (_, pending) = Inflight::open(&p, 8).unwrap();
         assert_eq!(pending, vec![&b"a"[..], b"bb", b"ccc"]);
         let _ = b;
+    }
+
+    /// The records a rewrite writes are the outstanding entries' own, read back from the file:
+    /// a restart after it gets them byte for byte, in order, whether they were written before
+    /// the rewrite or were still queued in memory.
+    #[test]
+    fn a_rewrite_reads_the_outstanding_records_back_from_the_file() {
+        let dir = tempfile::TempDir::with_prefix("cf-inflight-back-").unwrap();
+        let p = dir.path().join("inflight");
+        let (mut j, _) = Inflight::open(&p, 0).unwrap();
+        let first: Vec<u8> = (0..200u8).collect();
+        j.add(&first).unwrap();
+        for i in 0..5000u32 {
+            let s = j.add(&i.to_le_bytes().repeat(20)).unwrap();
+            j.done(s).unwrap();
+        }
+        j.write().unwrap();
+        // Queued in memory, not written yet, when the rewrite starts.
+        j.add(b"last").unwrap();
+        assert_eq!((j.len(), j.bytes()), (2, 204));
+        j.rewrite().unwrap();
+        assert_eq!(
+            fs::metadata(&p).unwrap().len(),
+            8 + (8 + 9 + 200) + (8 + 9 + 4)
+        );
+        drop(j);
+        let (_, pending) = Inflight::open(&p, 0).unwrap();
+        assert_eq!(pending, vec![first, b"last".to_vec()]);
+    }
+
+    /// A journal damaged before an outstanding entry's record cannot give it back: the rewrite
+    /// fails and leaves the file as it was, rather than replace it without the entry.
+    #[test]
+    fn a_rewrite_that_cannot_read_every_outstanding_record_keeps_the_journal() {
+        let dir = tempfile::TempDir::with_prefix("cf-inflight-damaged-").unwrap();
+        let p = dir.path().join("inflight");
+        let (mut j, _) = Inflight::open(&p, 0).unwrap();
+        j.add(b"lost-if-rewritten").unwrap();
+        j.write().unwrap();
+        let mut bytes = fs::read(&p).unwrap();
+        let at = bytes.len() - 3;
+        bytes[at] ^= 0xff;
+        fs::write(&p, &bytes).unwrap();
+        let e = j.rewrite().unwrap_err();
+        assert!(e.to_string().contains("0 of 1 outstanding"), "{e}");
+        assert_eq!(fs::read(&p).unwrap(), bytes, "left as it was");
     }
 
     #[test]

@@ -680,16 +680,15 @@ impl NodeScheduler {
 
     /// Crawl queue entries of a collection that live in memory (taken from the queue, not
     /// finished: the site manager's ready and waiting entries and the crawl engine's), and an
-    /// estimate of the heap bytes they hold: each record twice (the entry's and the in-flight
-    /// journal's copy) and each entry's fixed-size parts (a [`Ready`] and the journal's map
-    /// slot), without the allocator's own overhead. What `/metrics` reports as
+    /// estimate of the heap bytes they hold: each record once (the entry's; the in-flight
+    /// journal keeps its length only) and each entry's fixed-size parts (a [`Ready`] and the
+    /// journal's map slot), without the allocator's own overhead. What `/metrics` reports as
     /// `crawlfleet_queue_memory_entries` and `crawlfleet_queue_memory_bytes`.
     pub fn queued_in_memory(&self, name: &[u8]) -> Option<(u64, u64)> {
         self.collections.get(name).map(|c| {
             let n = c.inflight.len() as u64;
-            let fixed =
-                (std::mem::size_of::<Ready>() + std::mem::size_of::<(u64, Vec<u8>)>()) as u64;
-            (n, 2 * c.inflight.bytes() + n * fixed)
+            let fixed = (std::mem::size_of::<Ready>() + std::mem::size_of::<(u64, u32)>()) as u64;
+            (n, c.inflight.bytes() + n * fixed)
         })
     }
 
