@@ -171,7 +171,7 @@ impl Inflight {
             migrate(path, &old)?;
         }
         let mut last = BTreeMap::new();
-        // Read again only at the next opening (a rewrite writes from memory): its pages leave
+        // Read again only at the next opening and by a rewrite (every 32 MiB): its pages leave
         // the cache once synced.
         let (log, _) = LogWriter::open(path, Options::new(FORMAT).drop_synced(), |p| {
             apply(&mut last, p, published)

@@ -109,14 +109,29 @@ impl NodeScheduler {
         site: &str,
         room: &mut usize,
     ) -> Result<bool, SchedError> {
-        let Some(ip) = self.visit_open(name, &entry.uri.uri, site, *room) else {
+        let insists = entry.uri_flags & (uri_flags::URIF_PROMOTE | uri_flags::URIF_FORCE) != 0;
+        let open = match insists {
+            true => None,
+            false => self.visit_open(name, &entry.uri.uri, site, *room),
+        };
+        let Some(ip) = open else {
             return self.add_uri_at(name, entry, Some(site), false);
         };
         let c = self.collections.get_mut(name).expect("visit_open found it");
-        let Some(rec) = new_record(c, entry, false)? else {
+        // `new_record`'s checks, in the order a kill needs: the URI is recorded as seen only
+        // once its entry's record is in the journal's file. The seen set writes its records
+        // as they come (64 KiB at a time), so a URI recorded as seen first could reach the file
+        // alone and, after a SIGKILL, be skipped for the rest of the cycle; an entry queued the
+        // old way is in the memory-mapped crawl queue at once.
+        let uri = &entry.uri.uri;
+        if c.sitemaps.holds(uri) || c.seen.contains(uri) {
+            c.counters.uris_seen += 1;
             return Ok(true);
-        };
+        }
+        let rec = record(entry, false);
         let seq = c.inflight.add(&rec)?;
+        c.inflight.write()?;
+        c.seen.insert(uri)?;
         c.sites.visit.push_back(Ready {
             collection: name.to_vec(),
             site: site.to_string(),

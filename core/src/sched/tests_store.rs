@@ -576,10 +576,9 @@ fn a_link_to_the_site_being_crawled_joins_its_visit() {
     assert_eq!(room, 4);
     let (held, _) = n.queued_in_memory(C).unwrap();
     assert_eq!(held, 4, "/, /a, /b and /d");
-    // ... so a kill loses none of it: the restart queues every entry taken and not finished
-    // again, ahead of the queue.
-    n.end_turn().unwrap();
-    drop(n);
+    // ... so a kill (no destructor, nothing more written) loses none of it: the restart
+    // queues every entry taken and not finished again, ahead of the queue.
+    std::mem::forget(n);
     let mut n = reopen(dir.path());
     assert_eq!(n.queued(C), Some((6, 0)));
     let mut got = ready_uris(&mut n);
@@ -594,5 +593,29 @@ fn a_link_to_the_site_being_crawled_joins_its_visit() {
             "http://127.0.0.9/c",
             "http://127.0.0.9/d",
         ]
+    );
+}
+
+/// A link that joined its site's visit is in the in-flight journal's file before its URI is
+/// recorded as seen: a kill after the seen set wrote its records (every 64 KiB of them, here
+/// made to come by queuing 9,000 more URIs) and before the next sync finds the entry queued
+/// again, not its URI seen and the entry nowhere.
+#[test]
+fn a_visit_entry_is_journaled_before_its_uri_is_seen() {
+    let (mut n, dir) = setup("visit-kill", vec![]);
+    assert_eq!(ready_uris(&mut n), ["http://127.0.0.9/"]);
+    let mut room = 1;
+    n.add_link_on_visit(C, &link("http://127.0.0.9/v"), "127.0.0.9", &mut room)
+        .unwrap();
+    assert_eq!(room, 0);
+    for i in 0..9000 {
+        queue(&mut n, &format!("http://127.0.0.8/{i}"));
+    }
+    std::mem::forget(n);
+    let n = reopen(dir.path());
+    assert_eq!(
+        n.queued(C),
+        Some((9002, 0)),
+        "/ and /v taken and not finished, and the 9,000 queued"
     );
 }
