@@ -304,6 +304,11 @@ impl Inflight {
     /// written. A journal that does not give back every outstanding entry (a damaged record
     /// ends the reading) is left as it is, the error returned: the rewrite would lose them.
     fn rewrite(&mut self) -> Result<(), StoreError> {
+        if self.outstanding.is_empty() {
+            // Nothing to read back (the reset at every opening): the file keeps its magic only.
+            self.log.compact(|_| Ok(()))?;
+            return Ok(());
+        }
         self.log.write_pending()?;
         let path = self.log.path().to_path_buf();
         let outstanding = &self.outstanding;

@@ -418,13 +418,12 @@ pub fn ppdup_servers(dict: &Value<'_>) -> Vec<String> {
         .collect()
 }
 
-/// The queue record of an entry new to a collection (recorded as seen here), or None, counted
-/// as seen, when its URI was queued before in this cycle.
-fn new_record(
+/// Queues an entry in a collection's crawl queue: back, or front when urgent.
+fn queue_local(
     c: &mut Collection,
     entry: &CrawlQueueEntry<'_>,
     urgent: bool,
-) -> Result<Option<Vec<u8>>, SchedError> {
+) -> Result<(), SchedError> {
     // A URI queued before in this cycle is not queued again, unless the entry insists
     // (promotion, forced re-crawl).
     let insists = entry.uri_flags & (uri_flags::URIF_PROMOTE | uri_flags::URIF_FORCE) != 0;
@@ -432,24 +431,13 @@ fn new_record(
     // not a link's.
     if !insists && c.sitemaps.holds(&entry.uri.uri) {
         c.counters.uris_seen += 1;
-        return Ok(None);
+        return Ok(());
     }
     if !c.seen.insert(&entry.uri.uri)? && !insists {
         c.counters.uris_seen += 1;
-        return Ok(None);
-    }
-    Ok(Some(record(entry, urgent)))
-}
-
-/// Queues an entry in a collection's crawl queue: back, or front when urgent.
-fn queue_local(
-    c: &mut Collection,
-    entry: &CrawlQueueEntry<'_>,
-    urgent: bool,
-) -> Result<(), SchedError> {
-    let Some(rec) = new_record(c, entry, urgent)? else {
         return Ok(());
-    };
+    }
+    let rec = record(entry, urgent);
     c.enqueue(diskfull::Target::Queue, urgent, &rec, None)?;
     c.counters.uris_queued += 1;
     Ok(())

@@ -118,7 +118,7 @@ impl NodeScheduler {
             return self.add_uri_at(name, entry, Some(site), false);
         };
         let c = self.collections.get_mut(name).expect("visit_open found it");
-        // `new_record`'s checks, in the order a kill needs: the URI is recorded as seen only
+        // `queue_local`'s checks, in the order a kill needs: the URI is recorded as seen only
         // once its entry's record is in the journal's file. The seen set writes its records
         // as they come (64 KiB at a time), so a URI recorded as seen first could reach the file
         // alone and, after a SIGKILL, be skipped for the rest of the cycle; an entry queued the

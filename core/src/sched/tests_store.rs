@@ -364,20 +364,11 @@ fn a_kill_between_the_feed_sync_and_the_store_sync_does_not_feed_twice() {
 /// The URIs of the entries ready to fetch.
 fn ready_uris(n: &mut NodeScheduler) -> Vec<String> {
     n.dispatch(100, 0).unwrap();
-    n.take_ready(100)
-        .into_iter()
-        .map(|r| {
-            let e = crate::sched::parse_record(&r.record).unwrap().0;
-            String::from_utf8(e.uri.uri.to_vec()).unwrap()
-        })
-        .collect()
+    uris_of(n.take_ready(100))
 }
 
 fn queue(n: &mut NodeScheduler, uri: &str) {
-    let e = crate::msg::CrawlQueueEntry::new(crate::msg::UriStructure::unparsed(Cow::Owned(
-        uri.as_bytes().to_vec(),
-    )));
-    assert!(n.add_uri(C, &e, false).unwrap());
+    assert!(n.add_uri(C, &link(uri), false).unwrap());
 }
 
 #[test]
