@@ -225,7 +225,10 @@ impl Crawler {
             }
             for a in self.engine.remove_collection(&name) {
                 if let Action::SiteDone { collection, site } = a {
-                    sm.site_done(&collection, &site);
+                    // The collection is gone from the scheduler too: nothing to put back.
+                    if let Err(e) = sm.site_done(&collection, &site) {
+                        warn!("collection {}: site {site}: {e}", show(&collection));
+                    }
                 }
             }
             self.sites.remove_collection(&name);
@@ -257,19 +260,25 @@ impl Crawler {
             self.sites.started(&r.collection, &r.site, unix_secs());
             self.engine.push(r);
         }
+        // Every visit's entry waiting was among them (a collection paused for a full disk
+        // keeps its visits with its ready entries).
+        self.engine.visits_handed();
         let (reqs, done) = self.engine.poll(self.now());
+        // An error of the scheduler (a full disk) while releasing a site or answering one
+        // request: every other site is still released, every other request still sent or
+        // answered, and the first error returned at the end.
+        let mut first_err: Option<SchedError> = None;
         self.sites.requested(&mut self.engine, &reqs, unix_secs());
         for a in done {
             if let Action::SiteDone { collection, site } = a {
                 debug!("collection {}: site {site} done", show(&collection));
                 self.sites.ended(&collection, &site, unix_secs());
-                sm.site_done(&collection, &site);
+                if let Err(e) = sm.site_done(&collection, &site) {
+                    first_err.get_or_insert(e);
+                }
             }
         }
         let mut batch = Vec::with_capacity(reqs.len());
-        // An error of the scheduler (a full disk) while answering one request: every other
-        // request is still sent or answered, and the first error returned at the end.
-        let mut first_err: Option<SchedError> = None;
         for r in reqs {
             let Ok(ip) = r.ip.parse::<IpAddr>() else {
                 // Not fetchable as given (bad address): answered as a network failure.
@@ -514,17 +523,21 @@ impl Crawler {
                     refresh_cycle,
                 } => {
                     // Links to the page's own site join its visit while it has room.
-                    let mut room = self.engine.visit_room(&key);
+                    let offered = self.engine.visit_room(&key);
+                    let mut room = offered;
+                    let mut queued = Ok(true);
                     for (entry, at) in link_entries(&from, &links, &queue, &key, refresh_cycle) {
-                        match at {
-                            Some(k) => {
-                                sm.add_link_on_visit(&collection, &entry, &k.1, &mut room)?;
-                            }
-                            None => {
-                                sm.add_uri_at(&collection, &entry, None, false)?;
-                            }
+                        queued = match at {
+                            Some(k) => sm.add_link_on_visit(&collection, &entry, &k.1, &mut room),
+                            None => sm.add_uri_at(&collection, &entry, None, false),
+                        };
+                        if queued.is_err() {
+                            break;
                         }
                     }
+                    // What was taken counts, even when a later link failed.
+                    self.engine.promise_visit(&key, offered - room);
+                    queued?;
                     if let Some(b) = &self.links {
                         let out: Vec<OutLink<'_>> = links
                             .iter()
@@ -545,7 +558,7 @@ impl Crawler {
                 }
                 Action::SiteDone { collection, site } => {
                     self.sites.ended(&collection, &site, unix_secs());
-                    sm.site_done(&collection, &site)
+                    sm.site_done(&collection, &site)?
                 }
                 Action::Sitemaps {
                     collection,

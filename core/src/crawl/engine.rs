@@ -64,6 +64,9 @@ struct Site {
     /// A URL of the site parsed before, whose host its later URIs' parses reuse
     /// ([`resolve::parse_on_site`]).
     origin: Option<Url>,
+    /// (epoch, entries): entries of its visit promised since the scheduler last handed visits
+    /// over ([`CrawlEngine::promise_visit`]), when the epoch is the engine's current one.
+    promised: (u64, usize),
 }
 
 /// An entry waiting for its turn on its site.
@@ -135,6 +138,9 @@ pub struct CrawlEngine {
     capped: hashbrown::HashMap<Vec<u8>, VecDeque<SiteKey>, foldhash::fast::RandomState>,
     /// Entries finished since the last [`CrawlEngine::take_done`].
     done: Vec<(Vec<u8>, u64)>,
+    /// (epoch, entries): visit entries promised ([`CrawlEngine::promise_visit`]) and not yet
+    /// handed over ([`CrawlEngine::visits_handed`] starts a new epoch).
+    visits: (u64, usize),
 }
 
 fn depth_of(e: &CrawlQueueEntry<'_>) -> u32 {
@@ -182,6 +188,7 @@ impl CrawlEngine {
             started: hashbrown::HashMap::default(),
             capped: hashbrown::HashMap::default(),
             done: Vec::new(),
+            visits: (1, 0),
         }
     }
 
@@ -227,17 +234,56 @@ impl CrawlEngine {
     }
 
     /// How many more entries site `key` may take into its visit
-    /// ([`crate::sched::NodeScheduler::add_link_on_visit`]): up to [`VISIT_HELD_MAX`] held for
-    /// it here; none for a site the engine does not crawl now, nor while the engine holds
-    /// twice its `max_queued`.
+    /// ([`crate::sched::NodeScheduler::add_link_on_visit`]): up to [`VISIT_HELD_MAX`] held or
+    /// promised for it here; none for a site the engine does not crawl now, and at most what
+    /// keeps the entries held and promised within twice the engine's `max_queued`.
+    ///
+    /// The caller promises what it took ([`Self::promise_visit`]) until the scheduler hands
+    /// the visits over ([`Self::visits_handed`]): several pages of a site finished in one
+    /// step each see the room the others took.
     pub fn visit_room(&self, key: &SiteKey) -> usize {
         // Visits' entries come even to a full window (`take_ready`), up to twice its size.
-        if self.queued >= 2 * self.opts.max_queued {
+        let promised = self.promised();
+        let total = (2 * self.opts.max_queued).saturating_sub(self.queued + promised);
+        let Some(s) = self.sites.get(key) else {
             return 0;
+        };
+        let site_promised = if s.promised.0 == self.visits.0 {
+            s.promised.1
+        } else {
+            0
+        };
+        VISIT_HELD_MAX
+            .saturating_sub(s.queue.len() + site_promised)
+            .min(total)
+    }
+
+    /// Entries of visits promised and not handed over.
+    fn promised(&self) -> usize {
+        self.visits.1
+    }
+
+    /// `n` entries of site `key`'s visit were taken on the room [`Self::visit_room`] gave:
+    /// they count against it until [`Self::visits_handed`].
+    pub fn promise_visit(&mut self, key: &SiteKey, n: usize) {
+        if n == 0 {
+            return;
         }
-        self.sites
-            .get(key)
-            .map_or(0, |s| VISIT_HELD_MAX.saturating_sub(s.queue.len()))
+        let epoch = self.visits.0;
+        if let Some(s) = self.sites.get_mut(key) {
+            if s.promised.0 != epoch {
+                s.promised = (epoch, 0);
+            }
+            s.promised.1 += n;
+        }
+        self.visits.1 += n;
+    }
+
+    /// The scheduler handed over every visit's entry promised
+    /// ([`crate::sched::NodeScheduler::take_ready`]): from here the engine holds them, and the
+    /// promises start again from none.
+    pub fn visits_handed(&mut self) {
+        self.visits = (self.visits.0 + 1, 0);
     }
 
     /// The entries finished (crawled or skipped) since the last call, by collection and
@@ -284,6 +330,7 @@ impl CrawlEngine {
             turn: 0,
             parked: false,
             origin: None,
+            promised: (0, 0),
         });
         if *site.ip != *r.ip {
             site.ip = Arc::from(r.ip.as_str());

@@ -1355,18 +1355,24 @@ mod parking_woken_withdrawn {
     }
 }
 
-/// A site the engine crawls has room for [`VISIT_HELD_MAX`] entries of its visit, less those it
-/// holds; a site it does not crawl has none, and neither has any site once the engine holds
-/// twice its `max_queued` (visits' entries come even to a full window).
-#[test]
-fn a_site_being_crawled_has_room_for_its_visit() {
+/// An engine of `max_queued` entries, for collection [`C`] without robots.txt.
+fn visit_engine(max_queued: usize) -> CrawlEngine {
     let mut e = CrawlEngine::new(EngineOptions {
-        max_queued: 8,
+        max_queued,
         ..EngineOptions::default()
     });
     let mut cfg = CollectionConfig::defaults("c");
     cfg.robots = false;
     e.set_config(C, Arc::new(cfg));
+    e
+}
+
+/// A site the engine crawls has room for [`VISIT_HELD_MAX`] entries of its visit, less those it
+/// holds; a site it does not crawl has none, and neither has any site once the engine holds
+/// twice its `max_queued` (visits' entries come even to a full window).
+#[test]
+fn a_site_being_crawled_has_room_for_its_visit() {
+    let mut e = visit_engine(32);
     let key: SiteKey = Arc::new((C.to_vec(), SITE.to_string()));
     assert_eq!(e.visit_room(&key), 0, "not crawled here");
     e.push(ready(&format!("http://{SITE}/")));
@@ -1375,9 +1381,55 @@ fn a_site_being_crawled_has_room_for_its_visit() {
         e.push(ready(&format!("http://{SITE}/{i}")));
     }
     assert_eq!(e.visit_room(&key), VISIT_HELD_MAX - 11);
+    // Another site's entries fill the window: the visit still has its room...
+    for i in 0..21 {
+        e.push(ready(&format!("http://127.0.0.2/{i}")));
+    }
     assert_eq!(e.wants(), 0);
-    for i in 10..15 {
+    assert_eq!(e.visit_room(&key), VISIT_HELD_MAX - 11);
+    // ... up to twice max_queued held in all.
+    for i in 21..43 {
+        e.push(ready(&format!("http://127.0.0.2/{i}")));
+    }
+    assert_eq!(e.visit_room(&key), 10, "54 held: 10 left of 64");
+    for i in 43..53 {
+        e.push(ready(&format!("http://127.0.0.2/{i}")));
+    }
+    assert_eq!(e.visit_room(&key), 0, "64 held: twice max_queued");
+}
+
+/// Entries of a visit promised and not yet handed over count against the site's room and the
+/// engine's: two pages of a site finished in the same step do not both take the whole room.
+#[test]
+fn a_visits_promised_entries_count_until_they_are_handed_over() {
+    let mut e = visit_engine(40);
+    let key: SiteKey = Arc::new((C.to_vec(), SITE.to_string()));
+    let other: SiteKey = Arc::new((C.to_vec(), "127.0.0.2".to_string()));
+    e.push(ready(&format!("http://{SITE}/")));
+    e.push(ready("http://127.0.0.2/"));
+    assert_eq!(e.visit_room(&key), VISIT_HELD_MAX - 1);
+    e.promise_visit(&key, 20);
+    assert_eq!(
+        e.visit_room(&key),
+        VISIT_HELD_MAX - 21,
+        "the site's own room"
+    );
+    e.promise_visit(&key, VISIT_HELD_MAX - 21);
+    assert_eq!(e.visit_room(&key), 0);
+    // The engine's room is twice max_queued, 80: 2 held and 31 promised.
+    assert_eq!(e.visit_room(&other), VISIT_HELD_MAX - 1);
+    e.promise_visit(&other, 25);
+    for i in 0..20 {
+        e.push(ready(&format!("http://127.0.0.3/{i}")));
+    }
+    // 22 held and 56 promised: 2 left in all, though the other site has 6 of its own.
+    assert_eq!(e.visit_room(&other), 2);
+    assert_eq!(e.visit_room(&key), 0);
+    // Handed over (pushed): held, not promised.
+    e.visits_handed();
+    for i in 0..20 {
         e.push(ready(&format!("http://{SITE}/{i}")));
     }
-    assert_eq!(e.visit_room(&key), 0, "16 held: twice max_queued");
+    assert_eq!(e.visit_room(&key), VISIT_HELD_MAX - 21);
+    assert_eq!(e.visit_room(&other), VISIT_HELD_MAX - 1);
 }

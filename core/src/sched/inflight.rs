@@ -65,6 +65,10 @@ pub struct Inflight {
     /// Bytes of the records of `outstanding`.
     bytes: u64,
     next: u64,
+    /// The journal's length past which the next sync rewrites it: [`COMPACT_BYTES`], or
+    /// [`COMPACT_BYTES`] beyond where a rewrite failed (a damaged record in the file): the
+    /// journal goes on appending meanwhile, and a rewrite is not tried at every sync.
+    rewrite_at: u64,
 }
 
 fn taken_payload(out: &mut Vec<u8>, seq: u64, rec: &[u8]) {
@@ -182,6 +186,7 @@ impl Inflight {
                 outstanding: BTreeMap::new(),
                 bytes: 0,
                 next: 1,
+                rewrite_at: COMPACT_BYTES,
             },
             last.into_values().collect(),
         ))
@@ -279,12 +284,28 @@ impl Inflight {
     /// [`Inflight::sync`] in two halves: rewrites the journal when it has grown large (which
     /// leaves nothing to sync) or writes what was journaled and returns the commit to run
     /// ([`crate::recordlog::run_commits`]), settled by [`Inflight::sync_end`].
+    ///
+    /// A rewrite that fails for another reason than a full disk (a record of the file that
+    /// cannot be read back) is logged and the journal goes on as it is: its syncs still make
+    /// each new record durable, and the rewrite is tried again after another
+    /// [`COMPACT_BYTES`].
     pub fn sync_begin(&mut self) -> Result<Option<Commit>, StoreError> {
-        if self.log.len() > COMPACT_BYTES {
+        if self.log.len() > self.rewrite_at {
             match self.rewrite() {
+                Ok(()) => {
+                    self.rewrite_at = COMPACT_BYTES;
+                    return Ok(None);
+                }
                 // No room for the new file: appending may still find some.
                 Err(e) if e.disk_full => {}
-                r => return r.map(|()| None),
+                Err(e) => {
+                    self.rewrite_at = self.log.len().saturating_add(COMPACT_BYTES);
+                    log::error!(
+                        "in-flight journal not rewritten, it goes on growing (next try past \
+                         {} MiB): {e}",
+                        self.rewrite_at >> 20
+                    );
+                }
             }
         }
         Ok(self.log.commit_begin()?)
@@ -504,6 +525,17 @@ mod tests {
         let e = j.rewrite().unwrap_err();
         assert!(e.to_string().contains("0 of 1 outstanding"), "{e}");
         assert_eq!(fs::read(&p).unwrap(), bytes, "left as it was");
+        // A sync that comes to the rewrite goes on: the new entry is in the file after it.
+        j.rewrite_at = 0;
+        j.add(b"taken-after").unwrap();
+        j.sync().unwrap();
+        assert!(
+            j.rewrite_at > COMPACT_BYTES,
+            "tried again only after growing"
+        );
+        let after = fs::read(&p).unwrap();
+        assert!(after.starts_with(&bytes) && after.len() > bytes.len());
+        assert!(after.windows(11).any(|w| w == b"taken-after"));
     }
 
     #[test]

@@ -288,7 +288,13 @@ impl Collection {
     }
 
     /// Pauses the crawl for a full disk (logged once; the next try in [`RETRY_EVERY`]).
+    ///
+    /// A visit's entries waiting for the engine join the ready ones: they wait through the
+    /// pause, counted by the dispatch's capacity and handed out at most `max` at a time like
+    /// them, where the engine's room for visits ([`crate::crawl::CrawlEngine::visit_room`])
+    /// would no longer count them once the next step began.
     pub(super) fn pause_disk_full(&mut self, e: &SchedError, now: Instant) {
+        self.sites.fold_visits();
         match &mut self.disk.full {
             Some((_, _, next)) => {
                 *next = now + RETRY_EVERY;

@@ -372,7 +372,7 @@ impl NodeScheduler {
     /// with the entries that were ready for it; [`Self::ask_again`] claims it on the next
     /// connection, and a refusal blocks it like any refused site. No CMD_UM_STOP_CRAWL_IP goes
     /// out: the multinode scheduler that granted the addresses is gone.
-    pub(super) fn drop_claims(&mut self) {
+    pub(in crate::sched) fn drop_claims(&mut self) {
         for c in self.collections.values_mut() {
             c.sites.ip_sites.clear();
             let active: Vec<(String, String)> = c.sites.active.drain().collect();
@@ -437,8 +437,43 @@ impl NodeScheduler {
     }
 
     /// The crawl engine finished `site`.
-    pub fn site_done(&mut self, name: &[u8], site: &str) {
+    ///
+    /// Entries of the site not yet handed to the engine (a visit's, or ready ones left for a
+    /// later step, or all of them while the collection is paused for a full disk) go back to
+    /// the front of the crawl queue first, in their order: handed out after the release, they
+    /// would be fetched at an address no longer granted (MS-FSCMT 3.1.5.21).
+    ///
+    /// The site is released even when that put-back fails (the error returned): the entries
+    /// stay outstanding in the in-flight journal, which puts them back at the next start.
+    pub fn site_done(&mut self, name: &[u8], site: &str) -> Result<(), SchedError> {
+        let mut result = Ok(());
+        if let Some(c) = self.collections.get_mut(name) {
+            let mut back: Vec<(u64, Vec<u8>)> = Vec::new();
+            for q in [&mut c.sites.visit, &mut c.sites.ready] {
+                if q.iter().any(|r| r.site == site) {
+                    let mut kept = VecDeque::with_capacity(q.len());
+                    for r in q.drain(..) {
+                        if r.site == site {
+                            back.push((r.seq, r.record));
+                        } else {
+                            kept.push_back(r);
+                        }
+                    }
+                    *q = kept;
+                }
+            }
+            if !back.is_empty() {
+                debug!(
+                    "collection {}: site {site} done with {} entries not yet crawled: back to \
+                     the crawl queue",
+                    show(name),
+                    back.len()
+                );
+                result = c.put_back(&back, true);
+            }
+        }
         self.release_site(name, site);
+        result
     }
 
     /// Drops queued entries (and checksums) of `name` that `hit(site, uri)` selects.

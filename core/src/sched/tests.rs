@@ -173,7 +173,8 @@ fn sites_start_only_with_permission_and_at_most_ten_per_ip() {
     // (2.2.4.12); the multinode scheduler frees the IP after the last one.
     n.take_output();
     for i in 0..10 {
-        n.site_done(b"c", &format!("10.0.0.1:{}", 8000 + i));
+        n.site_done(b"c", &format!("10.0.0.1:{}", 8000 + i))
+            .unwrap();
     }
     let stops: Vec<_> = decoded(n.take_output())
         .into_iter()

@@ -610,3 +610,144 @@ fn a_visit_entry_is_journaled_before_its_uri_is_seen() {
         "/ and /v taken and not finished, and the 9,000 queued"
     );
 }
+
+/// The site's entries the crawl engine was not yet given (here a visit's, while the
+/// collection waits for disk room) go back to the front of the crawl queue when the engine
+/// finishes the site: handed out after the release, they would be fetched at an IP address no
+/// longer granted (MS-FSCMT 3.1.5.21). The next dispatch asks for the site again.
+#[test]
+fn a_site_done_puts_back_the_entries_its_visit_did_not_hand_out() {
+    let (mut n, dir) = with_visit("visit-done");
+    assert_eq!(n.queued(C), Some((1, 0)));
+    n.site_done(C, "127.0.0.9").unwrap();
+    assert!(n.active_sites(C).is_empty());
+    assert!(
+        n.take_ready(100).is_empty(),
+        "nothing handed out for a released site"
+    );
+    assert_eq!(n.queued(C), Some((3, 0)), "back at the front, ahead of /q");
+    let (held, _) = n.queued_in_memory(C).unwrap();
+    assert_eq!(held, 1, "only / (the engine's) is still taken");
+    assert_eq!(
+        ready_uris(&mut n),
+        [
+            "http://127.0.0.9/a",
+            "http://127.0.0.9/b",
+            "http://127.0.0.8/q"
+        ]
+    );
+    // A kill now: each entry comes back once (/ was taken and never finished).
+    std::mem::forget(n);
+    let mut n = reopen(dir.path());
+    let mut got = ready_uris(&mut n);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "http://127.0.0.8/q",
+            "http://127.0.0.9/",
+            "http://127.0.0.9/a",
+            "http://127.0.0.9/b"
+        ]
+    );
+}
+
+/// A node scheduler with the start page's site active and `/a`, `/b` in its visit, not yet
+/// handed to the engine, and `http://127.0.0.8/q` in the crawl queue.
+fn with_visit(name: &str) -> (NodeScheduler, TempDir) {
+    let (mut n, dir) = setup(name, vec![]);
+    assert_eq!(ready_uris(&mut n), ["http://127.0.0.9/"]);
+    let mut room = 5;
+    for u in ["/a", "/b"] {
+        n.add_link_on_visit(
+            C,
+            &link(&format!("http://127.0.0.9{u}")),
+            "127.0.0.9",
+            &mut room,
+        )
+        .unwrap();
+    }
+    assert_eq!(room, 3);
+    queue(&mut n, "http://127.0.0.8/q");
+    (n, dir)
+}
+
+/// Every path that goes through the waiting entries takes the visit's too (MS-FSCMT):
+/// quarantine (3.1.5.17) puts them at the front of the crawl queue and then the quarantine
+/// queue; CMD_UM_DELETE_SITE (3.1.5.15) drops them; a lost multinode scheduler (its grants gone,
+/// 3.2.1) keeps them waiting for the site's address to be granted again; a refresh cycle that
+/// truncates and restarts (3.1.5.9, options of 2.2.3.10) finishes them. None is handed out afterwards, none is
+/// left outstanding in the in-flight journal.
+#[test]
+fn visit_entries_go_through_quarantine_delete_lost_grants_and_restart() {
+    use crate::msg::Quarantine;
+    // Quarantine: the site's entries wait in the quarantine queue, /q stays queued.
+    let (mut n, _dir) = with_visit("visit-quarantine");
+    n.handle_message(
+        &Dest::Multinode,
+        Message::CmdUmQuarantineSite(Quarantine {
+            collection: Cow::Borrowed(C),
+            site: Cow::Borrowed(b"127.0.0.9"),
+            seconds: 60,
+        }),
+        0,
+    )
+    .unwrap();
+    assert!(n.take_ready(0).is_empty());
+    assert_eq!(n.queued(C), Some((3, 0)), "/a and /b at the front, then /q");
+    assert_eq!(ready_uris(&mut n), ["http://127.0.0.8/q"]);
+    assert_eq!(
+        n.queued(C),
+        Some((0, 2)),
+        "/a and /b in the quarantine queue"
+    );
+    assert_eq!(
+        n.queued_in_memory(C).unwrap().0,
+        2,
+        "/ (the engine's) and /q"
+    );
+
+    // Delete site: /a and /b are dropped and finished in the journal.
+    let (mut n, _dir) = with_visit("visit-delete");
+    n.handle_message(
+        &Dest::Multinode,
+        Message::CmdUmDeleteSite(DeleteSite {
+            collection: Cow::Borrowed(C),
+            site: Cow::Borrowed(b"127.0.0.9"),
+        }),
+        0,
+    )
+    .unwrap();
+    assert!(n.take_ready(100).is_empty());
+    assert_eq!(n.queued(C), Some((1, 0)), "/q only");
+    assert_eq!(n.queued_in_memory(C).unwrap().0, 1, "/ (the engine's)");
+
+    // The multinode scheduler lost: the site waits for its address, with /a and /b.
+    let (mut n, _dir) = with_visit("visit-claims");
+    n.drop_claims();
+    assert!(n.active_sites(C).is_empty());
+    assert!(n.take_ready(0).is_empty());
+    assert_eq!(n.queued_in_memory(C).unwrap().0, 3, "/, /a and /b");
+    assert_eq!(
+        n.queued(C),
+        Some((1, 0)),
+        "/q only: /a and /b wait with their site"
+    );
+
+    // Refresh, truncate and restart: /a and /b finished, the cycle starts from /.
+    let (mut n, dir) = with_visit("visit-refresh");
+    n.refresh(
+        C,
+        None,
+        crate::msg::types::refresh_options::TRUNCATE_AND_RESTART,
+    )
+    .unwrap();
+    assert!(n.take_ready(0).is_empty());
+    assert_eq!(n.queued_in_memory(C).unwrap().0, 1, "/ (the engine's)");
+    // Synced, then a kill: only / comes back from the journal, beside the new cycle's start
+    // page.
+    n.sync().unwrap();
+    std::mem::forget(n);
+    let n = reopen(dir.path());
+    assert_eq!(n.queued(C), Some((2, 0)));
+}
