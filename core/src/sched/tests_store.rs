@@ -611,9 +611,9 @@ fn a_visit_entry_is_journaled_before_its_uri_is_seen() {
     );
 }
 
-/// The site's entries the crawl engine was not yet given (here a visit's, while the
-/// collection waits for disk room) go back to the front of the crawl queue when the engine
-/// finishes the site: handed out after the release, they would be fetched at an IP address no
+/// The site's entries the crawl engine was not yet given (here a visit's; ready entries left
+/// for a later step, or any of them while the collection waits for disk room, alike) go back to
+/// the front of the crawl queue when the engine finishes the site: handed out after the release, they would be fetched at an IP address no
 /// longer granted (MS-FSCMT 3.1.5.21). The next dispatch asks for the site again.
 #[test]
 fn a_site_done_puts_back_the_entries_its_visit_did_not_hand_out() {
@@ -750,4 +750,29 @@ fn visit_entries_go_through_quarantine_delete_lost_grants_and_restart() {
     std::mem::forget(n);
     let n = reopen(dir.path());
     assert_eq!(n.queued(C), Some((2, 0)));
+}
+
+/// A collection paused for a full disk hands nothing out, and a visit's entries waiting then
+/// join its ready entries: when the pause ends they come at most `max` at a time like them,
+/// no longer ahead of the engine's window.
+#[test]
+fn a_pause_for_a_full_disk_folds_the_visit_into_the_ready_entries() {
+    let (mut n, dir) = with_visit("visit-pause");
+    let full = super::collections::io_err(dir.path())(std::io::Error::from(
+        std::io::ErrorKind::StorageFull,
+    ));
+    n.disk_full(&full.into());
+    assert!(n.disk_full_reason(C).is_some());
+    assert!(n.take_ready(100).is_empty(), "paused: nothing handed out");
+    // The next sync past the retry time writes everything: the pause ends.
+    n.sync_at(std::time::Instant::now() + std::time::Duration::from_secs(3600))
+        .unwrap();
+    assert!(n.disk_full_reason(C).is_none());
+    assert!(n.take_ready(0).is_empty(), "ready entries now, held to max");
+    assert_eq!(
+        uris_of(n.take_ready(1)),
+        ["http://127.0.0.9/a"],
+        "in their order"
+    );
+    assert_eq!(uris_of(n.take_ready(1)), ["http://127.0.0.9/b"]);
 }
