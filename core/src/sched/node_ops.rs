@@ -9,6 +9,23 @@ use super::*;
 /// may wait for the crawl engine at once; beyond, links go to the crawl queue.
 pub const VISIT_READY_MAX: usize = 4096;
 
+/// Takes the entries of `q` whose site `which` selects out of it, in their order, into `out`
+/// as (in-flight sequence number, record); the others stay in theirs.
+fn take_entries(
+    q: &mut VecDeque<Ready>,
+    which: impl Fn(&str) -> bool,
+    out: &mut Vec<(u64, Vec<u8>)>,
+) {
+    q.retain_mut(|r| {
+        if which(&r.site) {
+            out.push((r.seq, std::mem::take(&mut r.record)));
+            false
+        } else {
+            true
+        }
+    });
+}
+
 impl NodeScheduler {
     pub(super) fn set_state(&mut self, name: &[u8], state: i64) -> Result<bool, SchedError> {
         let Some(c) = self.collections.get_mut(name) else {
@@ -321,15 +338,7 @@ impl NodeScheduler {
             }
         }
         c.sites.fold_visits();
-        let mut kept = VecDeque::new();
-        for r in c.sites.ready.drain(..) {
-            if which(&r.site) {
-                records.push((r.seq, r.record));
-            } else {
-                kept.push_back(r);
-            }
-        }
-        c.sites.ready = kept;
+        take_entries(&mut c.sites.ready, &which, &mut records);
         let stopped: Vec<String> = c
             .sites
             .active
@@ -449,19 +458,8 @@ impl NodeScheduler {
         let mut result = Ok(());
         if let Some(c) = self.collections.get_mut(name) {
             let mut back: Vec<(u64, Vec<u8>)> = Vec::new();
-            for q in [&mut c.sites.visit, &mut c.sites.ready] {
-                if q.iter().any(|r| r.site == site) {
-                    let mut kept = VecDeque::with_capacity(q.len());
-                    for r in q.drain(..) {
-                        if r.site == site {
-                            back.push((r.seq, r.record));
-                        } else {
-                            kept.push_back(r);
-                        }
-                    }
-                    *q = kept;
-                }
-            }
+            take_entries(&mut c.sites.visit, |s| s == site, &mut back);
+            take_entries(&mut c.sites.ready, |s| s == site, &mut back);
             if !back.is_empty() {
                 debug!(
                     "collection {}: site {site} done with {} entries not yet crawled: back to \
